@@ -1,0 +1,78 @@
+//! State-change events and listeners.
+
+use super::state::State;
+use super::window::WindowCounts;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a transition happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransitionReason {
+    /// `consecutive_failures` failures in a row while closed.
+    ConsecutiveFailures,
+    /// The failure rate of the window reached its threshold.
+    FailureRate,
+    /// The slow-call rate of the window reached its threshold.
+    SlowCallRate,
+    /// The cooldown ended and a call arrived: it was admitted as the first probe.
+    CooldownElapsed,
+    /// A probe failed: the breaker re-opened with a fresh cooldown.
+    ProbeFailed,
+    /// Enough probes succeeded: the breaker closed.
+    ProbesSucceeded,
+    /// Every probe slot was held longer than `max_probe_wait`: a new half-open period started,
+    /// and the hung probes' results will be ignored.
+    ProbeExpired,
+    /// `force_open`, `force_closed` or `reset` was called.
+    Manual,
+}
+
+impl TransitionReason {
+    /// A lowercase, snake_case name for logs and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TransitionReason::ConsecutiveFailures => "consecutive_failures",
+            TransitionReason::FailureRate => "failure_rate",
+            TransitionReason::SlowCallRate => "slow_call_rate",
+            TransitionReason::CooldownElapsed => "cooldown_elapsed",
+            TransitionReason::ProbeFailed => "probe_failed",
+            TransitionReason::ProbesSucceeded => "probes_succeeded",
+            TransitionReason::ProbeExpired => "probe_expired",
+            TransitionReason::Manual => "manual",
+        }
+    }
+}
+
+impl fmt::Display for TransitionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One state change of one breaker, as given to listeners.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    /// The breaker's name (empty if none was given).
+    pub name: Arc<str>,
+    /// The state left.
+    pub from: State,
+    /// The state entered.
+    pub to: State,
+    /// Why.
+    pub reason: TransitionReason,
+    /// The breaker clock's reading at the transition.
+    pub at: Duration,
+    /// The generation entered (it counts transitions, wrapping at 2^24).
+    pub generation: u32,
+    /// The window's totals that caused a rate trip (zero otherwise).
+    pub window: WindowCounts,
+    /// Consecutive failures that caused a trip (zero otherwise).
+    pub consecutive_failures: u32,
+    /// When entering open: how long until a probe may be admitted.
+    pub cooldown: Option<Duration>,
+}
+
+/// A state-change listener. Listeners run synchronously on the thread that made the transition,
+/// after the transition, with no lock held; exactly once per transition.
+pub type Listener = Arc<dyn Fn(&Transition) + Send + Sync>;

@@ -1,0 +1,1082 @@
+//! The circuit breaker: a lazy, lock-free state machine with RAII permits.
+//!
+//! # Why
+//! A dependency that is down should cost its callers nothing: no waiting for timeouts, no
+//! threads tied up, no load added to the thing that is trying to recover. A breaker watches the
+//! outcomes of calls and, once a [`BreakerPolicy`] rule says the dependency is unhealthy,
+//! *opens*: calls are rejected locally in nanoseconds with a [`Rejected`] error. After the
+//! cooldown it lets a few *probe* calls through (*half-open*); if they succeed it *closes*,
+//! if one fails it opens again.
+//!
+//! # How
+//! - **Lazy recovery.** There is no timer, task or thread per breaker. Open becomes half-open on
+//!   the request path, when a call arrives after the cooldown, so 10,000 idle breakers cost only
+//!   their memory (64 bytes each with the consecutive-failure rule and totals off).
+//! - **One state word.** The state, the generation, the open streak and the half-open probe
+//!   counts live in one `AtomicU64` (see `state.rs`). Every transition is one compare-and-swap that
+//!   bumps the generation, so exactly one thread wins it and fires its event once. Admitting a
+//!   probe is one compare-and-swap that reserves the slot.
+//! - **Generations.** Every [`Permit`] remembers the generation that admitted it. An outcome
+//!   recorded after the state has moved on is *late*: it is counted in
+//!   [`Totals::late`] and changes nothing (cases BR-10, BR-12).
+//! - **RAII permits.** [`CircuitBreaker::try_acquire`] returns a [`Permit`]; recording consumes
+//!   it. A permit dropped without an outcome is a cancellation (neutral, slot released); a
+//!   permit dropped while the thread panics is a failure.
+//! - **Injected clock.** All timing goes through a monotonic [`Clock`]; tests drive it by hand or
+//!   with tokio's paused clock (case BR-23).
+//!
+//! ```
+//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, State};
+//! use breaker_core::clock::{Clock, ManualClock};
+//! use std::time::Duration;
+//!
+//! let time = ManualClock::new();
+//! let breaker = CircuitBreaker::builder(BreakerPolicy {
+//!     consecutive_failures: Some(2),
+//!     cooldown: Duration::from_secs(10),
+//!     cooldown_max: Duration::from_secs(10),
+//!     ..BreakerPolicy::default()
+//! })
+//! .clock(Clock::manual(&time))
+//! .build()
+//! .unwrap();
+//!
+//! breaker.try_acquire().unwrap().failure();
+//! breaker.try_acquire().unwrap().failure();
+//! assert_eq!(breaker.state(), State::Open);
+//! let rejected = breaker.try_acquire().unwrap_err();
+//! assert_eq!(rejected.retry_after(), Some(Duration::from_secs(10)));
+//!
+//! time.advance(Duration::from_secs(10));
+//! breaker.try_acquire().unwrap().success(); // the probe
+//! assert_eq!(breaker.state(), State::Closed);
+//! ```
+
+mod event;
+mod policy;
+mod state;
+mod totals;
+mod window;
+
+pub use event::{Listener, Transition, TransitionReason};
+pub use policy::{
+    BreakerPolicy, FieldError, NeutralProbe, SlidingWindow, SlowCall, ValidationError,
+    MAX_COUNT_WINDOW, MAX_HALF_OPEN_PROBES, MAX_SUCCESSES_TO_CLOSE,
+};
+pub use state::State;
+pub use totals::Totals;
+pub use window::WindowCounts;
+
+use crate::classify::Outcome;
+use crate::clock::Clock;
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use arc_swap::ArcSwap;
+use state::{newer, pack_count, pack_stamp, unpack_count, unpack_stamp, Word};
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use totals::{Counter, Striped};
+use window::{GenWindow, Sample, Window};
+
+/// What all breakers built from one [`BreakerBuilder`] share: the policy (swappable at run
+/// time), the clock, the name and the listeners.
+struct Shared {
+    policy: ArcSwap<BreakerPolicy>,
+    /// Whether admission must read the clock (a slow-call rule is set).
+    timed: AtomicBool,
+    clock: Clock,
+    name: Arc<str>,
+    listeners: Vec<Listener>,
+    totals: bool,
+}
+
+struct Heavy {
+    /// The sliding window, tagged with the closed-state generation its data belongs to.
+    window: Option<Mutex<GenWindow>>,
+    totals: Option<Striped>,
+}
+
+struct Inner {
+    /// The state word; see `state.rs`.
+    state: AtomicU64,
+    /// Open: when the cooldown ends. Half-open: when the newest probe was admitted.
+    /// Packed with the generation's low bits (`pack_stamp`).
+    at: AtomicU64,
+    /// When the current state was entered (`pack_stamp`).
+    since: AtomicU64,
+    /// Consecutive failures while closed (`pack_count`).
+    consecutive: AtomicU64,
+    shared: Arc<Shared>,
+    heavy: Option<Box<Heavy>>,
+}
+
+/// A circuit breaker. Cloning is cheap and clones share one state: a probe limit or a failure
+/// count applies across all of them (case BR-03). See the [module docs](self).
+#[derive(Clone)]
+pub struct CircuitBreaker {
+    inner: Arc<Inner>,
+}
+
+/// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
+///
+/// ```
+/// use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+/// let breaker = CircuitBreaker::builder(BreakerPolicy::default()).name("inventory").build()?;
+/// # Ok::<(), breaker_core::breaker::ValidationError>(())
+/// ```
+pub struct BreakerBuilder {
+    policy: BreakerPolicy,
+    clock: Option<Clock>,
+    name: Arc<str>,
+    listeners: Vec<Listener>,
+    totals: bool,
+}
+
+impl BreakerBuilder {
+    /// Uses `clock` instead of [`Clock::system`].
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Names the breaker (shown in events, errors and metrics).
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Adds a state-change listener; see [`Listener`].
+    pub fn on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
+        self.listeners.push(Arc::new(f));
+        self
+    }
+
+    /// Whether to keep lifetime [`Totals`] (default `true`). Totals are striped per thread
+    /// (64 bytes per stripe, one stripe per CPU rounded up to a power of two, at most 64), so
+    /// counting never contends; turning them off saves that memory and one uncontended atomic
+    /// add per call.
+    pub fn totals(mut self, on: bool) -> Self {
+        self.totals = on;
+        self
+    }
+
+    /// Validates the policy and builds the breaker.
+    ///
+    /// # Errors
+    /// The policy's [`ValidationError`] if it is invalid.
+    pub fn build(self) -> Result<CircuitBreaker, ValidationError> {
+        Ok(self.build_factory()?.create())
+    }
+
+    /// Validates the policy and returns a factory that creates any number of breakers sharing
+    /// this policy, clock, name and listeners (a keyed registry uses it: one allocation of
+    /// configuration for all keys).
+    ///
+    /// # Errors
+    /// The policy's [`ValidationError`] if it is invalid.
+    pub fn build_factory(self) -> Result<BreakerFactory, ValidationError> {
+        self.policy.validate()?;
+        let timed = self.policy.slow_call.is_some();
+        Ok(BreakerFactory {
+            shared: Arc::new(Shared {
+                policy: ArcSwap::from_pointee(self.policy),
+                timed: AtomicBool::new(timed),
+                clock: self.clock.unwrap_or_default(),
+                name: self.name,
+                listeners: self.listeners,
+                totals: self.totals,
+            }),
+        })
+    }
+}
+
+/// Creates breakers that share one policy, clock, name and listener set; see
+/// [`BreakerBuilder::build_factory`]. Cloning is cheap.
+#[derive(Clone)]
+pub struct BreakerFactory {
+    shared: Arc<Shared>,
+}
+
+impl BreakerFactory {
+    /// A new breaker, closed, with its own state.
+    pub fn create(&self) -> CircuitBreaker {
+        let policy = self.shared.policy.load();
+        let window = policy
+            .uses_window()
+            .then(|| {
+                Mutex::new(GenWindow {
+                    generation: 0,
+                    window: Window::new(policy.window),
+                })
+            });
+        let totals = self.shared.totals.then(Striped::new);
+        let heavy = (window.is_some() || totals.is_some())
+            .then(|| Box::new(Heavy { window, totals }));
+        CircuitBreaker {
+            inner: Arc::new(Inner {
+                state: AtomicU64::new(Word::INITIAL),
+                at: AtomicU64::new(0),
+                since: AtomicU64::new(0),
+                consecutive: AtomicU64::new(0),
+                shared: Arc::clone(&self.shared),
+                heavy,
+            }),
+        }
+    }
+
+    /// Replaces the policy of every breaker made by this factory, keeping their state: an open
+    /// breaker stays open, counts are kept. If the window's shape changed, each breaker's window
+    /// is emptied at its next recorded outcome. A rate rule added to a policy that had none
+    /// applies to breakers created afterwards.
+    ///
+    /// # Errors
+    /// The new policy's [`ValidationError`]; the old policy stays in force.
+    pub fn set_policy(&self, policy: BreakerPolicy) -> Result<(), ValidationError> {
+        policy.validate()?;
+        self.shared
+            .timed
+            .store(policy.slow_call.is_some(), std::sync::atomic::Ordering::Relaxed);
+        self.shared.policy.store(Arc::new(policy));
+        Ok(())
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<BreakerPolicy> {
+        self.shared.policy.load_full()
+    }
+}
+
+/// Why a call was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The breaker is open and its cooldown has not ended.
+    Open,
+    /// The breaker is half-open and every probe slot is taken.
+    HalfOpenFull,
+    /// The breaker was forced open.
+    ForcedOpen,
+}
+
+impl RejectReason {
+    /// A lowercase, snake_case name for logs and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Open => "open",
+            RejectReason::HalfOpenFull => "half_open_full",
+            RejectReason::ForcedOpen => "forced_open",
+        }
+    }
+}
+
+/// A call rejected locally by a breaker: the dependency was not called.
+///
+/// This is never a failure of the dependency: it is not recorded by any breaker, it is never
+/// retried, and it is a distinct variant of the pipeline's error so callers can pick a
+/// fallback and metrics can tell it apart.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct Rejected {
+    reason: RejectReason,
+    retry_after: Option<Duration>,
+    name: Arc<str>,
+}
+
+impl Rejected {
+    /// Why.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// The state that rejected the call.
+    pub fn state(&self) -> State {
+        match self.reason {
+            RejectReason::Open => State::Open,
+            RejectReason::HalfOpenFull => State::HalfOpen,
+            RejectReason::ForcedOpen => State::ForcedOpen,
+        }
+    }
+
+    /// How long until a probe may be admitted: the rest of the cooldown when open, `None` when
+    /// half-open (a slot frees when a probe completes) or forced open.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The breaker's name (empty if it has none).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self) -> String {
+        let who = if self.name.is_empty() {
+            "circuit breaker".to_string()
+        } else {
+            format!("circuit breaker `{}`", self.name)
+        };
+        match (self.reason, self.retry_after) {
+            (RejectReason::Open, Some(d)) => {
+                format!("{who} is open; a probe may be admitted in {d:?}")
+            }
+            (RejectReason::Open, None) => format!("{who} is open"),
+            (RejectReason::HalfOpenFull, _) => {
+                format!("{who} is half-open and every probe slot is taken")
+            }
+            (RejectReason::ForcedOpen, _) => format!("{who} was forced open"),
+        }
+    }
+}
+
+/// A point-in-time view of a breaker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// The state (open is reported as open even if its cooldown has ended and no call has yet
+    /// promoted it to half-open).
+    pub state: State,
+    /// The generation (transitions so far, wrapping at 2^24).
+    pub generation: u32,
+    /// How long the breaker has been in this state.
+    pub time_in_state: Duration,
+    /// When open: how long until a probe may be admitted.
+    pub retry_after: Option<Duration>,
+    /// Consecutive failures in the current closed period.
+    pub consecutive_failures: u32,
+    /// The window of the current closed period (zero if the policy has no rate rule).
+    pub window: WindowCounts,
+    /// Half-open: probes in flight.
+    pub probes_in_flight: u32,
+    /// Half-open: successful probes so far.
+    pub probe_successes: u32,
+    /// Lifetime totals, if kept.
+    pub totals: Option<Totals>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Closed,
+    Probe,
+    Unrecorded,
+}
+
+/// Permission to make one call, from [`CircuitBreaker::try_acquire`].
+///
+/// Record the call's outcome with [`success`](Permit::success), [`failure`](Permit::failure),
+/// [`ignored`](Permit::ignored) or [`record`](Permit::record). Dropping the permit without
+/// recording is a *cancellation*: neutral, the half-open slot (if any) is released and nothing
+/// is counted but [`Totals::cancelled`]. Dropping it while the thread is panicking records a
+/// failure. Either way the slot is released exactly once.
+#[must_use = "a permit should be given the call's outcome; dropping it records a cancellation"]
+pub struct Permit<'a> {
+    inner: &'a Inner,
+    ticket: Ticket,
+}
+
+/// Like [`Permit`], but owns a handle to its breaker, so it is `'static` (for spawned tasks and
+/// tower services).
+#[must_use = "a permit should be given the call's outcome; dropping it records a cancellation"]
+pub struct OwnedPermit {
+    inner: Arc<Inner>,
+    ticket: Ticket,
+}
+
+#[derive(Clone, Copy)]
+struct Ticket {
+    generation: u32,
+    kind: Kind,
+    start: Option<u64>,
+    done: bool,
+}
+
+macro_rules! permit_methods {
+    () => {
+        /// Records a success.
+        pub fn success(self) {
+            self.record(Outcome::Success)
+        }
+
+        /// Records a failure.
+        pub fn failure(self) {
+            self.record(Outcome::Failure)
+        }
+
+        /// Records an ignored outcome: neither success nor failure (for example a 404 for a
+        /// resource that does not exist). A half-open slot is released.
+        pub fn ignored(self) {
+            self.record(Outcome::Ignored)
+        }
+
+        /// Records `outcome`.
+        pub fn record(mut self, outcome: Outcome) {
+            self.ticket.done = true;
+            self.inner.finish(self.ticket, Some(outcome));
+        }
+
+        /// Whether this call is a half-open probe.
+        pub fn is_probe(&self) -> bool {
+            self.ticket.kind == Kind::Probe
+        }
+    };
+}
+
+impl Permit<'_> {
+    permit_methods!();
+}
+
+impl OwnedPermit {
+    permit_methods!();
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if !self.ticket.done {
+            self.inner.finish(self.ticket, drop_outcome());
+        }
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        if !self.ticket.done {
+            self.inner.finish(self.ticket, drop_outcome());
+        }
+    }
+}
+
+fn drop_outcome() -> Option<Outcome> {
+    std::thread::panicking().then_some(Outcome::Failure)
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("generation", &self.ticket.generation)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("generation", &self.ticket.generation)
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+impl CircuitBreaker {
+    /// Starts building a breaker with `policy`.
+    pub fn builder(policy: BreakerPolicy) -> BreakerBuilder {
+        BreakerBuilder {
+            policy,
+            clock: None,
+            name: Arc::from(""),
+            listeners: Vec::new(),
+            totals: true,
+        }
+    }
+
+    /// A breaker with `policy`, the system clock, no name and no listeners.
+    ///
+    /// # Errors
+    /// The policy's [`ValidationError`] if it is invalid.
+    pub fn new(policy: BreakerPolicy) -> Result<CircuitBreaker, ValidationError> {
+        Self::builder(policy).build()
+    }
+
+    /// Asks to make a call. Never blocks and never waits.
+    ///
+    /// # Errors
+    /// [`Rejected`] if the breaker is open (cooldown not over), half-open with every probe slot
+    /// taken, or forced open.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
+        let ticket = self.inner.acquire()?;
+        Ok(Permit {
+            inner: &self.inner,
+            ticket,
+        })
+    }
+
+    /// Like [`try_acquire`](Self::try_acquire), but the permit owns a handle to the breaker.
+    ///
+    /// # Errors
+    /// As [`try_acquire`](Self::try_acquire).
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
+        let ticket = self.inner.acquire()?;
+        Ok(OwnedPermit {
+            inner: Arc::clone(&self.inner),
+            ticket,
+        })
+    }
+
+    /// The current state. An open breaker whose cooldown has ended still reads open until a
+    /// call promotes it (recovery is lazy).
+    pub fn state(&self) -> State {
+        Word::decode(self.inner.state.load(Ordering::Acquire)).state
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.inner.shared.name
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<BreakerPolicy> {
+        self.inner.shared.policy.load_full()
+    }
+
+    /// Isolates the dependency: rejects every call until [`reset`](Self::reset) or
+    /// [`force_closed`](Self::force_closed). Fires a [`TransitionReason::Manual`] event.
+    pub fn force_open(&self) {
+        self.inner.manual(State::ForcedOpen);
+    }
+
+    /// Disables the breaker: admits every call and records nothing until
+    /// [`reset`](Self::reset) or [`force_open`](Self::force_open).
+    pub fn force_closed(&self) {
+        self.inner.manual(State::ForcedClosed);
+    }
+
+    /// Returns to a fresh closed state: every count is cleared (case BR-25), the open streak
+    /// too. Calls in flight become late.
+    pub fn reset(&self) {
+        self.inner.manual(State::Closed);
+    }
+
+    /// A point-in-time view of the state and counts.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.snapshot()
+    }
+
+    /// Heap and inline bytes used by this breaker, not counting the shared policy: the state
+    /// block, the window and the totals stripes.
+    pub fn memory_bytes(&self) -> usize {
+        // ArcInner = two counters + Inner
+        let mut n = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Inner>();
+        if let Some(h) = &self.inner.heavy {
+            n += std::mem::size_of::<Heavy>();
+            if let Some(t) = &h.totals {
+                n += t.heap_bytes();
+            }
+            if let Some(w) = &h.window {
+                n += std::mem::size_of::<Mutex<GenWindow>>();
+                n += match &lock(w).window {
+                    Window::Count { ring, .. } => ring.len(),
+                    Window::Time { buckets, .. } => std::mem::size_of_val(&**buckets),
+                };
+            }
+        }
+        n
+    }
+}
+
+impl fmt::Debug for CircuitBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreaker")
+            .field("name", &self.name())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+#[inline]
+fn micros(nanos: u64) -> u64 {
+    nanos / 1_000
+}
+
+/// A deterministic draw in `[0, 1)` from the generation and the time, for cooldown jitter
+/// (SplitMix64 finaliser). Deterministic under a manual clock, which keeps tests exact.
+fn unit_draw(seed: u64) -> f64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Inner {
+    #[inline]
+    fn count(&self, c: Counter) {
+        if let Some(h) = &self.heavy {
+            if let Some(t) = &h.totals {
+                t.add(c);
+            }
+        }
+    }
+
+    #[inline]
+    fn acquire(&self) -> Result<Ticket, Rejected> {
+        let w = self.state.load(Ordering::Acquire);
+        if Word::raw_is_closed(w) {
+            self.count(Counter::Admitted);
+            let start = if self.shared.timed.load(std::sync::atomic::Ordering::Relaxed) {
+                Some(self.shared.clock.now_nanos())
+            } else {
+                None
+            };
+            return Ok(Ticket {
+                generation: Word::raw_generation(w),
+                kind: Kind::Closed,
+                start,
+                done: false,
+            });
+        }
+        self.acquire_slow(w)
+    }
+
+    fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        self.count(Counter::Rejected);
+        Rejected {
+            reason,
+            retry_after,
+            name: Arc::clone(&self.shared.name),
+        }
+    }
+
+    #[cold]
+    fn acquire_slow(&self, mut raw: u64) -> Result<Ticket, Rejected> {
+        loop {
+            let w = Word::decode(raw);
+            match w.state {
+                State::Closed => return self.acquire(),
+                State::ForcedClosed => {
+                    self.count(Counter::Admitted);
+                    return Ok(Ticket {
+                        generation: w.generation,
+                        kind: Kind::Unrecorded,
+                        start: None,
+                        done: false,
+                    });
+                }
+                State::ForcedOpen => return Err(self.reject(RejectReason::ForcedOpen, None)),
+                State::Open => {
+                    let now = self.shared.clock.now_nanos();
+                    let until = match unpack_stamp(self.at.load(Ordering::Acquire), w.generation)
+                    {
+                        Some(until) => until,
+                        // The transition into this state has not stamped its deadline yet:
+                        // the breaker has just opened.
+                        None => {
+                            let cd = self.shared.policy.load().cooldown_for(w.streak);
+                            return Err(self.reject(RejectReason::Open, Some(cd)));
+                        }
+                    };
+                    let now_us = micros(now);
+                    if now_us < until {
+                        let left = Duration::from_micros(until - now_us);
+                        return Err(self.reject(RejectReason::Open, Some(left)));
+                    }
+                    let mut next = w.transition(State::HalfOpen, w.streak);
+                    next.in_flight = 1;
+                    match self.cas(raw, next) {
+                        Ok(()) => {
+                            self.stamp_entry(next.generation, now);
+                            self.at
+                                .store(pack_stamp(now_us, next.generation), Ordering::Release);
+                            self.emit(w.state, next, TransitionReason::CooldownElapsed, now, None, WindowCounts::default(), 0);
+                            return Ok(self.probe_ticket(next.generation));
+                        }
+                        Err(actual) => raw = actual,
+                    }
+                }
+                State::HalfOpen => {
+                    let policy = self.shared.policy.load();
+                    if w.in_flight < policy.half_open_probes {
+                        let next = Word {
+                            in_flight: w.in_flight + 1,
+                            ..w
+                        };
+                        match self.cas(raw, next) {
+                            Ok(()) => {
+                                let now = self.shared.clock.now_nanos();
+                                self.at.store(
+                                    pack_stamp(micros(now), w.generation),
+                                    Ordering::Release,
+                                );
+                                return Ok(self.probe_ticket(w.generation));
+                            }
+                            Err(actual) => {
+                                raw = actual;
+                                continue;
+                            }
+                        }
+                    }
+                    // Every slot is taken. A probe hung past `max_probe_wait` must not wedge
+                    // the breaker: start a new half-open period (BR-04's design point).
+                    let wait = policy
+                        .max_probe_wait
+                        .unwrap_or_else(|| policy.cooldown_for(w.streak));
+                    let now = self.shared.clock.now_nanos();
+                    let newest = unpack_stamp(self.at.load(Ordering::Acquire), w.generation);
+                    let expired = newest.is_some_and(|t| {
+                        micros(now).saturating_sub(t) >= u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)
+                    });
+                    if !expired {
+                        return Err(self.reject(RejectReason::HalfOpenFull, None));
+                    }
+                    let mut next = w.transition(State::HalfOpen, w.streak);
+                    next.in_flight = 1;
+                    match self.cas(raw, next) {
+                        Ok(()) => {
+                            self.stamp_entry(next.generation, now);
+                            self.at
+                                .store(pack_stamp(micros(now), next.generation), Ordering::Release);
+                            self.emit(w.state, next, TransitionReason::ProbeExpired, now, None, WindowCounts::default(), 0);
+                            return Ok(self.probe_ticket(next.generation));
+                        }
+                        Err(actual) => raw = actual,
+                    }
+                }
+            }
+        }
+    }
+
+    fn probe_ticket(&self, generation: u32) -> Ticket {
+        self.count(Counter::Admitted);
+        Ticket {
+            generation,
+            kind: Kind::Probe,
+            start: self
+                .shared
+                .timed
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then(|| self.shared.clock.now_nanos()),
+            done: false,
+        }
+    }
+
+    #[inline]
+    fn cas(&self, current: u64, next: Word) -> Result<(), u64> {
+        self.state
+            .compare_exchange(current, next.encode(), Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+    }
+
+    fn stamp_entry(&self, generation: u32, now: u64) {
+        self.since
+            .store(pack_stamp(micros(now), generation), Ordering::Release);
+    }
+
+    /// Fires the listeners for a transition this thread won.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        from: State,
+        to: Word,
+        reason: TransitionReason,
+        now: u64,
+        cooldown: Option<Duration>,
+        window: WindowCounts,
+        consecutive_failures: u32,
+    ) {
+        if to.state == State::Open {
+            self.count(Counter::Opened);
+        }
+        if self.shared.listeners.is_empty() {
+            return;
+        }
+        let event = Transition {
+            name: Arc::clone(&self.shared.name),
+            from,
+            to: to.state,
+            reason,
+            at: Duration::from_nanos(now),
+            generation: to.generation,
+            window,
+            consecutive_failures,
+            cooldown,
+        };
+        for l in &self.shared.listeners {
+            l(&event);
+        }
+    }
+
+    /// Moves from `raw` (a word of state `from`) to open with a fresh cooldown. Returns whether
+    /// this thread won the transition.
+    fn open(
+        &self,
+        raw: u64,
+        reason: TransitionReason,
+        window: WindowCounts,
+        consecutive: u32,
+    ) -> Result<(), u64> {
+        let w = Word::decode(raw);
+        let streak = if w.state == State::Closed {
+            1
+        } else {
+            w.streak.saturating_add(1).min(0xff)
+        };
+        let next = w.transition(State::Open, streak);
+        self.cas(raw, next)?;
+        let now = self.shared.clock.now_nanos();
+        let policy = self.shared.policy.load();
+        let base = policy.cooldown_for(streak);
+        let cooldown = if policy.cooldown_jitter > 0.0 {
+            let u = unit_draw(now ^ (u64::from(next.generation) << 40));
+            base.mul_f64(1.0 - policy.cooldown_jitter * u)
+        } else {
+            base
+        };
+        let until = micros(now).saturating_add(u64::try_from(cooldown.as_micros()).unwrap_or(u64::MAX));
+        self.at
+            .store(pack_stamp(until, next.generation), Ordering::Release);
+        self.stamp_entry(next.generation, now);
+        self.emit(w.state, next, reason, now, Some(cooldown), window, consecutive);
+        Ok(())
+    }
+
+    fn manual(&self, to: State) {
+        let mut raw = self.state.load(Ordering::Acquire);
+        loop {
+            let w = Word::decode(raw);
+            let next = w.transition(to, 0);
+            match self.cas(raw, next) {
+                Ok(()) => {
+                    let now = self.shared.clock.now_nanos();
+                    self.stamp_entry(next.generation, now);
+                    self.emit(w.state, next, TransitionReason::Manual, now, None, WindowCounts::default(), 0);
+                    return;
+                }
+                Err(actual) => raw = actual,
+            }
+        }
+    }
+
+    /// Applies a permit's end: `None` is a cancellation.
+    fn finish(&self, t: Ticket, outcome: Option<Outcome>) {
+        self.count(match outcome {
+            Some(Outcome::Success) => Counter::Succeeded,
+            Some(Outcome::Failure) => Counter::Failed,
+            Some(Outcome::Ignored) => Counter::Ignored,
+            None => Counter::Cancelled,
+        });
+        match t.kind {
+            Kind::Unrecorded => {}
+            Kind::Closed => self.finish_closed(t, outcome),
+            Kind::Probe => self.finish_probe(t, outcome),
+        }
+    }
+
+    #[inline]
+    fn finish_closed(&self, t: Ticket, outcome: Option<Outcome>) {
+        let failure = match outcome {
+            Some(Outcome::Success) => false,
+            Some(Outcome::Failure) => true,
+            // Ignored and cancelled calls are neutral in closed state.
+            _ => return,
+        };
+        let raw = self.state.load(Ordering::Acquire);
+        if !Word::raw_is_closed(raw) || Word::raw_generation(raw) != t.generation {
+            self.count(Counter::Late);
+            return;
+        }
+        if let Some(threshold) = self.shared.policy.load().consecutive_failures {
+            if let Some(count) = self.bump_consecutive(t.generation, failure) {
+                if count >= threshold
+                    && self
+                        .open(raw, TransitionReason::ConsecutiveFailures, WindowCounts::default(), count)
+                        .is_ok()
+                {
+                    return;
+                }
+            }
+        }
+        if let Some(window) = self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
+            self.record_window(window, t, failure, raw);
+        }
+    }
+
+    /// Updates the consecutive-failure count of `generation`; returns the count after a
+    /// failure, `None` after a success or if the count belongs to a newer generation.
+    #[inline]
+    fn bump_consecutive(&self, generation: u32, failure: bool) -> Option<u32> {
+        let mut cur = self.consecutive.load(Ordering::Acquire);
+        loop {
+            let (g, n) = unpack_count(cur);
+            let n = if g == generation {
+                n
+            } else if newer(generation, g) {
+                0 // first touch in this closed period: the count starts over (BR-25)
+            } else {
+                return None; // a newer period owns the counter
+            };
+            let next = if failure {
+                pack_count(generation, n.saturating_add(1))
+            } else if n == 0 {
+                return None; // the common success path: nothing to write
+            } else {
+                pack_count(generation, 0)
+            };
+            match self
+                .consecutive
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return failure.then_some(n + 1),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    fn record_window(&self, window: &Mutex<GenWindow>, t: Ticket, failure: bool, raw: u64) {
+        let policy = self.shared.policy.load();
+        let now = self.shared.clock.now_nanos();
+        let slow = match (policy.slow_call, t.start) {
+            (Some(rule), Some(start)) => now.saturating_sub(start) >= rule.duration.as_nanos() as u64,
+            _ => false,
+        };
+        let counts = {
+            let mut g = lock(window);
+            if g.generation != t.generation {
+                if !newer(t.generation, g.generation) {
+                    drop(g);
+                    self.count(Counter::Late);
+                    return;
+                }
+                g.generation = t.generation;
+                g.window.clear();
+            }
+            if !g.window.has_shape(policy.window) {
+                g.window = Window::new(policy.window);
+            }
+            g.window.record(Sample { failure, slow }, now)
+        };
+        if counts.calls < policy.min_calls {
+            return;
+        }
+        // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
+        let reason = if policy
+            .failure_rate_percent
+            .is_some_and(|p| counts.failure_rate() >= p)
+        {
+            TransitionReason::FailureRate
+        } else if policy
+            .slow_call
+            .is_some_and(|s| counts.slow_rate() >= s.rate_percent)
+        {
+            TransitionReason::SlowCallRate
+        } else {
+            return;
+        };
+        let _ = self.open(raw, reason, counts, 0);
+    }
+
+    fn finish_probe(&self, t: Ticket, outcome: Option<Outcome>) {
+        let policy = self.shared.policy.load();
+        let outcome = match outcome {
+            Some(Outcome::Ignored) if policy.neutral_probe == NeutralProbe::CountAsSuccess => {
+                Some(Outcome::Success)
+            }
+            o => o,
+        };
+        let slow = match (policy.slow_call, t.start) {
+            (Some(rule), Some(start)) => {
+                self.shared.clock.now_nanos().saturating_sub(start) >= rule.duration.as_nanos() as u64
+            }
+            _ => false,
+        };
+        let mut raw = self.state.load(Ordering::Acquire);
+        loop {
+            let w = Word::decode(raw);
+            if w.state != State::HalfOpen || w.generation != t.generation {
+                // A probe of an earlier half-open period: it holds no slot of this one
+                // (BR-12). Cancellations of stale probes are not "late results".
+                if outcome.is_some() {
+                    self.count(Counter::Late);
+                }
+                return;
+            }
+            let result = match outcome {
+                // A slow probe counts as a failed probe when a slow-call rule is set.
+                Some(Outcome::Failure) => self.open(raw, TransitionReason::ProbeFailed, WindowCounts::default(), 0),
+                Some(Outcome::Success) if slow => {
+                    self.open(raw, TransitionReason::SlowCallRate, WindowCounts::default(), 0)
+                }
+                Some(Outcome::Success) => {
+                    let successes = w.successes + 1;
+                    if successes >= policy.successes_to_close {
+                        let next = w.transition(State::Closed, 0);
+                        self.cas(raw, next).map(|()| {
+                            let now = self.shared.clock.now_nanos();
+                            self.stamp_entry(next.generation, now);
+                            self.emit(w.state, next, TransitionReason::ProbesSucceeded, now, None, WindowCounts::default(), 0);
+                        })
+                    } else {
+                        self.cas(
+                            raw,
+                            Word {
+                                successes,
+                                in_flight: w.in_flight.saturating_sub(1),
+                                ..w
+                            },
+                        )
+                    }
+                }
+                // Ignored or cancelled: release the slot, no verdict (BR-01, BR-03, BR-08).
+                _ => self.cas(
+                    raw,
+                    Word {
+                        in_flight: w.in_flight.saturating_sub(1),
+                        ..w
+                    },
+                ),
+            };
+            match result {
+                Ok(()) => return,
+                Err(actual) => raw = actual,
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let raw = self.state.load(Ordering::Acquire);
+        let w = Word::decode(raw);
+        let now = self.shared.clock.now_nanos();
+        let now_us = micros(now);
+        let time_in_state = unpack_stamp(self.since.load(Ordering::Acquire), w.generation)
+            .map(|t| Duration::from_micros(now_us.saturating_sub(t)))
+            .unwrap_or_default();
+        let retry_after = (w.state == State::Open).then(|| {
+            unpack_stamp(self.at.load(Ordering::Acquire), w.generation)
+                .map(|until| Duration::from_micros(until.saturating_sub(now_us)))
+                .unwrap_or_else(|| self.shared.policy.load().cooldown_for(w.streak))
+        });
+        let (consecutive_failures, window) = if w.state == State::Closed {
+            let (g, n) = unpack_count(self.consecutive.load(Ordering::Acquire));
+            let window = self
+                .heavy
+                .as_ref()
+                .and_then(|h| h.window.as_ref())
+                .map(|m| {
+                    let mut g = lock(m);
+                    if g.generation == w.generation {
+                        g.window.counts(now)
+                    } else {
+                        WindowCounts::default()
+                    }
+                })
+                .unwrap_or_default();
+            (if g == w.generation { n } else { 0 }, window)
+        } else {
+            (0, WindowCounts::default())
+        };
+        Snapshot {
+            state: w.state,
+            generation: w.generation,
+            time_in_state,
+            retry_after,
+            consecutive_failures,
+            window,
+            probes_in_flight: if w.state == State::HalfOpen { w.in_flight } else { 0 },
+            probe_successes: if w.state == State::HalfOpen { w.successes } else { 0 },
+            totals: self
+                .heavy
+                .as_ref()
+                .and_then(|h| h.totals.as_ref())
+                .map(Striped::sum),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

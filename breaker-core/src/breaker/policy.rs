@@ -1,0 +1,362 @@
+//! The breaker's policy: when it trips, how long it stays open, how it probes.
+//!
+//! A [`BreakerPolicy`] is plain data. The same type is built by hand, parsed from the policy DSL,
+//! read from config files and checked by the `#[circuit_breaker]` attribute at compile time, and
+//! [`BreakerPolicy::validate`] is the one validator all of those paths share.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Which calls make up the sliding window that failure-rate and slow-call rules look at.
+///
+/// The semantics follow Resilience4j's `slidingWindowType`:
+/// - [`SlidingWindow::Count`]: the last `n` recorded calls (a ring buffer of `n` outcomes).
+/// - [`SlidingWindow::Time`]: the calls recorded in the last `length`, kept in `buckets` equal
+///   buckets; a whole bucket drops out at once when it ages past `length`, so the window slides
+///   in steps of `length / buckets`.
+///
+/// Ignored outcomes and cancellations never enter a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlidingWindow {
+    /// The last `n` calls. Valid range: `1..=1_000_000`.
+    Count(u32),
+    /// The calls of the last `length`, in `buckets` buckets.
+    Time {
+        /// Window length; valid range 1 ms ..= 1 day.
+        length: Duration,
+        /// Number of buckets; valid range `1..=600`, and `length / buckets` must be at least 1 ms.
+        buckets: u32,
+    },
+}
+
+impl SlidingWindow {
+    /// The default bucket count of a time window.
+    pub const DEFAULT_BUCKETS: u32 = 10;
+}
+
+/// The slow-call rule: a call that takes at least `duration` (from admission to its recorded
+/// outcome) is *slow*, whether it succeeded or failed; the breaker trips when the share of slow
+/// calls in the window reaches `rate_percent` (Resilience4j's `slowCallDurationThreshold` and
+/// `slowCallRateThreshold`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlowCall {
+    /// Calls taking at least this long are slow. Must be non-zero.
+    pub duration: Duration,
+    /// Trip when slow calls are at least this percentage of the window; range `(0, 100]`.
+    pub rate_percent: f64,
+}
+
+/// What a half-open probe that ends *ignored* (neither success nor failure, for example a 404
+/// classified as ignored) means for the breaker (case BR-08).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NeutralProbe {
+    /// The default, and the safe choice: the probe's slot is released, nothing is counted and no
+    /// transition happens; the next call is admitted as a probe.
+    #[default]
+    Release,
+    /// The dependency answered, so the probe counts as a success toward closing.
+    CountAsSuccess,
+}
+
+/// The complete policy of one circuit breaker. See the [module docs](self).
+///
+/// Every rule that is set can trip the breaker; at least one of `consecutive_failures`,
+/// `failure_rate_percent` and `slow_call` must be set. Thresholds are compared with `>=` after
+/// every recorded outcome; rate rules apply only once the window holds at least `min_calls`
+/// calls.
+///
+/// The [`Default`] is: trip after 5 consecutive failures, stay open 30 s (no growth, no jitter),
+/// admit 1 probe, close after 1 successful probe, a count window of 100 calls with a minimum of
+/// 100 calls (used only if a rate rule is added).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BreakerPolicy {
+    /// Trip after this many failures in a row while closed (a success resets the count).
+    /// Range `1..=u32::MAX`.
+    pub consecutive_failures: Option<u32>,
+    /// Trip when failures are at least this percentage of the window. Range `(0, 100]`.
+    pub failure_rate_percent: Option<f64>,
+    /// Trip when slow calls reach a share of the window.
+    pub slow_call: Option<SlowCall>,
+    /// The window that rate rules look at.
+    pub window: SlidingWindow,
+    /// Rate rules are not evaluated before the window holds this many calls (case BR-17).
+    /// Range `1..=n` for a count window of `n` calls (case BR-18), `1..=u32::MAX` for a time
+    /// window.
+    pub min_calls: u32,
+    /// How long the breaker stays open before it admits a probe. Must be non-zero.
+    pub cooldown: Duration,
+    /// Each time a probe fails and the breaker re-opens, the cooldown is multiplied by this
+    /// factor (1.0 = constant). Range `1.0..=1000.0`.
+    pub cooldown_multiplier: f64,
+    /// Upper bound of the grown cooldown. At least `cooldown`.
+    pub cooldown_max: Duration,
+    /// Jitter as a fraction of the cooldown: the actual cooldown is drawn uniformly from
+    /// `[d * (1 - jitter), d]`, so it never exceeds `cooldown_max`. Range `0.0..=1.0`.
+    pub cooldown_jitter: f64,
+    /// At most this many probes in flight in half-open. Range `1..=65_535`.
+    pub half_open_probes: u32,
+    /// Close after this many successful probes. Range `1..=8_191`.
+    pub successes_to_close: u32,
+    /// A half-open breaker whose probe slots are all taken admits a fresh probe anyway once the
+    /// newest probe has been outstanding this long; the older probes' late results are then
+    /// ignored (a hung probe must not wedge the breaker; case BR-04). `None` means "the current
+    /// cooldown". Must be non-zero.
+    pub max_probe_wait: Option<Duration>,
+    /// What an ignored probe outcome means.
+    pub neutral_probe: NeutralProbe,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        BreakerPolicy {
+            consecutive_failures: Some(5),
+            failure_rate_percent: None,
+            slow_call: None,
+            window: SlidingWindow::Count(100),
+            min_calls: 100,
+            cooldown: Duration::from_secs(30),
+            cooldown_multiplier: 1.0,
+            cooldown_max: Duration::from_secs(30),
+            cooldown_jitter: 0.0,
+            half_open_probes: 1,
+            successes_to_close: 1,
+            max_probe_wait: None,
+            neutral_probe: NeutralProbe::Release,
+        }
+    }
+}
+
+/// One invalid value of a policy: which field and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field's name as written in config files (`consecutive_failures`, `min_calls`, ...).
+    pub field: &'static str,
+    /// What is wrong and what is expected, lowercase.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`: {}", self.field, self.message)
+    }
+}
+
+/// Every invalid value found in a policy, in field order.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid policy: {}", .errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+pub struct ValidationError {
+    /// The individual errors; never empty.
+    pub errors: Vec<FieldError>,
+}
+
+/// Largest count window accepted.
+pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
+/// Largest number of half-open probes accepted.
+pub const MAX_HALF_OPEN_PROBES: u32 = 65_535;
+/// Largest `successes_to_close` accepted.
+pub const MAX_SUCCESSES_TO_CLOSE: u32 = 8_191;
+
+pub(crate) fn check_percent(errors: &mut Vec<FieldError>, field: &'static str, p: f64) {
+    if !(p > 0.0 && p <= 100.0) {
+        errors.push(FieldError {
+            field,
+            message: format!("must be a percentage in (0, 100], got {p}"),
+        });
+    }
+}
+
+impl BreakerPolicy {
+    /// Checks every field and every cross-field rule, and returns all violations at once.
+    ///
+    /// # Errors
+    /// A [`ValidationError`] listing each invalid field, for example `consecutive_failures` of
+    /// 0, a rate of 0% or above 100%, a zero cooldown, `min_calls` larger than a count window
+    /// (BR-18), or no trip rule at all.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let mut errors = Vec::new();
+        let mut push = |field: &'static str, message: String| {
+            errors.push(FieldError { field, message })
+        };
+        if self.consecutive_failures.is_none()
+            && self.failure_rate_percent.is_none()
+            && self.slow_call.is_none()
+        {
+            push(
+                "consecutive_failures",
+                "no trip rule: set `consecutive_failures`, `failure_rate` or `slow_call`".into(),
+            );
+        }
+        if self.consecutive_failures == Some(0) {
+            push("consecutive_failures", "must be at least 1, got 0".into());
+        }
+        match self.window {
+            SlidingWindow::Count(n) => {
+                if n == 0 || n > MAX_COUNT_WINDOW {
+                    push(
+                        "window",
+                        format!("count window must hold 1..={MAX_COUNT_WINDOW} calls, got {n}"),
+                    );
+                } else if self.min_calls > n {
+                    push(
+                        "min_calls",
+                        format!(
+                            "min_calls ({}) must be <= the count window size ({n}); \
+                             the window can never hold more than {n} calls",
+                            self.min_calls
+                        ),
+                    );
+                }
+            }
+            SlidingWindow::Time { length, buckets } => {
+                if length < Duration::from_millis(1) || length > Duration::from_secs(86_400) {
+                    push(
+                        "window",
+                        format!("time window length must be in 1ms..=1day, got {length:?}"),
+                    );
+                }
+                if buckets == 0 || buckets > 600 {
+                    push(
+                        "window",
+                        format!("time window needs 1..=600 buckets, got {buckets}"),
+                    );
+                } else if length / buckets < Duration::from_millis(1) {
+                    push(
+                        "window",
+                        format!("time window buckets must be at least 1ms long ({length:?} / {buckets})"),
+                    );
+                }
+            }
+        }
+        if self.min_calls == 0 {
+            push("min_calls", "must be at least 1, got 0".into());
+        }
+        let mut rate_errors = Vec::new();
+        if let Some(p) = self.failure_rate_percent {
+            check_percent(&mut rate_errors, "failure_rate", p);
+        }
+        if let Some(slow) = self.slow_call {
+            check_percent(&mut rate_errors, "slow_call_rate", slow.rate_percent);
+            if slow.duration.is_zero() {
+                rate_errors.push(FieldError {
+                    field: "slow_call_duration",
+                    message: "must be non-zero".into(),
+                });
+            }
+        }
+        if self.cooldown.is_zero() {
+            rate_errors.push(FieldError {
+                field: "cooldown",
+                message: "must be non-zero, got 0s (a breaker that never stays open protects nothing)"
+                    .into(),
+            });
+        }
+        errors.append(&mut rate_errors);
+        let mut push = |field: &'static str, message: String| {
+            errors.push(FieldError { field, message })
+        };
+        if !(self.cooldown_multiplier >= 1.0 && self.cooldown_multiplier <= 1000.0) {
+            push(
+                "cooldown_multiplier",
+                format!("must be in 1.0..=1000.0, got {}", self.cooldown_multiplier),
+            );
+        }
+        if self.cooldown_max < self.cooldown {
+            push(
+                "cooldown_max",
+                format!(
+                    "must be >= cooldown ({:?}), got {:?}",
+                    self.cooldown, self.cooldown_max
+                ),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.cooldown_jitter) {
+            push(
+                "cooldown_jitter",
+                format!("must be a fraction in 0.0..=1.0, got {}", self.cooldown_jitter),
+            );
+        }
+        if self.half_open_probes == 0 || self.half_open_probes > MAX_HALF_OPEN_PROBES {
+            push(
+                "half_open_probes",
+                format!(
+                    "must be in 1..={MAX_HALF_OPEN_PROBES}, got {}",
+                    self.half_open_probes
+                ),
+            );
+        }
+        if self.successes_to_close == 0 || self.successes_to_close > MAX_SUCCESSES_TO_CLOSE {
+            push(
+                "successes_to_close",
+                format!(
+                    "must be in 1..={MAX_SUCCESSES_TO_CLOSE}, got {}",
+                    self.successes_to_close
+                ),
+            );
+        }
+        if self.max_probe_wait == Some(Duration::ZERO) {
+            push("max_probe_wait", "must be non-zero".into());
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationError { errors })
+        }
+    }
+
+    /// Whether any rule needs the sliding window.
+    pub(crate) fn uses_window(&self) -> bool {
+        self.failure_rate_percent.is_some() || self.slow_call.is_some()
+    }
+
+    /// The cooldown after the `streak`-th consecutive opening (1 = the first trip), before
+    /// jitter: `min(cooldown * multiplier^(streak-1), cooldown_max)`, computed in floating point
+    /// and clamped, so it never overflows.
+    pub fn cooldown_for(&self, streak: u32) -> Duration {
+        let exp = streak.saturating_sub(1).min(1024) as i32;
+        let base = self.cooldown.as_secs_f64();
+        let grown = base * self.cooldown_multiplier.powi(exp);
+        let max = self.cooldown_max.max(self.cooldown);
+        if !grown.is_finite() || grown >= max.as_secs_f64() {
+            max
+        } else {
+            Duration::try_from_secs_f64(grown).unwrap_or(max).min(max)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_policy_is_valid() {
+        assert_eq!(BreakerPolicy::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn cooldown_grows_and_caps() {
+        let p = BreakerPolicy {
+            cooldown: Duration::from_secs(10),
+            cooldown_multiplier: 2.0,
+            cooldown_max: Duration::from_secs(60),
+            ..BreakerPolicy::default()
+        };
+        assert_eq!(p.cooldown_for(1), Duration::from_secs(10));
+        assert_eq!(p.cooldown_for(2), Duration::from_secs(20));
+        assert_eq!(p.cooldown_for(3), Duration::from_secs(40));
+        assert_eq!(p.cooldown_for(4), Duration::from_secs(60));
+        assert_eq!(p.cooldown_for(u32::MAX), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn all_errors_reported_at_once() {
+        let p = BreakerPolicy {
+            consecutive_failures: Some(0),
+            cooldown: Duration::ZERO,
+            half_open_probes: 0,
+            ..BreakerPolicy::default()
+        };
+        let fields: Vec<_> = p.validate().unwrap_err().errors.iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["consecutive_failures", "cooldown", "half_open_probes"]);
+    }
+}

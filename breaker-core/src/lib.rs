@@ -1,0 +1,18 @@
+//! The runtime of the [`breaker`](https://docs.rs/breaker) crate: the circuit breaker state
+//! machine, retry, timeout and bulkhead layers, the policy DSL and config files.
+//!
+//! Most users depend on the facade crate `breaker`, which re-exports everything here together
+//! with the `#[circuit_breaker]` attribute.
+#![warn(missing_docs)]
+
+pub mod breaker;
+pub mod classify;
+pub mod clock;
+pub mod layer;
+pub mod policy;
+pub mod retry;
+mod sync;
+
+pub use breaker::{CircuitBreaker, Permit, Rejected, State};
+pub use classify::Outcome;
+pub use clock::{Clock, ManualClock};

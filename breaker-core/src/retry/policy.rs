@@ -1,0 +1,95 @@
+//! The retry policy as plain data: how many attempts, how long to wait between them.
+//!
+//! "3x" everywhere (DSL, config files, the attribute) means **3 attempts in total**: the first
+//! call plus at most 2 retries. `1x` therefore means "no retry".
+
+use std::time::Duration;
+
+/// How the delay before retry `n` (n = 1 for the first retry) grows, before jitter and before
+/// the cap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Backoff {
+    /// The same delay before every retry.
+    Fixed {
+        /// The delay; may be zero (retry at once).
+        delay: Duration,
+    },
+    /// `base + step * (n - 1)`, capped at `max`.
+    Linear {
+        /// Delay before the first retry.
+        base: Duration,
+        /// Added for each further retry.
+        step: Duration,
+        /// Cap on every delay, jitter included.
+        max: Duration,
+    },
+    /// `base * factor^(n - 1)`, capped at `max` (computed in floating point and clamped, so no
+    /// attempt number overflows; cases BR-26, BR-28).
+    Exponential {
+        /// Delay before the first retry.
+        base: Duration,
+        /// Growth factor per retry; range `1.0..=100.0`.
+        factor: f64,
+        /// Cap on every delay, jitter included.
+        max: Duration,
+    },
+}
+
+/// How randomness is applied to each delay, after the cap, following the AWS Architecture Blog
+/// analysis "Exponential Backoff And Jitter" (Marc Brooker, 2015). `d` is the capped delay:
+///
+/// - `None`: `d`.
+/// - `Full`: `uniform(0, d)`.
+/// - `Equal`: `d/2 + uniform(0, d/2)`.
+/// - `Decorrelated`: `min(cap, uniform(base, previous * 3))`.
+///
+/// Every variant yields a delay in `[0, cap]` (case BR-30): the cap is a hard ceiling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Jitter {
+    /// No randomness.
+    #[default]
+    None,
+    /// Full jitter.
+    Full,
+    /// Equal jitter.
+    Equal,
+    /// Decorrelated jitter.
+    Decorrelated,
+}
+
+/// A complete retry policy. See the [module docs](self) for what the attempt count means.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Total attempts, the first included. Range `1..=100`; 1 disables retry.
+    pub max_attempts: u32,
+    /// The delay schedule.
+    pub backoff: Backoff,
+    /// The randomisation applied to each delay.
+    pub jitter: Jitter,
+}
+
+impl RetryPolicy {
+    /// A policy that makes exactly one attempt.
+    pub const NONE: RetryPolicy = RetryPolicy {
+        max_attempts: 1,
+        backoff: Backoff::Fixed {
+            delay: Duration::ZERO,
+        },
+        jitter: Jitter::None,
+    };
+}
+
+impl Default for RetryPolicy {
+    /// 3 attempts, exponential backoff from 100 ms with factor 2 capped at 10 s, full jitter.
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            backoff: Backoff::Exponential {
+                base: Duration::from_millis(100),
+                factor: 2.0,
+                max: Duration::from_secs(10),
+            },
+            jitter: Jitter::Full,
+        }
+    }
+}
