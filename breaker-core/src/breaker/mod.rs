@@ -245,6 +245,12 @@ impl BreakerFactory {
     pub fn policy(&self) -> Arc<BreakerPolicy> {
         self.shared.policy.load_full()
     }
+
+    /// The clock every breaker of this factory reads (a keyed registry measures idle time
+    /// with it).
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
 }
 
 /// Why a call was rejected.
@@ -542,6 +548,13 @@ impl CircuitBreaker {
     /// too. Calls in flight become late.
     pub fn reset(&self) {
         self.inner.manual(State::Closed);
+    }
+
+    /// How many handles share this breaker's state: this one, its clones and the
+    /// [`OwnedPermit`]s in flight. A keyed registry never evicts a breaker whose count shows a
+    /// handle outside the registry. The value may be stale by the time it is read.
+    pub fn handle_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
     }
 
     /// A point-in-time view of the state and counts.
