@@ -640,6 +640,13 @@ impl Inner {
 
     fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
         self.count(Counter::Rejected);
+        tracing::debug!(
+            target: "breaker",
+            breaker = &*self.shared.name,
+            reason = reason.as_str(),
+            retry_after = ?retry_after,
+            "call rejected"
+        );
         Rejected {
             reason,
             retry_after,
@@ -786,6 +793,20 @@ impl Inner {
         if to.state == State::Open {
             self.count(Counter::Opened);
         }
+        tracing::info!(
+            target: "breaker",
+            breaker = &*self.shared.name,
+            from = from.as_str(),
+            to = to.state.as_str(),
+            reason = reason.as_str(),
+            generation = to.generation,
+            consecutive_failures,
+            window_calls = window.calls,
+            window_failures = window.failures,
+            window_slow = window.slow,
+            cooldown = ?cooldown,
+            "circuit breaker state transition"
+        );
         if self.shared.listeners.is_empty() {
             return;
         }

@@ -1,0 +1,119 @@
+//! loom model tests of the breaker's atomic state machine.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p breaker-core --test loom --release`.
+//! Without `--cfg loom` this file compiles to nothing. The default CI run uses a small
+//! preemption bound (`LOOM_MAX_PREEMPTIONS=2`); raise it for the exhaustive run (README).
+#![cfg(loom)]
+
+use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, State};
+use breaker_core::clock::{Clock, ManualClock};
+use breaker_core::Outcome;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use std::time::Duration;
+
+fn half_open(probes: u32, close: u32) -> CircuitBreaker {
+    let time = ManualClock::new();
+    let b = CircuitBreaker::builder(BreakerPolicy {
+        consecutive_failures: Some(1),
+        half_open_probes: probes,
+        successes_to_close: close,
+        cooldown: Duration::from_secs(1),
+        cooldown_max: Duration::from_secs(1),
+        ..BreakerPolicy::default()
+    })
+    .clock(Clock::manual(&time))
+    .totals(false)
+    .build()
+    .unwrap();
+    b.try_acquire().unwrap().failure();
+    time.advance(Duration::from_secs(1));
+    b
+}
+
+/// Three threads race for one probe slot; at most one is ever in flight, and after every
+/// permit is released the slot is free again.
+#[test]
+fn never_more_than_k_probes_in_flight() {
+    loom::model(|| {
+        let b = half_open(1, 2);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let b = b.clone();
+                let in_flight = in_flight.clone();
+                thread::spawn(move || {
+                    if let Ok(p) = b.try_acquire() {
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        assert!(now <= 1, "{now} probes in flight");
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        if i == 0 {
+                            p.success();
+                        } else {
+                            drop(p); // cancellation
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let s = b.snapshot();
+        assert_eq!(s.probes_in_flight, 0, "every permit released exactly once");
+        assert!(s.state == State::HalfOpen || s.state == State::Closed);
+    });
+}
+
+/// Concurrent failures while closed trip the breaker exactly once.
+#[test]
+fn concurrent_failures_trip_once() {
+    loom::model(|| {
+        let opened = Arc::new(AtomicUsize::new(0));
+        let seen = opened.clone();
+        let b = CircuitBreaker::builder(BreakerPolicy {
+            consecutive_failures: Some(2),
+            ..BreakerPolicy::default()
+        })
+        .clock(Clock::manual(&ManualClock::new()))
+        .totals(false)
+        .on_transition(move |t| {
+            if t.to == State::Open {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .unwrap();
+        let p1 = b.try_acquire().unwrap();
+        let p2 = b.try_acquire().unwrap();
+        let p3 = b.try_acquire().unwrap();
+        let b2 = b.clone();
+        let t = thread::spawn(move || {
+            p1.record(Outcome::Failure);
+            drop(b2);
+        });
+        p2.record(Outcome::Failure);
+        p3.record(Outcome::Failure);
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(opened.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// A probe success racing a probe failure: the breaker ends open or closed, never wedged
+/// half-open with a slot held.
+#[test]
+fn racing_probe_outcomes_leave_no_slot_held() {
+    loom::model(|| {
+        let b = half_open(2, 2);
+        let p1 = b.try_acquire().unwrap();
+        let p2 = b.try_acquire().unwrap();
+        let t = thread::spawn(move || p1.record(Outcome::Success));
+        p2.record(Outcome::Failure);
+        t.join().unwrap();
+        let s = b.snapshot();
+        assert_eq!(s.state, State::Open);
+        assert_eq!(s.probes_in_flight, 0);
+    });
+}
