@@ -8,6 +8,9 @@
 pub mod breaker;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "config")]
+pub mod config;
+pub mod dsl;
 pub mod layer;
 pub mod policy;
 pub mod retry;

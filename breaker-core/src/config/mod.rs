@@ -1,0 +1,1 @@
+//! Config files (placeholder while the DSL is built).

@@ -1,0 +1,164 @@
+//! The one error type of the DSL parser.
+
+use std::fmt;
+use std::ops::Range;
+
+/// A DSL string that does not follow the grammar, or that parses to an invalid policy.
+///
+/// Every error names the offending fragment and its byte range in the input, so a caller can
+/// point at it: the `#[circuit_breaker]` attribute places a compile error under exactly those
+/// bytes of the string literal, config loading reports them next to the file position.
+///
+/// `Display` writes `{message} at {start}..{end}`, then `; expected {expected}` when the
+/// parser knows what would have been accepted, then `; {help}` when there is a suggestion:
+///
+/// ```
+/// use breaker_core::retry::RetryPolicy;
+/// let err = "3x exp jiter".parse::<RetryPolicy>().unwrap_err();
+/// assert_eq!(err.span, 7..12);
+/// assert_eq!(err.fragment, "jiter");
+/// assert_eq!(
+///     err.to_string(),
+///     "unknown jitter `jiter` at 7..12; expected one of `(`, `jitter`, `full-jitter`, \
+///      `equal-jitter`, `decorrelated-jitter` or end of input; did you mean `jitter`?"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DslError {
+    /// The offending text, exactly as it appears in the input (`""` at the end of the input).
+    pub fragment: String,
+    /// Byte range of `fragment` in the input; always on `char` boundaries.
+    pub span: Range<usize>,
+    /// What would have been accepted at `span`, each entry a complete phrase (tokens are in
+    /// backticks: `` `jitter` ``, descriptions are not: `a duration such as `30s``). Empty for
+    /// errors about a value rather than the syntax, such as a policy that fails validation.
+    pub expected: Vec<String>,
+    /// What is wrong, lowercase, naming the fragment, without the position.
+    pub message: String,
+    /// A suggestion such as ``did you mean `jitter`?``, if there is one.
+    pub help: Option<String>,
+}
+
+impl DslError {
+    pub(crate) fn new(src: &str, span: Range<usize>, message: impl Into<String>) -> DslError {
+        DslError {
+            fragment: src.get(span.clone()).unwrap_or_default().to_owned(),
+            span,
+            expected: Vec::new(),
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    pub(crate) fn expected<S: AsRef<str>>(mut self, expected: impl IntoIterator<Item = S>) -> Self {
+        self.expected = expected.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        self
+    }
+
+    pub(crate) fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// Moves the span by `offset` bytes: for a DSL string that sits inside a larger text (a
+    /// config file, a Rust source file).
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.span = self.span.start + offset..self.span.end + offset;
+        self
+    }
+
+    /// The message without the position: `{message}; expected {expected}; {help}`. This is
+    /// what the attribute macro shows, since its error already sits under the fragment.
+    pub fn describe(&self) -> String {
+        let mut out = self.message.clone();
+        self.write_tail(&mut out);
+        out
+    }
+
+    fn write_tail(&self, out: &mut String) {
+        match self.expected.as_slice() {
+            [] => {}
+            [one] => {
+                out.push_str("; expected ");
+                out.push_str(one);
+            }
+            [init @ .., last] => {
+                out.push_str("; expected one of ");
+                out.push_str(&init.join(", "));
+                out.push_str(" or ");
+                out.push_str(last);
+            }
+        }
+        if let Some(help) = &self.help {
+            out.push_str("; ");
+            out.push_str(help);
+        }
+    }
+}
+
+impl fmt::Display for DslError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = format!(
+            "{} at {}..{}",
+            self.message, self.span.start, self.span.end
+        );
+        self.write_tail(&mut out);
+        f.write_str(&out)
+    }
+}
+
+impl std::error::Error for DslError {}
+
+/// Backticks a token for an `expected` list.
+pub(crate) fn tick(s: &str) -> String {
+    format!("`{s}`")
+}
+
+/// The closest candidate within edit distance 2 (for "did you mean"), if any.
+pub(crate) fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    let lower = word.to_ascii_lowercase();
+    candidates
+        .iter()
+        .map(|c| (levenshtein(&lower, c), *c))
+        .filter(|(d, c)| *d <= 2 && *d < c.len())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggest("jiter", &["jitter", "full-jitter"]), Some("jitter"));
+        assert_eq!(suggest("expo", &["fixed", "linear", "exp"]), Some("exp"));
+        assert_eq!(suggest("zzzzzz", &["exp"]), None);
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn display_lists_expected() {
+        let e = DslError::new("ab", 0..1, "bad").expected(["`x`", "end of input"]);
+        assert_eq!(e.to_string(), "bad at 0..1; expected one of `x` or end of input");
+        let e = DslError::new("ab", 2..2, "bad").expected(["`x`"]).help("try `x`");
+        assert_eq!(e.to_string(), "bad at 2..2; expected `x`; try `x`");
+        assert_eq!(e.describe(), "bad; expected `x`; try `x`");
+        assert_eq!(e.fragment, "");
+    }
+}

@@ -1,0 +1,372 @@
+//! The tokenizer and the parsing helpers shared by every grammar of the DSL.
+
+use super::error::{suggest, tick, DslError};
+use crate::breaker::FieldError;
+use std::ops::Range;
+use std::time::Duration;
+
+/// Characters that form a token on their own and need no whitespace around them.
+const PUNCT: [char; 4] = ['(', ')', ',', '>'];
+
+/// The units a duration part accepts, as listed in errors (humantime accepts the long forms too).
+pub(crate) const UNITS: [&str; 8] = ["ns", "us", "ms", "s", "m", "h", "d", "w"];
+const ALL_UNITS: [&str; 30] = [
+    "nsec", "ns", "usec", "us", "msec", "ms", "seconds", "second", "sec", "s", "minutes",
+    "minute", "min", "m", "hours", "hour", "hr", "h", "days", "day", "d", "weeks", "week", "w",
+    "months", "month", "M", "years", "year", "y",
+];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Token<'a> {
+    pub text: &'a str,
+    pub span: Range<usize>,
+}
+
+/// Splits `src` into tokens: each of `( ) , >` alone, and maximal runs of anything else that is
+/// not ASCII whitespace.
+pub(crate) fn tokenize(src: &str) -> Vec<Token<'_>> {
+    let mut tokens = Vec::new();
+    let mut start = None;
+    for (i, c) in src.char_indices() {
+        let boundary = c.is_ascii_whitespace() || PUNCT.contains(&c);
+        if boundary {
+            if let Some(s) = start.take() {
+                tokens.push(Token {
+                    text: &src[s..i],
+                    span: s..i,
+                });
+            }
+            if !c.is_ascii_whitespace() {
+                tokens.push(Token {
+                    text: &src[i..i + 1],
+                    span: i..i + 1,
+                });
+            }
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        tokens.push(Token {
+            text: &src[s..],
+            span: s..src.len(),
+        });
+    }
+    tokens
+}
+
+/// A cursor over the tokens of one DSL string, remembering which token set which field so that
+/// validation errors can point at it.
+pub(crate) struct Parser<'a> {
+    pub src: &'a str,
+    tokens: Vec<Token<'a>>,
+    pos: usize,
+    fields: Vec<(&'static str, Range<usize>)>,
+}
+
+impl<'a> Parser<'a> {
+    pub fn new(src: &'a str) -> Parser<'a> {
+        Parser {
+            src,
+            tokens: tokenize(src),
+            pos: 0,
+            fields: Vec::new(),
+        }
+    }
+
+    pub fn peek(&self) -> Option<&Token<'a>> {
+        self.tokens.get(self.pos)
+    }
+
+    pub fn peek_is(&self, text: &str) -> bool {
+        self.peek().is_some_and(|t| t.text == text)
+    }
+
+    pub fn peek_at(&self, n: usize) -> Option<&Token<'a>> {
+        self.tokens.get(self.pos + n)
+    }
+
+    pub fn bump(&mut self) -> Option<Token<'a>> {
+        let t = self.tokens.get(self.pos).cloned();
+        if t.is_some() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    /// Start of the next token (or the end of the input).
+    pub fn here(&self) -> usize {
+        self.peek().map_or(self.src.len(), |t| t.span.start)
+    }
+
+    /// End of the previous token.
+    pub fn last_end(&self) -> usize {
+        self.pos
+            .checked_sub(1)
+            .map_or(0, |i| self.tokens[i].span.end)
+    }
+
+    pub fn record(&mut self, field: &'static str, span: Range<usize>) {
+        self.fields.push((field, span));
+    }
+
+    /// An error at the next token (or the end of input), with `what` naming the slot
+    /// (`jitter`, `backoff`) and `expected` the accepted tokens, already formatted.
+    pub fn unexpected(&self, what: &str, expected: &[String], candidates: &[&str]) -> DslError {
+        match self.peek() {
+            None => DslError::new(self.src, self.src.len()..self.src.len(), "unexpected end of input")
+                .expected(expected),
+            Some(t) => {
+                let message = if what.is_empty() {
+                    format!("unexpected `{}`", t.text)
+                } else {
+                    format!("unknown {what} `{}`", t.text)
+                };
+                let err = DslError::new(self.src, t.span.clone(), message).expected(expected);
+                match suggest(t.text, candidates) {
+                    Some(s) => err.help(format!("did you mean `{s}`?")),
+                    None => err,
+                }
+            }
+        }
+    }
+
+    /// Consumes `text` or fails naming it.
+    pub fn expect(&mut self, text: &str) -> Result<Token<'a>, DslError> {
+        if self.peek_is(text) {
+            Ok(self.bump().expect("peeked"))
+        } else {
+            Err(self.unexpected("", &[tick(text)], &[text]))
+        }
+    }
+
+    /// Fails unless every token was consumed.
+    pub fn finish(&self, expected: &[String]) -> Result<(), DslError> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.unexpected("", expected, &[])),
+        }
+    }
+
+    /// Turns the first validation error into a `DslError` at the token that set the field
+    /// (the whole input if no token did).
+    pub fn field_error(&self, errors: &[FieldError]) -> DslError {
+        let e = &errors[0];
+        let span = self
+            .fields
+            .iter()
+            .rev()
+            .find(|(f, _)| *f == e.field)
+            .map_or(0..self.src.len(), |(_, s)| s.clone());
+        DslError::new(self.src, span, e.to_string())
+    }
+
+    /// `int = digit , { digit } ;` as a `u32`.
+    pub fn int(&mut self, what: &str) -> Result<(u32, Range<usize>), DslError> {
+        let Some(t) = self.peek().cloned() else {
+            return Err(self.unexpected(what, &[format!("{what} such as `5`")], &[]));
+        };
+        if t.text.is_empty() || !t.text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(self.unexpected("", &[format!("{what} such as `5`")], &[]));
+        }
+        let n = t.text.parse::<u32>().map_err(|_| {
+            DslError::new(self.src, t.span.clone(), format!("number `{}` is too large", t.text))
+                .expected([format!("at most {}", u32::MAX)])
+        })?;
+        self.bump();
+        Ok((n, t.span))
+    }
+
+    /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`.
+    pub fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
+        let expected = [format!("{what} such as `2` or `1.5`")];
+        match self.peek().cloned() {
+            Some(t) if is_number(t.text) => {
+                self.bump();
+                Ok((t.text.parse().expect("checked digits"), t.span))
+            }
+            _ => Err(self.unexpected("", &expected, &[])),
+        }
+    }
+
+    /// `percent = number , "%" ;` (one token, no space before `%`).
+    pub fn percent(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
+        let expected = [format!("{what} such as `50%`")];
+        match self.peek().cloned() {
+            Some(t) if t.text.strip_suffix('%').is_some_and(is_number) => {
+                self.bump();
+                Ok((t.text[..t.text.len() - 1].parse().expect("checked digits"), t.span))
+            }
+            Some(t) if t.text.starts_with('-') => Err(DslError::new(
+                self.src,
+                t.span.clone(),
+                format!("negative {what} `{}`", t.text),
+            )
+            .expected(expected)),
+            Some(t) if is_number(t.text) => {
+                let mut span = t.span.clone();
+                let next = self.peek_at(1).cloned();
+                if let Some(n) = next.filter(|n| n.text == "%") {
+                    span.end = n.span.end;
+                    return Err(DslError::new(
+                        self.src,
+                        span,
+                        format!("space before `%` in {what} `{}`", &self.src[t.span.start..n.span.end]),
+                    )
+                    .expected([format!("`{}%`", t.text)]));
+                }
+                Err(DslError::new(self.src, span, format!("{what} `{}` has no `%`", t.text))
+                    .expected([format!("`{}%`", t.text)]))
+            }
+            _ => Err(self.unexpected("", &expected, &[])),
+        }
+    }
+
+    /// Whether the next token starts a duration part (`<digits><letter>...`).
+    pub fn at_duration_part(&self) -> bool {
+        self.peek().is_some_and(|t| starts_duration_part(t.text))
+    }
+
+    /// `duration = duration-part , { duration-part } ;` where a part is one token such as
+    /// `30s`, `1m`, `250ms` (number and unit with no space between), parsed by `humantime`.
+    pub fn duration(&mut self, what: &str) -> Result<(Duration, Range<usize>), DslError> {
+        let expected = || [format!("{what} such as `30s`, `250ms` or `1m 30s`")];
+        let Some(first) = self.peek().cloned() else {
+            return Err(self.unexpected("", &expected(), &[]));
+        };
+        if first.text.starts_with('-') {
+            return Err(DslError::new(
+                self.src,
+                first.span.clone(),
+                format!("negative duration `{}`", first.text),
+            )
+            .expected([format!("a positive duration such as `{}`", &first.text[1..])]));
+        }
+        if !first.text.is_empty() && first.text.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some(unit) = self.peek_at(1).filter(|u| ALL_UNITS.contains(&u.text)) {
+                let span = first.span.start..unit.span.end;
+                return Err(DslError::new(
+                    self.src,
+                    span.clone(),
+                    format!("space between number and unit in duration `{}`", &self.src[span]),
+                )
+                .expected([format!("`{}{}`", first.text, unit.text)]));
+            }
+            return Err(DslError::new(
+                self.src,
+                first.span.clone(),
+                format!("duration `{}` has no unit", first.text),
+            )
+            .expected(UNITS.iter().map(|u| tick(u))));
+        }
+        if !starts_duration_part(first.text) {
+            return Err(self.unexpected("", &expected(), &[]));
+        }
+        let mut total = Duration::ZERO;
+        let start = first.span.start;
+        while self.at_duration_part() {
+            let t = self.bump().expect("peeked");
+            let d = self.duration_part(&t)?;
+            total = total.checked_add(d).ok_or_else(|| {
+                DslError::new(self.src, start..t.span.end, "duration is too large")
+            })?;
+        }
+        Ok((total, start..self.last_end()))
+    }
+
+    fn duration_part(&self, t: &Token<'a>) -> Result<Duration, DslError> {
+        humantime::parse_duration(t.text).map_err(|e| match e {
+            humantime::DurationError::UnknownUnit { start, end, unit, .. } => {
+                let span = t.span.start + start..t.span.start + end;
+                let err = DslError::new(
+                    self.src,
+                    span,
+                    format!("unknown duration unit `{unit}` in `{}`", t.text),
+                )
+                .expected(UNITS.iter().map(|u| tick(u)));
+                match suggest(&unit, &ALL_UNITS) {
+                    Some(s) => err.help(format!("did you mean `{s}`?")),
+                    None => err,
+                }
+            }
+            humantime::DurationError::NumberOverflow => {
+                DslError::new(self.src, t.span.clone(), format!("duration `{}` is too large", t.text))
+            }
+            other => DslError::new(
+                self.src,
+                t.span.clone(),
+                format!("invalid duration `{}`: {other}", t.text),
+            )
+            .expected([String::from("a duration such as `30s`, `250ms` or `1m 30s`")]),
+        })
+    }
+}
+
+fn is_number(s: &str) -> bool {
+    let (int, frac) = s.split_once('.').unwrap_or((s, "1"));
+    !int.is_empty()
+        && !frac.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn starts_duration_part(s: &str) -> bool {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && s[digits..].starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// Parses a whole string as one duration (see the module docs).
+pub(crate) fn parse_duration(src: &str) -> Result<Duration, DslError> {
+    let mut p = Parser::new(src);
+    let (d, _) = p.duration("a duration")?;
+    p.finish(&[String::from("end of input")])?;
+    Ok(d)
+}
+
+/// Writes a duration in the DSL (`humantime`'s format: `1m 30s`, `250ms`, `0s`).
+pub(crate) fn fmt_duration(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(s: &str) -> Vec<&str> {
+        tokenize(s).into_iter().map(|t| t.text).collect()
+    }
+
+    #[test]
+    fn tokens_and_whitespace() {
+        assert_eq!(texts("5x exp(100ms, max 2s)"), ["5x", "exp", "(", "100ms", ",", "max", "2s", ")"]);
+        assert_eq!(texts("  timeout>retry >\tbreaker "), ["timeout", ">", "retry", ">", "breaker"]);
+        assert_eq!(tokenize("a  bc")[1].span, 3..5);
+        assert!(tokenize(" \t\n").is_empty());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration(" 30s "), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_duration("30parsecs").unwrap_err().to_string(),
+            "unknown duration unit `parsecs` in `30parsecs` at 2..9; expected one of `ns`, `us`, \
+             `ms`, `s`, `m`, `h`, `d` or `w`"
+        );
+        assert_eq!(parse_duration("").unwrap_err().span, 0..0);
+    }
+
+    #[test]
+    fn formatting_round_trips() {
+        for d in [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_millis(1500),
+            Duration::from_secs(86_400 * 400 + 7),
+        ] {
+            assert_eq!(parse_duration(&fmt_duration(d).to_string()), Ok(d));
+        }
+    }
+}
