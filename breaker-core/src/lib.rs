@@ -6,16 +6,23 @@
 #![warn(missing_docs)]
 
 pub mod breaker;
+pub mod bulkhead;
 pub mod classify;
 pub mod clock;
+pub mod error;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod dsl;
 pub mod layer;
+pub mod pipeline;
 pub mod policy;
 pub mod retry;
 mod sync;
+pub mod timeout;
 
 pub use breaker::{CircuitBreaker, Permit, Rejected, State};
 pub use classify::Outcome;
 pub use clock::{Clock, ManualClock};
+pub use error::{Error, Rejection};
+#[cfg(feature = "tokio")]
+pub use pipeline::Pipeline;

@@ -36,14 +36,23 @@ pub enum Backoff {
 }
 
 /// How randomness is applied to each delay, after the cap, following the AWS Architecture Blog
-/// analysis "Exponential Backoff And Jitter" (Marc Brooker, 2015). `d` is the capped delay:
+/// analysis "Exponential Backoff And Jitter" (Marc Brooker, 2015,
+/// <https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/>). `d` is the
+/// capped delay of the schedule, `cap` the schedule's cap ([`Backoff::cap`]), `base` its first
+/// delay ([`Backoff::base`]); all bounds are inclusive:
 ///
 /// - `None`: `d`.
 /// - `Full`: `uniform(0, d)`.
 /// - `Equal`: `d/2 + uniform(0, d/2)`.
-/// - `Decorrelated`: `min(cap, uniform(base, previous * 3))`.
+/// - `Decorrelated`: `min(cap, uniform(base, previous * 3))`, where `previous` is the delay
+///   drawn before the previous retry (`base` before the first); it ignores the growth of the
+///   schedule and uses only `base` and `cap`, as in the AWS analysis.
+/// - `Additive`: `clamp(uniform(d - spread, d + spread), 0, cap)` (a `±spread` jitter; the
+///   lower end saturates at zero, so a spread larger than the delay never gives a negative
+///   wait; case BR-31).
 ///
-/// Every variant yields a delay in `[0, cap]` (case BR-30): the cap is a hard ceiling.
+/// Every variant yields a delay in `[0, cap]` (case BR-30): the cap is a hard ceiling, applied
+/// after the randomisation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Jitter {
     /// No randomness.
@@ -55,6 +64,11 @@ pub enum Jitter {
     Equal,
     /// Decorrelated jitter.
     Decorrelated,
+    /// Additive `±spread` jitter, clamped to `[0, cap]`.
+    Additive {
+        /// Half-width of the uniform interval around the delay.
+        spread: Duration,
+    },
 }
 
 /// A complete retry policy. See the [module docs](self) for what the attempt count means.

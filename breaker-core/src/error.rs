@@ -1,0 +1,171 @@
+//! The one error type of a [`Pipeline`](crate::pipeline::Pipeline) call.
+//!
+//! [`Error<E>`] keeps apart the four things a caller handles differently:
+//!
+//! | variant | the dependency was called? | what to do |
+//! |---|---|---|
+//! | [`Error::Inner`] | yes, it answered with `E` | handle `E` as without the pipeline |
+//! | [`Error::Rejected`] | no, a local layer refused | use a fallback, try later ([`Rejection::retry_after`]) |
+//! | [`Error::Timeout`] | yes, it did not answer in time | the call may or may not have taken effect |
+//! | [`Error::GaveUp`] | yes, several times | see the reason and the last error |
+//!
+//! Display strings are lowercase and `source()` is chained: `GaveUp` → its last error →
+//! `E`'s own sources.
+
+use crate::breaker::Rejected;
+use crate::bulkhead::BulkheadFull;
+use crate::layer::Layer;
+use crate::retry::GiveUpReason;
+use crate::timeout::{Elapsed, TimeoutKind};
+use std::fmt;
+use std::time::Duration;
+
+/// A call refused by a local layer: the dependency was not called.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The circuit breaker is open (or half-open with every probe slot taken).
+    #[error(transparent)]
+    Breaker(#[from] Rejected),
+    /// The bulkhead is full.
+    #[error(transparent)]
+    Bulkhead(#[from] BulkheadFull),
+}
+
+impl Rejection {
+    /// The layer that refused.
+    pub fn layer(&self) -> Layer {
+        match self {
+            Rejection::Breaker(_) => Layer::Breaker,
+            Rejection::Bulkhead(_) => Layer::Bulkhead,
+        }
+    }
+
+    /// When trying again may succeed: the rest of the breaker's cooldown; `None` when unknown
+    /// (a half-open breaker, a full bulkhead).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Rejection::Breaker(r) => r.retry_after(),
+            Rejection::Bulkhead(_) => None,
+        }
+    }
+}
+
+/// The error of a pipeline call. See the [module docs](self).
+///
+/// Implements [`std::error::Error`] when `E` does.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error<E> {
+    /// The operation's own error, unchanged. Displayed as `E` is.
+    Inner(E),
+    /// A local layer (breaker or bulkhead) refused the call; it was never retried.
+    Rejected(Rejection),
+    /// A limit of the pipeline elapsed and the operation's future was dropped.
+    Timeout(Elapsed),
+    /// The retry layer stopped retrying an operation that kept failing transiently.
+    GaveUp {
+        /// Attempts made, the first included (at least 1).
+        attempts: u32,
+        /// Why no further attempt was made.
+        reason: GiveUpReason,
+        /// The last attempt's error: [`Error::Inner`] or [`Error::Timeout`].
+        last: Box<Error<E>>,
+    },
+}
+
+impl<E> Error<E> {
+    /// The operation's error, if this is one, looking through [`Error::GaveUp`].
+    pub fn inner(&self) -> Option<&E> {
+        match self {
+            Error::Inner(e) => Some(e),
+            Error::GaveUp { last, .. } => last.inner(),
+            _ => None,
+        }
+    }
+
+    /// Like [`inner`](Self::inner), by value.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Error::Inner(e) => Some(e),
+            Error::GaveUp { last, .. } => last.into_inner(),
+            _ => None,
+        }
+    }
+
+    /// The rejection, if a local layer refused the call.
+    pub fn rejection(&self) -> Option<&Rejection> {
+        match self {
+            Error::Rejected(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Which limit elapsed, looking through [`Error::GaveUp`].
+    pub fn timeout(&self) -> Option<TimeoutKind> {
+        match self {
+            Error::Timeout(t) => Some(t.kind),
+            Error::GaveUp { last, .. } => last.timeout(),
+            _ => None,
+        }
+    }
+
+    /// Why the retry layer gave up, if it did.
+    pub fn give_up_reason(&self) -> Option<GiveUpReason> {
+        match self {
+            Error::GaveUp { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
+
+    /// Attempts made: the `attempts` of [`Error::GaveUp`], 1 for an inner error or a timeout,
+    /// 0 for a rejection before any attempt.
+    pub fn attempts(&self) -> u32 {
+        match self {
+            Error::GaveUp { attempts, .. } => *attempts,
+            Error::Rejected(_) => 0,
+            _ => 1,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Inner(e) => e.fmt(f),
+            Error::Rejected(r) => r.fmt(f),
+            Error::Timeout(t) => t.fmt(f),
+            Error::GaveUp {
+                attempts, reason, ..
+            } => {
+                let s = if *attempts == 1 { "" } else { "s" };
+                write!(f, "gave up after {attempts} attempt{s}: {reason}")
+            }
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            // Inner, Rejected and Timeout display their error itself, so they forward its
+            // source (as `#[error(transparent)]` does); GaveUp's source is its last error.
+            Error::Inner(e) => e.source(),
+            Error::Rejected(r) => std::error::Error::source(r),
+            Error::Timeout(_) => None,
+            Error::GaveUp { last, .. } => Some(&**last),
+        }
+    }
+}
+
+impl<E> From<Rejection> for Error<E> {
+    fn from(r: Rejection) -> Self {
+        Error::Rejected(r)
+    }
+}
+
+impl<E> From<Elapsed> for Error<E> {
+    fn from(t: Elapsed) -> Self {
+        Error::Timeout(t)
+    }
+}

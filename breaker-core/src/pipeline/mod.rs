@@ -1,0 +1,574 @@
+//! A pipeline: retry, circuit breaker, timeout and bulkhead stacked around an async call in a
+//! declared order, with an optional fallback outside them all.
+//!
+//! # Why the order matters
+//! The same four layers mean different things in different nestings. Resilience4j's Spring
+//! default put retry outside the breaker, so one logical call of 3 attempts counted as 3
+//! breaker failures, and retries kept hitting an open breaker (case BR-42). Here the order is
+//! always explicit data, checked when the pipeline is built: a layer named twice, an unknown
+//! layer, a layer in the order but not configured, or a configured layer left out of an
+//! explicit order are [`BuildError`]s.
+//!
+//! # The default order: `bulkhead > retry > breaker > timeout` (outermost first)
+//! - **bulkhead outermost**: the concurrency limit counts *logical* calls. A call holds one
+//!   slot across all its attempts and backoff sleeps, so retries cannot multiply the load the
+//!   bulkhead admits, and a full bulkhead rejects before any work is done.
+//! - **retry outside breaker**: the breaker sees every attempt, so it learns about an outage at
+//!   the rate attempts fail and trips early; an open breaker's rejection is never retried, so
+//!   retry stops at once instead of hammering it (BR-42 (a)).
+//! - **timeout innermost**: each attempt gets its own limit, and a timed-out attempt is a
+//!   breaker failure and is retried like any transient error.
+//!
+//! # What each layer sees, in any order
+//! A layer sees the result of everything nested inside it.
+//!
+//! - **Retry outside the breaker** (`retry > breaker`): one outcome per *attempt*. With
+//!   `consecutive_failures = 5` and 3 attempts per call, the breaker trips at the 5th attempt,
+//!   during the 2nd call; that call's 6th attempt is rejected and returned as
+//!   [`Error::Rejected`]. 4 calls make 5 invocations of the operation.
+//! - **Breaker outside retry** (`breaker > retry`): one outcome per *logical call*, the
+//!   result of the whole retry loop (an [`Error::GaveUp`] is a failure if its last error is).
+//!   4 calls of 3 failed attempts make 12 invocations and 4 failures, and the breaker (5 in a
+//!   row) stays closed. The breaker holds its permit for the whole loop, backoff included:
+//!   mind a slow-call rule and the half-open probe limit.
+//! - **Timeout inside retry**: a limit per attempt. **Timeout outside retry**: one limit for all
+//!   attempts and sleeps; retry never starts a sleep that would end past it.
+//! - **Timeout and breaker**: a timeout raised by the pipeline is a breaker failure whether the
+//!   timeout layer is inside or outside the breaker: limits are enforced on the attempt itself,
+//!   inside every permit, so the breaker records the failure before its permit is released.
+//!   When the caller drops the call's future, nothing is recorded (a cancellation).
+//! - **Bulkhead inside retry**: each attempt takes and returns a slot; a full bulkhead is a
+//!   rejection and is not retried. **Bulkhead inside the breaker**: a full bulkhead is not a
+//!   failure of the dependency; the breaker records it as ignored.
+//! - **Total deadline** ([`PipelineBuilder::deadline`]): not a layer of the order; it starts
+//!   when the call starts and covers everything, bulkhead wait included.
+//! - **Fallback**: always outermost, outside the deadline too. It runs on a local rejection,
+//!   on a timeout, and on an error the classifier calls a breaker failure, never on one it
+//!   calls ignored (case BR-45); see [`FallbackOn`].
+//!
+//! # Retry rules
+//! - "3x" is 3 attempts in total. Attempts beyond the first happen only if the operation is
+//!   declared [idempotent](PipelineBuilder::idempotent) (case BR-35).
+//! - Retried: errors the classifier calls [transient](ErrorClassifier::is_transient), and the
+//!   timeout layer's timeouts. Never retried, and returned unchanged: non-transient errors,
+//!   local rejections (breaker or bulkhead), the total deadline.
+//! - A retry that wanted to go on but could not returns [`Error::GaveUp`] with the attempts
+//!   made, the last error and a [`GiveUpReason`]: attempts exhausted, the next sleep would end
+//!   past the deadline ("retry budget exhausted", case BR-32), a server `Retry-After` longer
+//!   than the time left ("required delay exceeds remaining budget", case BR-34), or throttled
+//!   by a [`RetryBudget`].
+//! - A server's `Retry-After` hint replaces the backoff delay (no jitter). It is honoured even
+//!   when it exceeds the backoff's cap, as long as it fits before the deadline; without a
+//!   deadline it is always honoured.
+//!
+//! # Calling
+//! [`Pipeline::call`] takes a closure that returns a *fresh* future per attempt. Nothing is
+//! boxed: the layers are interpreted by four nested `async fn`s, so a call is one future whose
+//! size is known at compile time.
+//!
+//! ```
+//! use breaker_core::breaker::BreakerPolicy;
+//! use breaker_core::pipeline::Pipeline;
+//! use breaker_core::retry::RetryPolicy;
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let pipeline = Pipeline::builder()
+//!     .breaker_policy(BreakerPolicy::default())
+//!     .retry(RetryPolicy::default())
+//!     .idempotent(true)
+//!     .timeout(Duration::from_secs(1))
+//!     .build()
+//!     .unwrap();
+//! let value: Result<u32, breaker_core::Error<std::io::Error>> =
+//!     pipeline.call(|| async { Ok(42) }).await;
+//! assert_eq!(value.unwrap(), 42);
+//! # }
+//! ```
+
+#[cfg(feature = "tokio")]
+mod builder;
+mod classify;
+
+#[cfg(feature = "tokio")]
+pub use builder::{BuildError, PipelineBuilder};
+pub use classify::{classifier, AllErrors, ErrorClassifier, FnClassifier, NoHint};
+
+#[cfg(feature = "tokio")]
+pub use runtime::Pipeline;
+
+#[cfg(feature = "tokio")]
+use crate::retry::{GiveUpReason, RetryBudget};
+#[cfg(feature = "tokio")]
+use crate::Error;
+
+/// Which errors a fallback is called for. In no case is it called for an error the classifier
+/// marks [`Outcome::Ignored`](crate::classify::Outcome::Ignored) or
+/// [`Outcome::Success`](crate::classify::Outcome::Success).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FallbackOn {
+    /// Only local rejections (an open breaker, a full bulkhead).
+    Rejection,
+    /// Local rejections, timeouts, and errors classified as breaker failures (also when the
+    /// retry layer gave up on them). The default.
+    #[default]
+    RejectionOrFailure,
+}
+
+#[cfg(feature = "tokio")]
+mod runtime {
+    use super::*;
+    use crate::breaker::CircuitBreaker;
+    use crate::bulkhead::{Bulkhead, Wait};
+    use crate::classify::Outcome;
+    use crate::error::Rejection;
+    use crate::layer::Layer;
+    use crate::retry::{Delays, RetryPolicy};
+    use crate::timeout::{Elapsed, Timeout, TimeoutKind};
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::fmt;
+    use std::future::Future;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// A resilience pipeline: the configured layers in their order. See the
+    /// [module docs](super). Cloning is cheap; clones share the breaker, the bulkhead, the
+    /// retry budget and the jitter source.
+    #[derive(Clone)]
+    pub struct Pipeline {
+        pub(super) layers: [Layer; 4],
+        pub(super) len: usize,
+        pub(super) breaker: Option<CircuitBreaker>,
+        pub(super) retry: Option<RetryPolicy>,
+        pub(super) budget: Option<RetryBudget>,
+        pub(super) timeout: Option<Duration>,
+        pub(super) deadline: Option<Duration>,
+        pub(super) bulkhead: Option<Bulkhead>,
+        pub(super) idempotent: bool,
+        pub(super) fallback_on: FallbackOn,
+        pub(super) rng: Arc<Mutex<SmallRng>>,
+    }
+
+    /// The earliest limit enclosing a point of the pipeline.
+    #[derive(Clone, Copy)]
+    struct Limit {
+        at: Instant,
+        elapsed: Elapsed,
+    }
+
+    #[derive(Clone, Copy, Default)]
+    struct Ctx {
+        limit: Option<Limit>,
+    }
+
+    impl Ctx {
+        /// This context with a limit of `length` from now, if it ends before the current one.
+        #[inline]
+        fn tighten(self, length: Duration, kind: TimeoutKind) -> Ctx {
+            let Some(at) = Instant::now().checked_add(length) else {
+                return self;
+            };
+            match self.limit {
+                // Ties go to the outer limit.
+                Some(l) if l.at <= at => self,
+                _ => Ctx {
+                    limit: Some(Limit {
+                        at,
+                        elapsed: Elapsed {
+                            kind,
+                            after: length,
+                        },
+                    }),
+                },
+            }
+        }
+    }
+
+    /// What the breaker records for a result seen at its level.
+    fn error_outcome<E, C: ErrorClassifier<E> + ?Sized>(e: &Error<E>, class: &C) -> Outcome {
+        match e {
+            Error::Inner(e) => class.outcome(e),
+            Error::Timeout(_) => Outcome::Failure,
+            Error::GaveUp { last, .. } => error_outcome(last, class),
+            // A bulkhead nested inside the breaker: not the dependency's fault.
+            Error::Rejected(_) => Outcome::Ignored,
+        }
+    }
+
+    enum Step<T, E> {
+        Done(Result<T, Error<E>>),
+        Sleep(Duration),
+    }
+
+    /// The state of one call's retry loop.
+    struct RetryRun<'p> {
+        pipeline: &'p Pipeline,
+        policy: RetryPolicy,
+        max: u32,
+        attempts: u32,
+        delays: Option<Delays<SmallRng>>,
+    }
+
+    impl<'p> RetryRun<'p> {
+        fn new(pipeline: &'p Pipeline, policy: RetryPolicy) -> Self {
+            let max = if pipeline.idempotent {
+                policy.max_attempts.max(1)
+            } else {
+                1
+            };
+            RetryRun {
+                pipeline,
+                policy,
+                max,
+                attempts: 0,
+                delays: None,
+            }
+        }
+
+        fn next_delay(&mut self) -> Duration {
+            let (policy, rng) = (&self.policy, &self.pipeline.rng);
+            self.delays
+                .get_or_insert_with(|| {
+                    let seed = rng.lock().unwrap_or_else(|p| p.into_inner()).gen::<u64>();
+                    policy.delays(SmallRng::seed_from_u64(seed))
+                })
+                .next()
+                .unwrap_or(Duration::ZERO)
+        }
+
+        /// Decides what follows an attempt's result. `limit` is the earliest limit enclosing
+        /// the retry layer.
+        #[inline]
+        fn step<T, E, C: ErrorClassifier<E> + ?Sized>(
+            &mut self,
+            result: Result<T, Error<E>>,
+            class: &C,
+            limit: Option<Limit>,
+        ) -> Step<T, E> {
+            self.attempts += 1;
+            let budget = self.pipeline.budget.as_ref();
+            let error = match result {
+                Ok(v) => {
+                    if let Some(b) = budget {
+                        b.deposit();
+                    }
+                    return Step::Done(Ok(v));
+                }
+                Err(e) => e,
+            };
+            self.after_error(error, class, limit)
+        }
+
+        #[cold]
+        fn after_error<T, E, C: ErrorClassifier<E> + ?Sized>(
+            &mut self,
+            error: Error<E>,
+            class: &C,
+            limit: Option<Limit>,
+        ) -> Step<T, E> {
+            let budget = self.pipeline.budget.as_ref();
+            let (transient, hint) = match &error {
+                Error::Inner(e) => (class.is_transient(e), class.retry_after(e)),
+                // The timeout layer's own limit, unless it is the limit enclosing the retry
+                // loop (a timeout layer outside retry) and so has already passed for it too.
+                Error::Timeout(t) => (
+                    t.kind == TimeoutKind::Attempt
+                        && !limit.is_some_and(|l| Instant::now() >= l.at),
+                    None,
+                ),
+                _ => (false, None),
+            };
+            if !transient {
+                return Step::Done(Err(error));
+            }
+            if let Some(b) = budget {
+                b.withdraw();
+            }
+            if self.max <= 1 {
+                return Step::Done(Err(error));
+            }
+            let attempts = self.attempts;
+            let gave_up = |reason| {
+                Step::Done(Err(Error::GaveUp {
+                    attempts,
+                    reason,
+                    last: Box::new(error),
+                }))
+            };
+            if self.attempts >= self.max {
+                return gave_up(GiveUpReason::AttemptsExhausted);
+            }
+            if budget.is_some_and(|b| !b.can_retry()) {
+                return gave_up(GiveUpReason::Throttled);
+            }
+            let delay = match hint {
+                Some(h) => h,
+                None => self.next_delay(),
+            };
+            if let Some(l) = limit {
+                let remaining = l.at.saturating_duration_since(Instant::now());
+                if delay > remaining {
+                    return gave_up(match hint {
+                        Some(required) => GiveUpReason::RetryAfterExceedsBudget {
+                            required,
+                            remaining,
+                        },
+                        None => GiveUpReason::DeadlineExhausted {
+                            next_delay: delay,
+                            remaining,
+                        },
+                    });
+                }
+            }
+            Step::Sleep(delay)
+        }
+    }
+
+    /// One nesting level of the pipeline: runs the layer at position `$idx` around `$next`.
+    macro_rules! level {
+        ($name:ident, $idx:expr, $next:ident) => {
+            async fn $name<T, E, F, Fut, C>(
+                &self,
+                ctx: Ctx,
+                class: &C,
+                op: &mut F,
+            ) -> Result<T, Error<E>>
+            where
+                F: FnMut() -> Fut,
+                Fut: Future<Output = Result<T, E>>,
+                C: ErrorClassifier<E> + ?Sized,
+            {
+                if $idx >= self.len {
+                    return self.attempt(ctx, op).await;
+                }
+                match self.layers[$idx] {
+                    Layer::Timeout => {
+                        let ctx = match self.timeout {
+                            Some(t) => ctx.tighten(t, TimeoutKind::Attempt),
+                            None => ctx,
+                        };
+                        self.$next(ctx, class, op).await
+                    }
+                    Layer::Breaker => {
+                        let Some(breaker) = &self.breaker else {
+                            return self.$next(ctx, class, op).await;
+                        };
+                        let permit = breaker
+                            .try_acquire()
+                            .map_err(|r| Error::Rejected(Rejection::Breaker(r)))?;
+                        let result = self.$next(ctx, class, op).await;
+                        match &result {
+                            Ok(_) => permit.success(),
+                            Err(e) => permit.record(error_outcome(e, class)),
+                        }
+                        result
+                    }
+                    Layer::Bulkhead => {
+                        let Some(bulkhead) = &self.bulkhead else {
+                            return self.$next(ctx, class, op).await;
+                        };
+                        let _slot = match bulkhead.acquire_until(ctx.limit.map(|l| l.at)).await
+                        {
+                            Ok(slot) => slot,
+                            Err(Wait::Full(full)) => {
+                                return Err(Error::Rejected(Rejection::Bulkhead(full)))
+                            }
+                            Err(Wait::Deadline) => {
+                                let l = ctx.limit.expect("a deadline was passed");
+                                return Err(Error::Timeout(l.elapsed));
+                            }
+                        };
+                        self.$next(ctx, class, op).await
+                    }
+                    Layer::Retry => {
+                        let Some(policy) = self.retry else {
+                            return self.$next(ctx, class, op).await;
+                        };
+                        let mut run = RetryRun::new(self, policy);
+                        loop {
+                            let result = self.$next(ctx, class, op).await;
+                            match run.step(result, class, ctx.limit) {
+                                Step::Done(result) => return result,
+                                Step::Sleep(d) if d.is_zero() => {}
+                                Step::Sleep(d) => tokio::time::sleep(d).await,
+                            }
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    impl Pipeline {
+        /// Starts building a pipeline with no layers.
+        pub fn builder() -> PipelineBuilder {
+            PipelineBuilder::default()
+        }
+
+        /// The pipeline of `policy`, with the system clock for its breaker.
+        ///
+        /// # Errors
+        /// As [`PipelineBuilder::build`].
+        pub fn from_policy(policy: &crate::policy::Policy) -> Result<Pipeline, BuildError> {
+            PipelineBuilder::from_policy(policy).build()
+        }
+
+        /// The layers, outermost first.
+        pub fn order(&self) -> &[Layer] {
+            &self.layers[..self.len]
+        }
+
+        /// The circuit breaker, if configured.
+        pub fn breaker(&self) -> Option<&CircuitBreaker> {
+            self.breaker.as_ref()
+        }
+
+        /// The bulkhead, if configured.
+        pub fn bulkhead(&self) -> Option<&Bulkhead> {
+            self.bulkhead.as_ref()
+        }
+
+        /// The retry budget, if configured.
+        pub fn retry_budget(&self) -> Option<&RetryBudget> {
+            self.budget.as_ref()
+        }
+
+        /// Runs `op` through the pipeline, judging errors with [`AllErrors`] (every error a
+        /// breaker failure and transient). `op` is called once per attempt and must return a
+        /// fresh future each time.
+        ///
+        /// # Errors
+        /// See [`Error`]: the operation's error, a local rejection, a timeout, or a retry that
+        /// gave up.
+        ///
+        /// # Panics
+        /// If it must sleep or wait (a backoff, a pending attempt under a timeout, a bulkhead
+        /// wait) outside a tokio runtime with the time driver enabled. A panic inside `op`
+        /// propagates; a breaker permit it held records a failure.
+        pub async fn call<T, E, F, Fut>(&self, op: F) -> Result<T, Error<E>>
+        where
+            F: FnMut() -> Fut,
+            Fut: Future<Output = Result<T, E>>,
+        {
+            self.call_with(&AllErrors, op).await
+        }
+
+        /// Runs `op` through the pipeline, judging its errors with `classifier`.
+        ///
+        /// # Errors
+        /// As [`call`](Self::call).
+        ///
+        /// # Panics
+        /// As [`call`](Self::call).
+        pub async fn call_with<T, E, F, Fut, C>(&self, classifier: &C, mut op: F) -> Result<T, Error<E>>
+        where
+            F: FnMut() -> Fut,
+            Fut: Future<Output = Result<T, E>>,
+            C: ErrorClassifier<E> + ?Sized,
+        {
+            let ctx = match self.deadline {
+                Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
+                None => Ctx::default(),
+            };
+            self.level0(ctx, classifier, &mut op).await
+        }
+
+        /// Like [`call_with`](Self::call_with), and on an error chosen by
+        /// [`FallbackOn`] (never one classified as ignored) returns `fallback(error)` instead.
+        /// The fallback runs outside every layer and every limit.
+        ///
+        /// # Errors
+        /// The pipeline's error when the fallback does not apply; otherwise the fallback's.
+        ///
+        /// # Panics
+        /// As [`call`](Self::call).
+        pub async fn call_with_fallback<T, E, F, Fut, C, G, GFut>(
+            &self,
+            classifier: &C,
+            op: F,
+            fallback: G,
+        ) -> Result<T, Error<E>>
+        where
+            F: FnMut() -> Fut,
+            Fut: Future<Output = Result<T, E>>,
+            C: ErrorClassifier<E> + ?Sized,
+            G: FnOnce(Error<E>) -> GFut,
+            GFut: Future<Output = Result<T, Error<E>>>,
+        {
+            match self.call_with(classifier, op).await {
+                Err(e) if self.wants_fallback(&e, classifier) => fallback(e).await,
+                result => result,
+            }
+        }
+
+        /// Whether [`call_with_fallback`](Self::call_with_fallback) hands `error` to the
+        /// fallback.
+        pub fn wants_fallback<E, C: ErrorClassifier<E> + ?Sized>(
+            &self,
+            error: &Error<E>,
+            classifier: &C,
+        ) -> bool {
+            let failures = self.fallback_on == FallbackOn::RejectionOrFailure;
+            match error {
+                Error::Rejected(_) => true,
+                Error::Timeout(_) => failures,
+                Error::Inner(e) => failures && classifier.outcome(e) == Outcome::Failure,
+                Error::GaveUp { last, .. } => self.wants_fallback(last, classifier),
+            }
+        }
+
+        level!(level0, 0, level1);
+        level!(level1, 1, level2);
+        level!(level2, 2, level3);
+        level!(level3, 3, level4);
+
+        async fn level4<T, E, F, Fut, C>(
+            &self,
+            ctx: Ctx,
+            _class: &C,
+            op: &mut F,
+        ) -> Result<T, Error<E>>
+        where
+            F: FnMut() -> Fut,
+            Fut: Future<Output = Result<T, E>>,
+            C: ErrorClassifier<E> + ?Sized,
+        {
+            self.attempt(ctx, op).await
+        }
+
+        /// One invocation of the operation, under the earliest enclosing limit.
+        #[inline]
+        async fn attempt<T, E, F, Fut>(&self, ctx: Ctx, op: &mut F) -> Result<T, Error<E>>
+        where
+            F: FnMut() -> Fut,
+            Fut: Future<Output = Result<T, E>>,
+        {
+            let fut = op();
+            match ctx.limit {
+                None => fut.await.map_err(Error::Inner),
+                Some(l) => match Timeout::new(fut, l.at, l.elapsed).await {
+                    Ok(r) => r.map_err(Error::Inner),
+                    Err(elapsed) => Err(Error::Timeout(elapsed)),
+                },
+            }
+        }
+    }
+
+    impl fmt::Debug for Pipeline {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("Pipeline")
+                .field("order", &self.order())
+                .field("breaker", &self.breaker)
+                .field("retry", &self.retry)
+                .field("retry_budget", &self.budget)
+                .field("timeout", &self.timeout)
+                .field("deadline", &self.deadline)
+                .field("bulkhead", &self.bulkhead)
+                .field("idempotent", &self.idempotent)
+                .field("fallback_on", &self.fallback_on)
+                .finish()
+        }
+    }
+}

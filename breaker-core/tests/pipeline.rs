@@ -1,0 +1,450 @@
+//! Pipeline composition: declared orders, what each layer sees, order validation, errors.
+//! Every test runs on tokio's paused clock.
+
+use breaker_core::breaker::{BreakerPolicy, State};
+use breaker_core::bulkhead::{Bulkhead, BulkheadPolicy};
+use breaker_core::clock::Clock;
+use breaker_core::layer::Layer;
+use breaker_core::pipeline::{BuildError, Pipeline, PipelineBuilder};
+use breaker_core::policy::Policy;
+use breaker_core::retry::{Backoff, GiveUpReason, Jitter, RetryPolicy};
+use breaker_core::timeout::TimeoutKind;
+use breaker_core::{Error, Rejection};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug, PartialEq)]
+struct Boom;
+
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("boom")
+    }
+}
+
+impl std::error::Error for Boom {}
+
+fn consecutive(n: u32) -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: Some(n),
+        cooldown: Duration::from_secs(30),
+        cooldown_max: Duration::from_secs(30),
+        ..BreakerPolicy::default()
+    }
+}
+
+fn no_delay(attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: attempts,
+        backoff: Backoff::Fixed {
+            delay: Duration::ZERO,
+        },
+        jitter: Jitter::None,
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// Runs one logical call whose every attempt fails, counting invocations.
+async fn failing_call(p: &Pipeline, calls: &AtomicU32) -> Result<(), Error<Boom>> {
+    p.call(|| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async { Err::<(), _>(Boom) }
+    })
+    .await
+}
+
+/// BR-42 (a): retry declared outside the breaker. The breaker sees one outcome per attempt,
+/// trips at the 5th attempt (2nd logical call), and its rejection is never retried.
+#[tokio::test(start_paused = true)]
+async fn br_42_retry_outside_breaker_counts_attempts_and_stops_on_rejection() {
+    let p = Pipeline::builder()
+        .breaker_policy(consecutive(5))
+        .clock(Clock::tokio())
+        .retry(no_delay(3))
+        .idempotent(true)
+        .order([Layer::Retry, Layer::Breaker])
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+
+    let r1 = failing_call(&p, &calls).await.unwrap_err();
+    assert!(matches!(
+        r1,
+        Error::GaveUp { attempts: 3, reason: GiveUpReason::AttemptsExhausted, ref last }
+            if matches!(**last, Error::Inner(Boom))
+    ));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(p.breaker().unwrap().state(), State::Closed);
+
+    let r2 = failing_call(&p, &calls).await.unwrap_err();
+    assert!(matches!(r2, Error::Rejected(Rejection::Breaker(_))), "{r2:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 5, "tripped at the 5th attempt");
+    assert_eq!(p.breaker().unwrap().state(), State::Open);
+
+    for _ in 0..2 {
+        let r = failing_call(&p, &calls).await.unwrap_err();
+        assert!(matches!(r, Error::Rejected(Rejection::Breaker(_))));
+        assert_eq!(r.attempts(), 0);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    let totals = p.breaker().unwrap().snapshot().totals.unwrap();
+    assert_eq!((totals.failed, totals.rejected), (5, 3));
+}
+
+/// BR-42 (b): breaker declared outside retry. One outcome per logical call: 4 failures, still
+/// closed, 12 invocations.
+#[tokio::test(start_paused = true)]
+async fn br_42_breaker_outside_retry_counts_logical_calls() {
+    let p = Pipeline::builder()
+        .breaker_policy(consecutive(5))
+        .clock(Clock::tokio())
+        .retry(no_delay(3))
+        .idempotent(true)
+        .order([Layer::Breaker, Layer::Retry])
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    for _ in 0..4 {
+        let e = failing_call(&p, &calls).await.unwrap_err();
+        assert_eq!(e.give_up_reason(), Some(GiveUpReason::AttemptsExhausted));
+        assert_eq!(e.attempts(), 3);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 12);
+    let b = p.breaker().unwrap();
+    assert_eq!(b.state(), State::Closed);
+    let snap = b.snapshot();
+    assert_eq!(snap.consecutive_failures, 4);
+    assert_eq!(snap.totals.unwrap().failed, 4);
+}
+
+/// BR-42, the table: both orders, exact invocations and breaker state.
+#[tokio::test(start_paused = true)]
+async fn br_42_order_table() {
+    let table = [
+        ([Layer::Retry, Layer::Breaker], 5, State::Open),
+        ([Layer::Breaker, Layer::Retry], 12, State::Closed),
+    ];
+    for (order, invocations, state) in table {
+        let p = Pipeline::builder()
+            .breaker_policy(consecutive(5))
+            .clock(Clock::tokio())
+            .retry(no_delay(3))
+            .idempotent(true)
+            .order(order)
+            .build()
+            .unwrap();
+        let calls = AtomicU32::new(0);
+        for _ in 0..4 {
+            let _ = failing_call(&p, &calls).await;
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), invocations, "{order:?}");
+        assert_eq!(p.breaker().unwrap().state(), state, "{order:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn default_order_is_bulkhead_retry_breaker_timeout() {
+    let p = Pipeline::builder()
+        .timeout(secs(1))
+        .breaker_policy(consecutive(5))
+        .retry(no_delay(3))
+        .bulkhead_policy(BulkheadPolicy {
+            max_concurrent: 2,
+            max_wait: Duration::ZERO,
+        })
+        .build()
+        .unwrap();
+    assert_eq!(
+        p.order(),
+        [Layer::Bulkhead, Layer::Retry, Layer::Breaker, Layer::Timeout]
+    );
+    let p = Pipeline::builder()
+        .timeout(secs(1))
+        .retry(no_delay(3))
+        .build()
+        .unwrap();
+    assert_eq!(p.order(), [Layer::Retry, Layer::Timeout]);
+}
+
+#[test]
+fn from_policy_uses_default_or_declared_order() {
+    let mut policy = Policy {
+        breaker: Some(consecutive(5)),
+        retry: Some(no_delay(3)),
+        timeout: Some(secs(1)),
+        deadline: Some(secs(10)),
+        ..Policy::default()
+    };
+    let p = Pipeline::from_policy(&policy).unwrap();
+    assert_eq!(p.order(), [Layer::Retry, Layer::Breaker, Layer::Timeout]);
+    policy.order = Some(vec![Layer::Breaker, Layer::Timeout, Layer::Retry]);
+    let p = Pipeline::from_policy(&policy).unwrap();
+    assert_eq!(p.order(), [Layer::Breaker, Layer::Timeout, Layer::Retry]);
+}
+
+#[test]
+fn invalid_orders_are_errors() {
+    let base = || {
+        Pipeline::builder()
+            .breaker_policy(consecutive(5))
+            .retry(no_delay(3))
+    };
+    let e = base()
+        .order([Layer::Retry, Layer::Breaker, Layer::Retry])
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, BuildError::DuplicateLayer(Layer::Retry)));
+    assert_eq!(e.to_string(), "layer `retry` appears more than once in the order");
+
+    let e = base()
+        .order_names(["retry", "circuit", "breaker"])
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "unknown layer `circuit`; expected one of `bulkhead`, `retry`, `breaker`, `timeout`"
+    );
+
+    let e = base()
+        .order([Layer::Retry, Layer::Breaker, Layer::Timeout])
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, BuildError::NotConfigured(Layer::Timeout)));
+    assert_eq!(e.to_string(), "layer `timeout` is in the order but not configured");
+
+    let e = base().order([Layer::Breaker]).build().unwrap_err();
+    assert!(matches!(e, BuildError::MissingFromOrder(Layer::Retry)));
+
+    let ok = base().order_names(["breaker", "retry"]).build().unwrap();
+    assert_eq!(ok.order(), [Layer::Breaker, Layer::Retry]);
+}
+
+#[test]
+fn invalid_values_are_errors() {
+    let e = Pipeline::builder().timeout(Duration::ZERO).build().unwrap_err();
+    assert_eq!(e.to_string(), "invalid `timeout`: must be non-zero");
+    let e = Pipeline::builder()
+        .timeout(secs(5))
+        .deadline(secs(1))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid `deadline`: must be at least the timeout");
+    let e = Pipeline::builder().retry(no_delay(0)).build().unwrap_err();
+    assert_eq!(e.to_string(), "invalid `retry.max_attempts`: must be at least 1");
+    let e = Pipeline::builder()
+        .bulkhead_policy(BulkheadPolicy {
+            max_concurrent: 0,
+            max_wait: Duration::ZERO,
+        })
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, BuildError::Bulkhead(_)));
+    let e = PipelineBuilder::default()
+        .breaker_policy(BreakerPolicy {
+            consecutive_failures: Some(0),
+            ..BreakerPolicy::default()
+        })
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, BuildError::Breaker(_)));
+}
+
+/// A timeout layer placed outside retry bounds all attempts and sleeps: attempts at 0, 4 and
+/// 8 s; the next 3 s sleep would end at 12 s, past the 10 s limit.
+#[tokio::test(start_paused = true)]
+async fn timeout_outside_retry_bounds_the_whole_loop() {
+    let p = Pipeline::builder()
+        .timeout(secs(10))
+        .retry(RetryPolicy {
+            max_attempts: 100,
+            backoff: Backoff::Fixed { delay: secs(3) },
+            jitter: Jitter::None,
+        })
+        .idempotent(true)
+        .order([Layer::Timeout, Layer::Retry])
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let starts = std::sync::Mutex::new(Vec::new());
+    let e = p
+        .call(|| {
+            starts.lock().unwrap().push(start.elapsed());
+            async {
+                tokio::time::sleep(secs(1)).await;
+                Err::<(), _>(Boom)
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(*starts.lock().unwrap(), [secs(0), secs(4), secs(8)]);
+    assert_eq!(
+        e.give_up_reason(),
+        Some(GiveUpReason::DeadlineExhausted {
+            next_delay: secs(3),
+            remaining: secs(1)
+        })
+    );
+    assert_eq!(start.elapsed(), secs(9));
+}
+
+/// Our timeout is a breaker failure in every order, the timeout layer outside the breaker
+/// included; the caller dropping the call is a cancellation.
+#[tokio::test(start_paused = true)]
+async fn timeout_is_a_breaker_failure_in_every_order_and_drop_is_a_cancellation() {
+    for order in [
+        [Layer::Breaker, Layer::Timeout],
+        [Layer::Timeout, Layer::Breaker],
+    ] {
+        let p = Pipeline::builder()
+            .breaker_policy(consecutive(5))
+            .clock(Clock::tokio())
+            .timeout(secs(1))
+            .order(order)
+            .build()
+            .unwrap();
+        let e = p
+            .call(|| async {
+                tokio::time::sleep(secs(5)).await;
+                Ok::<(), Boom>(())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
+        assert_eq!(e.to_string(), "attempt timed out after 1s");
+        let t = p.breaker().unwrap().snapshot().totals.unwrap();
+        assert_eq!((t.failed, t.cancelled), (1, 0), "{order:?}");
+
+        // The caller gives up after 500 ms: a cancellation, not a failure.
+        let call = p.call(|| async {
+            tokio::time::sleep(secs(5)).await;
+            Ok::<(), Boom>(())
+        });
+        assert!(tokio::time::timeout(Duration::from_millis(500), call)
+            .await
+            .is_err());
+        let t = p.breaker().unwrap().snapshot().totals.unwrap();
+        assert_eq!((t.failed, t.cancelled), (1, 1), "{order:?}");
+    }
+}
+
+/// The total deadline ends an attempt that the per-attempt timeout would have let run, and is
+/// reported as the deadline; it is not retried.
+#[tokio::test(start_paused = true)]
+async fn deadline_cuts_an_attempt_and_is_not_retried() {
+    let p = Pipeline::builder()
+        .retry(no_delay(5))
+        .idempotent(true)
+        .timeout(secs(4))
+        .deadline(secs(6))
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let e = p
+        .call(|| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(secs(100)).await;
+                Ok::<(), Boom>(())
+            }
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Timeout(t) if t.kind == TimeoutKind::Deadline && t.after == secs(6)));
+    assert_eq!(e.to_string(), "deadline of 6s elapsed");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "timed out at 4 s, cut at 6 s");
+    assert_eq!(start.elapsed(), secs(6));
+}
+
+/// A full bulkhead is a local rejection; a bounded wait admits the call when a slot frees.
+#[tokio::test(start_paused = true)]
+async fn bulkhead_rejects_when_full_and_waits_when_allowed() {
+    for (max_wait, expect_ok) in [(Duration::ZERO, false), (secs(2), true)] {
+        let bulkhead = Bulkhead::new(BulkheadPolicy {
+            max_concurrent: 1,
+            max_wait,
+        })
+        .unwrap();
+        let p = Pipeline::builder().bulkhead(bulkhead.clone()).build().unwrap();
+        let first = p.call(|| async {
+            tokio::time::sleep(secs(1)).await;
+            Ok::<u32, Boom>(1)
+        });
+        let second = async {
+            tokio::task::yield_now().await;
+            assert_eq!(bulkhead.available(), 0);
+            p.call(|| async { Ok::<u32, Boom>(2) }).await
+        };
+        let (a, b) = tokio::join!(first, second);
+        assert_eq!(a.unwrap(), 1);
+        if expect_ok {
+            assert_eq!(b.unwrap(), 2);
+        } else {
+            let e = b.unwrap_err();
+            assert!(matches!(e, Error::Rejected(Rejection::Bulkhead(_))));
+            assert_eq!(e.rejection().unwrap().layer(), Layer::Bulkhead);
+            assert_eq!(e.to_string(), "bulkhead full: 1 calls in flight (waited 0ns)");
+        }
+        assert_eq!(bulkhead.available(), 1);
+    }
+}
+
+/// A bulkhead wait is bounded by the deadline too, and reported as the deadline.
+#[tokio::test(start_paused = true)]
+async fn bulkhead_wait_is_bounded_by_the_deadline() {
+    let bulkhead = Bulkhead::new(BulkheadPolicy {
+        max_concurrent: 1,
+        max_wait: secs(10),
+    })
+    .unwrap();
+    let p = Pipeline::builder()
+        .bulkhead(bulkhead.clone())
+        .deadline(secs(3))
+        .build()
+        .unwrap();
+    let _held = bulkhead.try_acquire().unwrap();
+    let start = Instant::now();
+    let e = p.call(|| async { Ok::<(), Boom>(()) }).await.unwrap_err();
+    assert_eq!(e.timeout(), Some(TimeoutKind::Deadline));
+    assert_eq!(start.elapsed(), secs(3));
+}
+
+/// Errors keep the layers apart, display in lowercase and chain their sources.
+#[tokio::test(start_paused = true)]
+async fn error_display_and_source_chain() {
+    let p = Pipeline::builder()
+        .retry(no_delay(3))
+        .idempotent(true)
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let e = failing_call(&p, &calls).await.unwrap_err();
+    assert_eq!(e.to_string(), "gave up after 3 attempts: attempts exhausted");
+    let source = std::error::Error::source(&e).unwrap();
+    assert_eq!(source.to_string(), "boom");
+    assert_eq!(e.inner(), Some(&Boom));
+    assert_eq!(e.into_inner(), Some(Boom));
+}
+
+/// Clones share the breaker: the probe limit and counts apply across all of them.
+#[tokio::test(start_paused = true)]
+async fn clones_share_state_and_futures_are_send() {
+    let p = Pipeline::builder()
+        .breaker_policy(consecutive(2))
+        .clock(Clock::tokio())
+        .build()
+        .unwrap();
+    let q = p.clone();
+    let task = tokio::spawn(async move { q.call(|| async { Err::<(), _>(Boom) }).await });
+    assert!(task.await.unwrap().is_err());
+    let _ = p.call(|| async { Err::<(), _>(Boom) }).await;
+    assert_eq!(p.breaker().unwrap().state(), State::Open);
+    let e = p.call(|| async { Ok::<(), Boom>(()) }).await.unwrap_err();
+    assert_eq!(e.rejection().unwrap().retry_after(), Some(secs(30)));
+    let _ = Arc::new(p);
+}
