@@ -128,10 +128,12 @@ impl Jitter {
                 rng.gen_range(lo..=hi).min(cap)
             }
             Jitter::Additive { spread } => {
-                let spread = nanos(spread);
-                let lo = d.saturating_sub(spread);
-                let hi = d.saturating_add(spread);
-                rng.gen_range(lo..=hi).min(cap)
+                // d - spread + uniform(0, 2 * spread), in u128 so nothing wraps, then
+                // clamped to [0, cap]: draws below zero become zero.
+                let spread = u128::from(nanos(spread));
+                let offset = rng.gen_range(0..=2 * spread);
+                let value = (u128::from(d) + offset).saturating_sub(spread);
+                u64::try_from(value.min(u128::from(cap))).unwrap_or(cap)
             }
         };
         Duration::from_nanos(out)
