@@ -14,10 +14,14 @@ pub mod error;
 pub mod config;
 pub mod dsl;
 pub mod layer;
+pub mod observe;
 pub mod pipeline;
 pub mod policy;
+pub mod registry;
 pub mod retry;
 mod sync;
+#[cfg(feature = "tower")]
+pub mod tower;
 pub mod timeout;
 
 pub use breaker::{CircuitBreaker, Permit, Rejected, State};

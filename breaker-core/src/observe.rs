@@ -1,0 +1,288 @@
+//! Metrics: counters and a gauge through the [`metrics`](https://docs.rs/metrics) facade.
+//!
+//! # Why
+//! A breaker that opens silently is a mystery on a dashboard. These metrics say how many calls
+//! went through each breaker and how they ended, how many were rejected locally and why, how
+//! often breakers changed state, and how many retries and timeouts the pipelines saw. They go
+//! through the `metrics` facade, so any exporter (Prometheus, StatsD, ...) can publish them.
+//!
+//! # How
+//! Everything here compiles with and without the `metrics` feature; without it every function
+//! is an empty inline function and [`BreakerMetrics`] is zero-sized, so callers (the tower
+//! layer, the pipeline, the macro's expansion) need no `cfg`.
+//!
+//! - Transitions: [`instrument`] adds a listener to a
+//!   [`BreakerBuilder`](crate::breaker::BreakerBuilder) that counts [`TRANSITIONS_TOTAL`] and
+//!   moves the [`STATE`] gauge.
+//! - Calls and rejections: the breaker core has no per-call hook, so whoever drives the breaker
+//!   (the tower [`BreakerService`](crate::tower::breaker::BreakerService), the pipeline)
+//!   records them with a [`BreakerMetrics`] made once per breaker name.
+//! - Retries and timeouts: [`retry`] and [`timeout`], called by the retry and timeout layers.
+//!
+//! # Metric names and labels
+//! Every label set is bounded: the breaker's name (chosen by the program, one per
+//! [`BreakerFactory`](crate::breaker::BreakerFactory), *not* per key of a
+//! [`Registry`](crate::registry::Registry)) and a label from a fixed list. Keys are never a
+//! label unless the program adds them itself through [`BreakerMetrics::with_labels`].
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | [`CALLS_TOTAL`] `breaker_calls_total` | counter | `breaker`, `outcome` = `success` \| `failure` \| `ignored` \| `cancelled` |
+//! | [`REJECTIONS_TOTAL`] `breaker_rejections_total` | counter | `breaker`, `reason` = `open` \| `half_open_full` \| `forced_open` |
+//! | [`TRANSITIONS_TOTAL`] `breaker_transitions_total` | counter | `breaker`, `from`, `to` (a [`State`] name), `reason` (a [`TransitionReason`](crate::breaker::TransitionReason) name) |
+//! | [`STATE`] `breaker_state` | gauge | `breaker`, `state`: how many tracked breakers of that name are in that state (0 or 1 for a single breaker) |
+//! | [`RETRIES_TOTAL`] `breaker_retries_total` | counter | `breaker`: retry attempts after the first |
+//! | [`TIMEOUTS_TOTAL`] `breaker_timeouts_total` | counter | `breaker`, `kind` = `attempt` \| `deadline` |
+//!
+//! At most 4 + 3 + 5 × 5 × 8 + 5 + 1 + 2 series per breaker name; in practice about 20 (most
+//! from/to/reason combinations cannot happen).
+//!
+//! # Handles are bound when made
+//! [`BreakerMetrics`] registers its counters when it is made, with the recorder installed at
+//! that moment: install the global recorder (the exporter) *before* building breakers,
+//! layers or pipelines.
+//!
+//! ```
+//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+//! use breaker_core::observe::{self, BreakerMetrics};
+//!
+//! let breaker = observe::instrument(
+//!     CircuitBreaker::builder(BreakerPolicy::default()).name("inventory"),
+//! )
+//! .build()?;
+//! observe::track(&breaker); // the state gauge now counts this breaker
+//! let metrics = BreakerMetrics::new("inventory");
+//! match breaker.try_acquire() {
+//!     Ok(permit) => {
+//!         permit.success();
+//!         metrics.outcome(breaker_core::Outcome::Success);
+//!     }
+//!     Err(rejected) => metrics.rejected(rejected.reason()),
+//! }
+//! # Ok::<(), breaker_core::breaker::ValidationError>(())
+//! ```
+
+use crate::breaker::{BreakerBuilder, CircuitBreaker, RejectReason, State, Transition};
+use crate::classify::Outcome;
+
+/// Counter of calls admitted by a breaker, by how they ended. Labels `breaker`, `outcome`.
+pub const CALLS_TOTAL: &str = "breaker_calls_total";
+/// Counter of calls rejected locally. Labels `breaker`, `reason`.
+pub const REJECTIONS_TOTAL: &str = "breaker_rejections_total";
+/// Counter of state changes. Labels `breaker`, `from`, `to`, `reason`.
+pub const TRANSITIONS_TOTAL: &str = "breaker_transitions_total";
+/// Gauge: tracked breakers per state. Labels `breaker`, `state`.
+pub const STATE: &str = "breaker_state";
+/// Counter of retry attempts (not counting the first attempt). Label `breaker`.
+pub const RETRIES_TOTAL: &str = "breaker_retries_total";
+/// Counter of timeouts raised by our timeout layer. Labels `breaker`, `kind`.
+pub const TIMEOUTS_TOTAL: &str = "breaker_timeouts_total";
+
+/// Which timeout fired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeoutKind {
+    /// The per-attempt timeout.
+    Attempt,
+    /// The total deadline over all attempts.
+    Deadline,
+}
+
+impl TimeoutKind {
+    /// `attempt` or `deadline`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TimeoutKind::Attempt => "attempt",
+            TimeoutKind::Deadline => "deadline",
+        }
+    }
+}
+
+/// A lowercase, snake_case label value for a state.
+pub const fn state_label(state: State) -> &'static str {
+    match state {
+        State::Closed => "closed",
+        State::Open => "open",
+        State::HalfOpen => "half_open",
+        State::ForcedOpen => "forced_open",
+        State::ForcedClosed => "forced_closed",
+    }
+}
+
+/// Adds the transition listener: every transition increments [`TRANSITIONS_TOTAL`] and moves
+/// one unit of the [`STATE`] gauge from the old state to the new one. Without the `metrics`
+/// feature, returns `builder` unchanged.
+pub fn instrument(builder: BreakerBuilder) -> BreakerBuilder {
+    #[cfg(feature = "metrics")]
+    {
+        builder.on_transition(record_transition)
+    }
+    #[cfg(not(feature = "metrics"))]
+    {
+        builder
+    }
+}
+
+/// Records one transition (what the listener of [`instrument`] does).
+#[inline]
+pub fn record_transition(t: &Transition) {
+    #[cfg(feature = "metrics")]
+    {
+        let name = t.name.to_string();
+        metrics::counter!(
+            TRANSITIONS_TOTAL,
+            "breaker" => name.clone(),
+            "from" => state_label(t.from),
+            "to" => state_label(t.to),
+            "reason" => t.reason.as_str(),
+        )
+        .increment(1);
+        metrics::gauge!(STATE, "breaker" => name.clone(), "state" => state_label(t.from))
+            .decrement(1.0);
+        metrics::gauge!(STATE, "breaker" => name, "state" => state_label(t.to)).increment(1.0);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = t;
+}
+
+/// Counts `breaker` in the [`STATE`] gauge (one unit on its current state). Call it once per
+/// breaker built through [`instrument`]; a [`Registry`](crate::registry::Registry) with
+/// [`state_gauge`](crate::registry::RegistryBuilder::state_gauge) does it for its breakers.
+#[inline]
+pub fn track(breaker: &CircuitBreaker) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(STATE, "breaker" => breaker.name().to_string(), "state" => state_label(breaker.state()))
+        .increment(1.0);
+    #[cfg(not(feature = "metrics"))]
+    let _ = breaker;
+}
+
+/// Undoes [`track`] (one unit off the breaker's current state), for a breaker dropped from
+/// use. A transition racing with it may leave the gauge off by one.
+#[inline]
+pub fn untrack(breaker: &CircuitBreaker) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(STATE, "breaker" => breaker.name().to_string(), "state" => state_label(breaker.state()))
+        .decrement(1.0);
+    #[cfg(not(feature = "metrics"))]
+    let _ = breaker;
+}
+
+/// Counts one retry attempt (an attempt after the first) of the pipeline named `name`.
+#[inline]
+pub fn retry(name: &str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(RETRIES_TOTAL, "breaker" => name.to_string()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = name;
+}
+
+/// Counts one timeout of kind `kind` raised by our timeout layer in the pipeline named `name`.
+#[inline]
+pub fn timeout(name: &str, kind: TimeoutKind) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(TIMEOUTS_TOTAL, "breaker" => name.to_string(), "kind" => kind.as_str())
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (name, kind);
+}
+
+/// Pre-registered call and rejection counters of one breaker name. Make one per name, not per
+/// call; cloning is cheap. Zero-sized without the `metrics` feature.
+#[derive(Clone)]
+pub struct BreakerMetrics {
+    #[cfg(feature = "metrics")]
+    handles: std::sync::Arc<Handles>,
+}
+
+#[cfg(feature = "metrics")]
+struct Handles {
+    /// success, failure, ignored, cancelled
+    calls: [metrics::Counter; 4],
+    /// open, half_open_full, forced_open
+    rejections: [metrics::Counter; 3],
+}
+
+impl BreakerMetrics {
+    /// Registers the counters of breaker `name` with the recorder installed now.
+    pub fn new(name: &str) -> Self {
+        Self::with_labels(name, &[])
+    }
+
+    /// Like [`new`](Self::new), with extra labels on the call and rejection counters, for
+    /// programs that opt in to, say, a per-key label. Every distinct label set is a new series
+    /// in the exporter: keep their number bounded.
+    pub fn with_labels(name: &str, extra: &[(&'static str, String)]) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            let make = |metric: &'static str, label: &'static str, value: &'static str| {
+                let mut labels = vec![
+                    metrics::Label::new("breaker", name.to_string()),
+                    metrics::Label::new(label, value),
+                ];
+                labels.extend(
+                    extra
+                        .iter()
+                        .map(|(k, v)| metrics::Label::new(*k, v.clone())),
+                );
+                metrics::counter!(metric, labels)
+            };
+            let calls = ["success", "failure", "ignored", "cancelled"]
+                .map(|o| make(CALLS_TOTAL, "outcome", o));
+            let rejections = [
+                RejectReason::Open,
+                RejectReason::HalfOpenFull,
+                RejectReason::ForcedOpen,
+            ]
+            .map(|r| make(REJECTIONS_TOTAL, "reason", r.as_str()));
+            BreakerMetrics {
+                handles: std::sync::Arc::new(Handles { calls, rejections }),
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (name, extra);
+            BreakerMetrics {}
+        }
+    }
+
+    /// Counts an admitted call that ended with `outcome`.
+    #[inline]
+    pub fn outcome(&self, outcome: Outcome) {
+        #[cfg(feature = "metrics")]
+        self.handles.calls[match outcome {
+            Outcome::Success => 0,
+            Outcome::Failure => 1,
+            Outcome::Ignored => 2,
+        }]
+        .increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = outcome;
+    }
+
+    /// Counts an admitted call that the caller cancelled (its future or permit was dropped).
+    #[inline]
+    pub fn cancelled(&self) {
+        #[cfg(feature = "metrics")]
+        self.handles.calls[3].increment(1);
+    }
+
+    /// Counts a call rejected locally for `reason`.
+    #[inline]
+    pub fn rejected(&self, reason: RejectReason) {
+        #[cfg(feature = "metrics")]
+        self.handles.rejections[match reason {
+            RejectReason::Open => 0,
+            RejectReason::HalfOpenFull => 1,
+            RejectReason::ForcedOpen => 2,
+        }]
+        .increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = reason;
+    }
+}
+
+impl std::fmt::Debug for BreakerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BreakerMetrics").finish_non_exhaustive()
+    }
+}

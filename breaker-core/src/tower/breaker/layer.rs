@@ -1,0 +1,58 @@
+use super::BreakerService;
+use crate::breaker::CircuitBreaker;
+use crate::classify::DefaultClassifier;
+use crate::observe::BreakerMetrics;
+use tower_layer::Layer;
+
+/// Wraps services in a [`BreakerService`] sharing one breaker; see the
+/// [module docs](super).
+#[derive(Clone, Debug)]
+pub struct BreakerLayer<C = DefaultClassifier> {
+    breaker: CircuitBreaker,
+    classifier: C,
+    metrics: BreakerMetrics,
+}
+
+impl BreakerLayer {
+    /// A layer guarding services with `breaker` (clones of it share its state), classifying
+    /// `Ok` as success and `Err` as failure. With the `metrics` feature, registers the call and
+    /// rejection counters of the breaker's name now.
+    pub fn new(breaker: CircuitBreaker) -> Self {
+        let metrics = BreakerMetrics::new(breaker.name());
+        BreakerLayer {
+            breaker,
+            classifier: DefaultClassifier,
+            metrics,
+        }
+    }
+}
+
+impl<C> BreakerLayer<C> {
+    /// Uses `classifier` (any `Fn(&Result<T, E>) -> Outcome`, or a
+    /// [`Classify`](crate::classify::Classify) impl) to turn results into outcomes.
+    pub fn with_classifier<C2>(self, classifier: C2) -> BreakerLayer<C2> {
+        BreakerLayer {
+            breaker: self.breaker,
+            classifier,
+            metrics: self.metrics,
+        }
+    }
+
+    /// The breaker.
+    pub fn breaker(&self) -> &CircuitBreaker {
+        &self.breaker
+    }
+}
+
+impl<S, C: Clone> Layer<S> for BreakerLayer<C> {
+    type Service = BreakerService<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BreakerService {
+            inner,
+            breaker: self.breaker.clone(),
+            classifier: self.classifier.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
