@@ -10,6 +10,8 @@ pub mod bulkhead;
 pub mod classify;
 pub mod clock;
 pub mod error;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod dsl;
