@@ -49,7 +49,8 @@ pub const MAX_CONCURRENT: u32 = 1_000_000;
 /// Checks a retry policy: `max_attempts` in `1..=100`; exponential backoff needs a non-zero
 /// base, a factor in `1.0..=100.0` and `max >= base`; linear backoff needs `max >= base`.
 pub(crate) fn check_retry(retry: &RetryPolicy, errors: &mut Vec<FieldError>) {
-    let mut push = |field: &'static str, message: String| errors.push(FieldError { field, message });
+    let mut push =
+        |field: &'static str, message: String| errors.push(FieldError { field, message });
     if retry.max_attempts == 0 || retry.max_attempts > MAX_ATTEMPTS {
         push(
             "max_attempts",
@@ -77,7 +78,10 @@ pub(crate) fn check_retry(retry: &RetryPolicy, errors: &mut Vec<FieldError>) {
                 );
             }
             if !(1.0..=100.0).contains(&factor) {
-                push("backoff", format!("factor must be in 1.0..=100.0, got {factor}"));
+                push(
+                    "backoff",
+                    format!("factor must be in 1.0..=100.0, got {factor}"),
+                );
             }
             if max < base {
                 push(
@@ -124,7 +128,9 @@ impl Policy {
     /// The effective nesting, outermost first: `order` if set, else [`Layer::DEFAULT_ORDER`]
     /// restricted to the configured layers.
     pub fn effective_order(&self) -> Vec<Layer> {
-        self.order.clone().unwrap_or_else(|| self.configured_layers())
+        self.order
+            .clone()
+            .unwrap_or_else(|| self.configured_layers())
     }
 
     /// Checks every layer and the rules between them, and returns all violations at once.
@@ -167,7 +173,8 @@ impl Policy {
         if let Some(retry) = &self.retry {
             check_retry(retry, &mut errors);
         }
-        let mut push = |field: &'static str, message: String| errors.push(FieldError { field, message });
+        let mut push =
+            |field: &'static str, message: String| errors.push(FieldError { field, message });
         if self.timeout == Some(Duration::ZERO) {
             push("timeout", "must be non-zero, got 0s".into());
         }

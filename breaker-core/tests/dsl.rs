@@ -108,7 +108,9 @@ fn br_38_negative_duration_is_an_error() {
         "negative duration `-5s` at 0..3; expected a positive duration such as `5s`",
     );
     assert_err(
-        "5 consecutive, open -5s".parse::<BreakerPolicy>().unwrap_err(),
+        "5 consecutive, open -5s"
+            .parse::<BreakerPolicy>()
+            .unwrap_err(),
         "-5s",
         20..23,
         "negative duration `-5s` at 20..23; expected a positive duration such as `5s`",
@@ -118,7 +120,9 @@ fn br_38_negative_duration_is_an_error() {
 #[test]
 fn br_38_unknown_breaker_clause_and_layer_are_named() {
     assert_err(
-        "5 consecutive, opne 1s".parse::<BreakerPolicy>().unwrap_err(),
+        "5 consecutive, opne 1s"
+            .parse::<BreakerPolicy>()
+            .unwrap_err(),
         "opne",
         15..19,
         "unknown clause `opne` at 15..19; expected one of a trip rule such as `5 consecutive`, \
@@ -154,7 +158,9 @@ fn br_38_percent_needs_no_space_and_a_sign() {
 #[test]
 fn br_38_trailing_tokens_are_errors() {
     assert_err(
-        "5 consecutive open 1s".parse::<BreakerPolicy>().unwrap_err(),
+        "5 consecutive open 1s"
+            .parse::<BreakerPolicy>()
+            .unwrap_err(),
         "open",
         14..18,
         "unexpected `open` at 14..18; expected one of `,` or end of input",
@@ -182,7 +188,9 @@ fn br_38_end_of_input_is_reported_at_the_end() {
 #[test]
 fn br_18_min_calls_above_count_window_from_dsl() {
     assert_err(
-        "50% of 5 calls min 10".parse::<BreakerPolicy>().unwrap_err(),
+        "50% of 5 calls min 10"
+            .parse::<BreakerPolicy>()
+            .unwrap_err(),
         "min 10",
         15..21,
         "`min_calls`: min_calls (10) must be <= the count window size (5); the window can \
@@ -206,7 +214,11 @@ fn retry_forms() {
             "3x exp jitter",
             RetryPolicy {
                 max_attempts: 3,
-                backoff: Backoff::Exponential { base: ms(100), factor: 2.0, max: ms(10_000) },
+                backoff: Backoff::Exponential {
+                    base: ms(100),
+                    factor: 2.0,
+                    max: ms(10_000),
+                },
                 jitter: Jitter::Full,
             },
         ),
@@ -214,7 +226,11 @@ fn retry_forms() {
             "5x exp(100ms, max 2s) full-jitter",
             RetryPolicy {
                 max_attempts: 5,
-                backoff: Backoff::Exponential { base: ms(100), factor: 2.0, max: ms(2000) },
+                backoff: Backoff::Exponential {
+                    base: ms(100),
+                    factor: 2.0,
+                    max: ms(2000),
+                },
                 jitter: Jitter::Full,
             },
         ),
@@ -230,7 +246,11 @@ fn retry_forms() {
             " 2x  linear( 50ms,step 25ms ,max 1s )equal-jitter ",
             RetryPolicy {
                 max_attempts: 2,
-                backoff: Backoff::Linear { base: ms(50), step: ms(25), max: ms(1000) },
+                backoff: Backoff::Linear {
+                    base: ms(50),
+                    step: ms(25),
+                    max: ms(1000),
+                },
                 jitter: Jitter::Equal,
             },
         ),
@@ -238,7 +258,11 @@ fn retry_forms() {
             "6x exponential(1s, factor 1.5) additive-jitter 1m 30s",
             RetryPolicy {
                 max_attempts: 6,
-                backoff: Backoff::Exponential { base: ms(1000), factor: 1.5, max: ms(10_000) },
+                backoff: Backoff::Exponential {
+                    base: ms(1000),
+                    factor: 1.5,
+                    max: ms(10_000),
+                },
                 jitter: Jitter::Additive { spread: ms(90_000) },
             },
         ),
@@ -285,8 +309,14 @@ fn breaker_forms() {
         BreakerPolicy {
             consecutive_failures: None,
             failure_rate_percent: Some(50.0),
-            slow_call: Some(SlowCall { duration: Duration::from_secs(2), rate_percent: 80.0 }),
-            window: SlidingWindow::Time { length: Duration::from_secs(60), buckets: 10 },
+            slow_call: Some(SlowCall {
+                duration: Duration::from_secs(2),
+                rate_percent: 80.0
+            }),
+            window: SlidingWindow::Time {
+                length: Duration::from_secs(60),
+                buckets: 10
+            },
             min_calls: 10,
             cooldown: Duration::from_secs(10),
             cooldown_multiplier: 2.0,
@@ -304,15 +334,22 @@ fn breaker_forms() {
          close after 2, probe-wait 20s, neutral-probe count-as-success"
     );
     // Defaults: a count window's `min` is its size; `factor` without `max` grows to 10x.
-    let p: BreakerPolicy = "5 consecutive, 50% of 20 calls, open 1s factor 2".parse().unwrap();
+    let p: BreakerPolicy = "5 consecutive, 50% of 20 calls, open 1s factor 2"
+        .parse()
+        .unwrap();
     assert_eq!((p.min_calls, p.cooldown_max), (20, Duration::from_secs(10)));
     assert_eq!(
-        "slow 1s 50% of 10 calls, 50% of 20 calls".parse::<BreakerPolicy>().unwrap_err().to_string(),
+        "slow 1s 50% of 10 calls, 50% of 20 calls"
+            .parse::<BreakerPolicy>()
+            .unwrap_err()
+            .to_string(),
         "conflicting window: the failure-rate and slow-call rules share one window at 29..40; \
          the window is already set at 12..23; write it once"
     );
     assert_err(
-        "5 consecutive, 5 consecutive".parse::<BreakerPolicy>().unwrap_err(),
+        "5 consecutive, 5 consecutive"
+            .parse::<BreakerPolicy>()
+            .unwrap_err(),
         "5 consecutive",
         15..28,
         "duplicate `consecutive` clause at 15..28; `consecutive` is already set at 0..13",
@@ -327,7 +364,10 @@ fn order_and_bulkhead_forms() {
     );
     assert_eq!(
         dsl::parse_bulkhead("10 concurrent wait 100ms"),
-        Ok(BulkheadPolicy { max_concurrent: 10, max_wait: Duration::from_millis(100) })
+        Ok(BulkheadPolicy {
+            max_concurrent: 10,
+            max_wait: Duration::from_millis(100)
+        })
     );
     assert_err(
         dsl::parse_bulkhead("0 concurrent").unwrap_err(),
@@ -335,7 +375,10 @@ fn order_and_bulkhead_forms() {
         0..12,
         "`max_concurrent`: must be in 1..=1000000, got 0 at 0..12",
     );
-    assert_eq!(dsl::parse_window("1m in 12 buckets").unwrap().to_string(), "1m in 12 buckets");
+    assert_eq!(
+        dsl::parse_window("1m in 12 buckets").unwrap().to_string(),
+        "1m in 12 buckets"
+    );
     assert_err(
         dsl::parse_window("0 calls").unwrap_err(),
         "0 calls",
@@ -366,7 +409,11 @@ fn backoff() -> impl Strategy<Value = Backoff> {
             max: base.saturating_add(extra)
         }),
         (nonzero_duration(), 1.0f64..=100.0, duration()).prop_map(|(base, factor, extra)| {
-            Backoff::Exponential { base, factor, max: base.saturating_add(extra) }
+            Backoff::Exponential {
+                base,
+                factor,
+                max: base.saturating_add(extra),
+            }
         }),
     ]
 }
@@ -464,21 +511,82 @@ fn parse_all(s: &str) -> Vec<Result<String, DslError>> {
 fn check_error_spans(s: &str) {
     for result in parse_all(s) {
         if let Err(e) = result {
-            assert!(e.span.start <= e.span.end && e.span.end <= s.len(), "{e} in {s:?}");
-            assert_eq!(s.get(e.span.clone()), Some(e.fragment.as_str()), "{e} in {s:?}");
+            assert!(
+                e.span.start <= e.span.end && e.span.end <= s.len(),
+                "{e} in {s:?}"
+            );
+            assert_eq!(
+                s.get(e.span.clone()),
+                Some(e.fragment.as_str()),
+                "{e} in {s:?}"
+            );
             assert!(!e.message.is_empty());
         }
     }
 }
 
 const VOCABULARY: &[&str] = &[
-    "3x", "0x", "101x", "none", "exp", "exponential", "linear", "fixed", "jitter", "full-jitter",
-    "equal-jitter", "decorrelated-jitter", "additive-jitter", "no-jitter", "(", ")", ",", ">",
-    "factor", "max", "step", "2", "1.5", "30s", "1m", "250ms", "0s", "-5s", "30", "s", "%", "50%",
-    "101%", "0%", "consecutive", "of", "over", "calls", "in", "buckets", "min", "slow", "open",
-    "probes", "close", "after", "probe-wait", "neutral-probe", "release", "count-as-success",
-    "timeout", "retry", "breaker", "bulkhead", "concurrent", "wait", "é", "99999999999",
-    "99999999999999999999s", "1d", "x",
+    "3x",
+    "0x",
+    "101x",
+    "none",
+    "exp",
+    "exponential",
+    "linear",
+    "fixed",
+    "jitter",
+    "full-jitter",
+    "equal-jitter",
+    "decorrelated-jitter",
+    "additive-jitter",
+    "no-jitter",
+    "(",
+    ")",
+    ",",
+    ">",
+    "factor",
+    "max",
+    "step",
+    "2",
+    "1.5",
+    "30s",
+    "1m",
+    "250ms",
+    "0s",
+    "-5s",
+    "30",
+    "s",
+    "%",
+    "50%",
+    "101%",
+    "0%",
+    "consecutive",
+    "of",
+    "over",
+    "calls",
+    "in",
+    "buckets",
+    "min",
+    "slow",
+    "open",
+    "probes",
+    "close",
+    "after",
+    "probe-wait",
+    "neutral-probe",
+    "release",
+    "count-as-success",
+    "timeout",
+    "retry",
+    "breaker",
+    "bulkhead",
+    "concurrent",
+    "wait",
+    "é",
+    "99999999999",
+    "99999999999999999999s",
+    "1d",
+    "x",
 ];
 
 proptest! {

@@ -1,1 +1,162 @@
-//! Config files (placeholder while the DSL is built).
+//! Config files: named policies in TOML, YAML or JSON, environment overrides, a reloadable
+//! registry and a JSON Schema. Needs the `config` feature (on by default).
+//!
+//! # Why
+//! Thresholds belong in configuration, not in code: operators tune them per environment and
+//! per dependency. A config mistake must never load silently (cases BR-38, BR-39): unknown keys
+//! are errors, explicit invalid values are errors naming the field, and every DSL string goes
+//! through the same parser and validator as the `#[circuit_breaker]` attribute.
+//!
+//! # The file
+//! ```toml
+//! [default]                        # every named policy inherits these
+//! timeout = "2s"
+//! retry = "3x exp(100ms, max 2s) full-jitter"
+//!
+//! [default.breaker]                # a breaker as a table ...
+//! failure_rate = "50%"
+//! window = "100 calls"
+//! min_calls = 20
+//! cooldown = "30s"
+//!
+//! [policies.inventory]
+//! retry = "5x exp"                 # ... or any section as one DSL string
+//! deadline = "10s"
+//! order = "timeout > retry > breaker"
+//!
+//! [policies.payments.breaker]
+//! consecutive_failures = 3         # replaces the inherited trip rules (see below)
+//! ```
+//! YAML and JSON files have the same structure. See [`ConfigFile`], [`Section`],
+//! [`BreakerTable`], [`RetryTable`] and [`BulkheadTable`] for every key, its range and its
+//! default, and [`crate::dsl`] for the strings. `examples/breaker.{toml,yaml,json}` are complete
+//! examples and `examples/breaker.schema.json` is the JSON Schema ([`json_schema`]).
+//!
+//! **Values.** `breaker`, `retry` and `bulkhead` are a DSL string or a table; durations are DSL
+//! strings (`"30s"`, `"1m 30s"`); rates are numbers (`50`) or strings (`"50%"`); `window` is
+//! `"100 calls"` or `"60s"`; `order` is `"timeout > retry > breaker"`.
+//!
+//! **Defaults and inheritance.** A named policy is its `default` section overlaid with its own
+//! keys, field by field; a value written as a DSL string replaces the inherited value whole.
+//! The breaker's trip rules (`consecutive_failures`, `failure_rate`, `slow_call_*`) are one
+//! group: a section that sets any of them replaces all the trip rules it inherits. Keys set
+//! nowhere take the documented defaults; a layer set nowhere is not in the pipeline. The
+//! `default` section alone is not a policy.
+//!
+//! **Environment overrides.** A variable `BREAKER__<PATH>` sets the value at `<PATH>`: the
+//! path's keys are separated by `__` and lowercased, so
+//! `BREAKER__POLICIES__INVENTORY__RETRY="5x exp"` sets `policies.inventory.retry` and
+//! `BREAKER__DEFAULT__BREAKER__COOLDOWN=10s` sets `default.breaker.cooldown`. A value that
+//! reads as a JSON number or boolean is one (`5`, `true`); anything else is a string. An
+//! override may add keys and policies; it cannot reach inside a value written as a DSL string
+//! (override the whole string). Policy names that are not lowercase, or contain `-`, cannot be
+//! addressed. [`Loader::file`] reads the process environment; [`Loader::env_vars`] supplies
+//! variables explicitly.
+//!
+//! **Errors** ([`ConfigError`]) name the file, the line and column, and the key path:
+//! `breaker.toml:12:24: policies.inventory.breaker.consecutive_failures: must be at least 1,
+//! got 0`. Syntax, type, unknown-key and DSL errors stop at the first, as the format parsers
+//! do; validation errors of all policies are reported together. A value from an environment
+//! variable is reported with the variable's name instead of a position.
+//!
+//! # Examples
+//! ```
+//! use breaker_core::config::{load_str, Format};
+//! let policies = load_str(
+//!     r#"
+//!     [default]
+//!     breaker = "5 consecutive, open 30s"
+//!     [policies.inventory]
+//!     retry = "3x exp jitter"
+//!     "#,
+//!     Format::Toml,
+//! )?;
+//! let inventory = policies.get("inventory").unwrap();
+//! assert_eq!(inventory.breaker.as_ref().unwrap().consecutive_failures, Some(5));
+//! assert_eq!(inventory.retry.unwrap().max_attempts, 3);
+//!
+//! let err = load_str("[policies.a.breaker]\nconsecutive_failures = 0\n", Format::Toml)
+//!     .unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "2:24: policies.a.breaker.consecutive_failures: must be at least 1, got 0"
+//! );
+//! # Ok::<(), breaker_core::config::ConfigErrors>(())
+//! ```
+
+mod error;
+mod file;
+mod load;
+mod registry;
+mod value;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
+pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};
+pub use registry::{PolicyRegistry, ReloadReport};
+pub use value::{Dsl, DslValue, Percent, Spec};
+
+use crate::dsl::{format_duration, Order};
+use crate::policy::Policy;
+use std::fmt;
+
+/// The JSON Schema of a config file, generated from [`ConfigFile`], pretty-printed with a
+/// trailing newline (this is `examples/breaker.schema.json`, and what `breaker schema`
+/// prints).
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(ConfigFile);
+    let mut out = serde_json::to_string_pretty(&schema).expect("a schema serializes");
+    out.push('\n');
+    out
+}
+
+/// Writes one effective policy as a TOML section with every layer in the DSL, defaults filled
+/// in: the output of `breaker check`, and itself a valid config.
+pub fn write_policy(out: &mut impl fmt::Write, name: &str, policy: &Policy) -> fmt::Result {
+    writeln!(out, "[policies.{}]", toml_key(name))?;
+    if let Some(b) = &policy.breaker {
+        writeln!(out, "breaker = \"{b}\"")?;
+    }
+    if let Some(r) = &policy.retry {
+        writeln!(out, "retry = \"{r}\"")?;
+    }
+    if let Some(t) = policy.timeout {
+        writeln!(out, "timeout = \"{}\"", format_duration(t))?;
+    }
+    if let Some(d) = policy.deadline {
+        writeln!(out, "deadline = \"{}\"", format_duration(d))?;
+    }
+    if let Some(b) = &policy.bulkhead {
+        writeln!(out, "bulkhead = \"{b}\"")?;
+    }
+    let order = policy.effective_order();
+    if !order.is_empty() {
+        writeln!(out, "order = \"{}\"", Order(order))?;
+    }
+    writeln!(out, "idempotent = {}", policy.idempotent)
+}
+
+fn toml_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
+impl fmt::Display for Policies {
+    /// Every policy as by [`write_policy`], separated by blank lines.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, policy)) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write_policy(f, name, policy)?;
+        }
+        Ok(())
+    }
+}

@@ -97,10 +97,19 @@ struct Seen(Vec<(&'static str, Range<usize>)>);
 
 impl Seen {
     /// Set-once: a clause may appear at most once; the second is the error.
-    fn once(&mut self, src: &str, clause: &'static str, span: Range<usize>) -> Result<(), DslError> {
+    fn once(
+        &mut self,
+        src: &str,
+        clause: &'static str,
+        span: Range<usize>,
+    ) -> Result<(), DslError> {
         if let Some((_, first)) = self.0.iter().find(|(c, _)| *c == clause) {
-            return Err(DslError::new(src, span, format!("duplicate `{clause}` clause"))
-                .help(format!("`{clause}` is already set at {}..{}", first.start, first.end)));
+            return Err(
+                DslError::new(src, span, format!("duplicate `{clause}` clause")).help(format!(
+                    "`{clause}` is already set at {}..{}",
+                    first.start, first.end
+                )),
+            );
         }
         self.0.push((clause, span));
         Ok(())
@@ -122,7 +131,8 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
         let start = t.span.start;
         let mut window_of_rule = None;
         let space_before_percent = p.peek_at(1).is_some_and(|n| n.text.starts_with('%'));
-        if t.text.bytes().all(|b| b.is_ascii_digit()) && !t.text.is_empty() && !space_before_percent {
+        if t.text.bytes().all(|b| b.is_ascii_digit()) && !t.text.is_empty() && !space_before_percent
+        {
             let (n, _) = p.int("a failure count")?;
             if !p.peek_is("consecutive") {
                 return Err(p.unexpected("", &[tick("consecutive")], &["consecutive"]));
@@ -288,7 +298,11 @@ pub(crate) fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
     };
     match probe.validate() {
         Err(e) if e.errors.iter().any(|f| f.field == "window") => {
-            let errors: Vec<_> = e.errors.into_iter().filter(|f| f.field == "window").collect();
+            let errors: Vec<_> = e
+                .errors
+                .into_iter()
+                .filter(|f| f.field == "window")
+                .collect();
             Err(p.field_error(&errors))
         }
         _ => Ok(window),
@@ -358,7 +372,11 @@ impl fmt::Display for BreakerPolicy {
             clauses.push(format!("{rate}%{}", WindowClause(self)));
         }
         if let Some(slow) = self.slow_call {
-            let mut s = format!("slow {} {}%", fmt_duration(slow.duration), slow.rate_percent);
+            let mut s = format!(
+                "slow {} {}%",
+                fmt_duration(slow.duration),
+                slow.rate_percent
+            );
             if self.failure_rate_percent.is_none() {
                 s.push_str(&WindowClause(self).to_string());
             }

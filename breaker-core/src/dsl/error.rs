@@ -52,7 +52,10 @@ impl DslError {
     }
 
     pub(crate) fn expected<S: AsRef<str>>(mut self, expected: impl IntoIterator<Item = S>) -> Self {
-        self.expected = expected.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        self.expected = expected
+            .into_iter()
+            .map(|s| s.as_ref().to_owned())
+            .collect();
         self
     }
 
@@ -99,10 +102,7 @@ impl DslError {
 
 impl fmt::Display for DslError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = format!(
-            "{} at {}..{}",
-            self.message, self.span.start, self.span.end
-        );
+        let mut out = format!("{} at {}..{}", self.message, self.span.start, self.span.end);
         self.write_tail(&mut out);
         f.write_str(&out)
     }
@@ -155,8 +155,13 @@ mod tests {
     #[test]
     fn display_lists_expected() {
         let e = DslError::new("ab", 0..1, "bad").expected(["`x`", "end of input"]);
-        assert_eq!(e.to_string(), "bad at 0..1; expected one of `x` or end of input");
-        let e = DslError::new("ab", 2..2, "bad").expected(["`x`"]).help("try `x`");
+        assert_eq!(
+            e.to_string(),
+            "bad at 0..1; expected one of `x` or end of input"
+        );
+        let e = DslError::new("ab", 2..2, "bad")
+            .expected(["`x`"])
+            .help("try `x`");
         assert_eq!(e.to_string(), "bad at 2..2; expected `x`; try `x`");
         assert_eq!(e.describe(), "bad; expected `x`; try `x`");
         assert_eq!(e.fragment, "");

@@ -177,6 +177,15 @@ pub fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
     breaker::parse_breaker(src)
 }
 
+/// Parses and validates a backoff alone (`fixed 200ms`, `exp(100ms, max 2s)`), as written in
+/// the `backoff` field of a config file's retry table.
+///
+/// # Errors
+/// A [`DslError`] naming the offending token or the invalid value; an empty string is an error.
+pub fn parse_backoff(src: &str) -> Result<crate::retry::Backoff, DslError> {
+    retry::parse_backoff(src)
+}
+
 /// Parses a sliding window alone (`100 calls`, `60s`, `1m in 12 buckets`), as written in config
 /// files.
 ///
@@ -192,6 +201,18 @@ pub fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
 /// A [`DslError`] naming the offending token or the invalid count.
 pub fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
     order::parse_bulkhead(src)
+}
+
+/// Parses a percentage such as `50%` or `12.5%` (the `%` is required; the range is checked by
+/// the validators that use it).
+///
+/// # Errors
+/// A [`DslError`] naming the offending token.
+pub fn parse_percent(src: &str) -> Result<f64, DslError> {
+    let mut p = parse::Parser::new(src);
+    let (v, _) = p.percent("a percentage")?;
+    p.finish(&["end of input".to_owned()])?;
+    Ok(v)
 }
 
 /// Parses a layer order (`timeout > retry > breaker`, outermost first). Whether the named

@@ -36,8 +36,12 @@ pub(crate) fn parse_order(src: &str) -> Result<Vec<Layer>, DslError> {
         };
         let t = p.bump().expect("peeked");
         if let Some((_, first)) = layers.iter().find(|(l, _)| *l == layer) {
-            return Err(DslError::new(src, t.span.clone(), duplicate_layer(layer))
-                .help(format!("`{layer}` is already at {}..{}", first.start, first.end)));
+            return Err(
+                DslError::new(src, t.span.clone(), duplicate_layer(layer)).help(format!(
+                    "`{layer}` is already at {}..{}",
+                    first.start, first.end
+                )),
+            );
         }
         layers.push((layer, t.span));
         if p.peek_is(">") {

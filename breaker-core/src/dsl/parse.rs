@@ -11,9 +11,9 @@ const PUNCT: [char; 4] = ['(', ')', ',', '>'];
 /// The units a duration part accepts, as listed in errors (humantime accepts the long forms too).
 pub(crate) const UNITS: [&str; 8] = ["ns", "us", "ms", "s", "m", "h", "d", "w"];
 const ALL_UNITS: [&str; 30] = [
-    "nsec", "ns", "usec", "us", "msec", "ms", "seconds", "second", "sec", "s", "minutes",
-    "minute", "min", "m", "hours", "hour", "hr", "h", "days", "day", "d", "weeks", "week", "w",
-    "months", "month", "M", "years", "year", "y",
+    "nsec", "ns", "usec", "us", "msec", "ms", "seconds", "second", "sec", "s", "minutes", "minute",
+    "min", "m", "hours", "hour", "hr", "h", "days", "day", "d", "weeks", "week", "w", "months",
+    "month", "M", "years", "year", "y",
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,8 +114,12 @@ impl<'a> Parser<'a> {
     /// (`jitter`, `backoff`) and `expected` the accepted tokens, already formatted.
     pub fn unexpected(&self, what: &str, expected: &[String], candidates: &[&str]) -> DslError {
         match self.peek() {
-            None => DslError::new(self.src, self.src.len()..self.src.len(), "unexpected end of input")
-                .expected(expected),
+            None => DslError::new(
+                self.src,
+                self.src.len()..self.src.len(),
+                "unexpected end of input",
+            )
+            .expected(expected),
             Some(t) => {
                 let message = if what.is_empty() {
                     format!("unexpected `{}`", t.text)
@@ -170,8 +174,12 @@ impl<'a> Parser<'a> {
             return Err(self.unexpected("", &[format!("{what} such as `5`")], &[]));
         }
         let n = t.text.parse::<u32>().map_err(|_| {
-            DslError::new(self.src, t.span.clone(), format!("number `{}` is too large", t.text))
-                .expected([format!("at most {}", u32::MAX)])
+            DslError::new(
+                self.src,
+                t.span.clone(),
+                format!("number `{}` is too large", t.text),
+            )
+            .expected([format!("at most {}", u32::MAX)])
         })?;
         self.bump();
         Ok((n, t.span))
@@ -195,7 +203,10 @@ impl<'a> Parser<'a> {
         match self.peek().cloned() {
             Some(t) if t.text.strip_suffix('%').is_some_and(is_number) => {
                 self.bump();
-                Ok((t.text[..t.text.len() - 1].parse().expect("checked digits"), t.span))
+                Ok((
+                    t.text[..t.text.len() - 1].parse().expect("checked digits"),
+                    t.span,
+                ))
             }
             Some(t) if t.text.starts_with('-') => Err(DslError::new(
                 self.src,
@@ -211,12 +222,17 @@ impl<'a> Parser<'a> {
                     return Err(DslError::new(
                         self.src,
                         span,
-                        format!("space before `%` in {what} `{}`", &self.src[t.span.start..n.span.end]),
+                        format!(
+                            "space before `%` in {what} `{}`",
+                            &self.src[t.span.start..n.span.end]
+                        ),
                     )
                     .expected([format!("`{}%`", t.text)]));
                 }
-                Err(DslError::new(self.src, span, format!("{what} `{}` has no `%`", t.text))
-                    .expected([format!("`{}%`", t.text)]))
+                Err(
+                    DslError::new(self.src, span, format!("{what} `{}` has no `%`", t.text))
+                        .expected([format!("`{}%`", t.text)]),
+                )
             }
             _ => Err(self.unexpected("", &expected, &[])),
         }
@@ -240,7 +256,10 @@ impl<'a> Parser<'a> {
                 first.span.clone(),
                 format!("negative duration `{}`", first.text),
             )
-            .expected([format!("a positive duration such as `{}`", &first.text[1..])]));
+            .expected([format!(
+                "a positive duration such as `{}`",
+                &first.text[1..]
+            )]));
         }
         if !first.text.is_empty() && first.text.bytes().all(|b| b.is_ascii_digit()) {
             if let Some(unit) = self.peek_at(1).filter(|u| ALL_UNITS.contains(&u.text)) {
@@ -248,7 +267,10 @@ impl<'a> Parser<'a> {
                 return Err(DslError::new(
                     self.src,
                     span.clone(),
-                    format!("space between number and unit in duration `{}`", &self.src[span]),
+                    format!(
+                        "space between number and unit in duration `{}`",
+                        &self.src[span]
+                    ),
                 )
                 .expected([format!("`{}{}`", first.text, unit.text)]));
             }
@@ -276,7 +298,9 @@ impl<'a> Parser<'a> {
 
     fn duration_part(&self, t: &Token<'a>) -> Result<Duration, DslError> {
         humantime::parse_duration(t.text).map_err(|e| match e {
-            humantime::DurationError::UnknownUnit { start, end, unit, .. } => {
+            humantime::DurationError::UnknownUnit {
+                start, end, unit, ..
+            } => {
                 let span = t.span.start + start..t.span.start + end;
                 let err = DslError::new(
                     self.src,
@@ -289,15 +313,19 @@ impl<'a> Parser<'a> {
                     None => err,
                 }
             }
-            humantime::DurationError::NumberOverflow => {
-                DslError::new(self.src, t.span.clone(), format!("duration `{}` is too large", t.text))
-            }
+            humantime::DurationError::NumberOverflow => DslError::new(
+                self.src,
+                t.span.clone(),
+                format!("duration `{}` is too large", t.text),
+            ),
             other => DslError::new(
                 self.src,
                 t.span.clone(),
                 format!("invalid duration `{}`: {other}", t.text),
             )
-            .expected([String::from("a duration such as `30s`, `250ms` or `1m 30s`")]),
+            .expected([String::from(
+                "a duration such as `30s`, `250ms` or `1m 30s`",
+            )]),
         })
     }
 }
@@ -338,8 +366,14 @@ mod tests {
 
     #[test]
     fn tokens_and_whitespace() {
-        assert_eq!(texts("5x exp(100ms, max 2s)"), ["5x", "exp", "(", "100ms", ",", "max", "2s", ")"]);
-        assert_eq!(texts("  timeout>retry >\tbreaker "), ["timeout", ">", "retry", ">", "breaker"]);
+        assert_eq!(
+            texts("5x exp(100ms, max 2s)"),
+            ["5x", "exp", "(", "100ms", ",", "max", "2s", ")"]
+        );
+        assert_eq!(
+            texts("  timeout>retry >\tbreaker "),
+            ["timeout", ">", "retry", ">", "breaker"]
+        );
         assert_eq!(tokenize("a  bc")[1].span, 3..5);
         assert!(tokenize(" \t\n").is_empty());
     }

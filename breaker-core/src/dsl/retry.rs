@@ -137,8 +137,12 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
     let max_attempts = match first.text.strip_suffix('x') {
         Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
             n.parse::<u32>().map_err(|_| {
-                DslError::new(p.src, first.span.clone(), format!("attempt count `{}` is too large", first.text))
-                    .expected([format!("at most `{}x`", crate::policy::MAX_ATTEMPTS)])
+                DslError::new(
+                    p.src,
+                    first.span.clone(),
+                    format!("attempt count `{}` is too large", first.text),
+                )
+                .expected([format!("at most `{}x`", crate::policy::MAX_ATTEMPTS)])
             })?
         }
         _ if !first.text.is_empty() && first.text.bytes().all(|b| b.is_ascii_digit()) => {
@@ -146,9 +150,16 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
                 Some(x) if x.text == "x" => DslError::new(
                     p.src,
                     first.span.start..x.span.end,
-                    format!("space between count and `x` in `{}`", &p.src[first.span.start..x.span.end]),
+                    format!(
+                        "space between count and `x` in `{}`",
+                        &p.src[first.span.start..x.span.end]
+                    ),
                 ),
-                _ => DslError::new(p.src, first.span.clone(), format!("attempt count `{}` has no `x`", first.text)),
+                _ => DslError::new(
+                    p.src,
+                    first.span.clone(),
+                    format!("attempt count `{}` has no `x`", first.text),
+                ),
             };
             return Err(err.expected([format!("`{}x`", first.text)]));
         }
@@ -169,8 +180,10 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
     if p.peek().is_some_and(|t| BACKOFFS.contains(&t.text)) {
         policy.backoff = backoff(p)?;
         expected = JITTERS.to_vec();
-        if matches!(policy.backoff, Backoff::Exponential { .. } | Backoff::Linear { .. })
-            && !p.src[..p.last_end()].ends_with(')')
+        if matches!(
+            policy.backoff,
+            Backoff::Exponential { .. } | Backoff::Linear { .. }
+        ) && !p.src[..p.last_end()].ends_with(')')
         {
             expected.insert(0, "(");
         }
@@ -179,9 +192,16 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
         if is_jitter_word(t.text) {
             policy.jitter = jitter(p)?;
             if let Some(again) = p.peek().filter(|n| is_jitter_word(n.text)) {
-                return Err(DslError::new(p.src, again.span.clone(), format!("duplicate jitter `{}`", again.text))
-                    .expected([end()])
-                    .help(format!("jitter is already set by `{}` at {}..{}", t.text, t.span.start, t.span.end)));
+                return Err(DslError::new(
+                    p.src,
+                    again.span.clone(),
+                    format!("duplicate jitter `{}`", again.text),
+                )
+                .expected([end()])
+                .help(format!(
+                    "jitter is already set by `{}` at {}..{}",
+                    t.text, t.span.start, t.span.end
+                )));
             }
             expected.clear();
         } else {
@@ -190,7 +210,13 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
             } else {
                 "backoff"
             };
-            let mut list = ticks(&expected.iter().filter(|w| **w != "no-jitter").copied().collect::<Vec<_>>());
+            let mut list = ticks(
+                &expected
+                    .iter()
+                    .filter(|w| **w != "no-jitter")
+                    .copied()
+                    .collect::<Vec<_>>(),
+            );
             list.push(end());
             return Err(p.unexpected(what, &list, &expected));
         }

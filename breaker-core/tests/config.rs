@@ -1,0 +1,458 @@
+//! Config files: cases BR-18, BR-38 and BR-39 from the serde side, formats, inheritance,
+//! environment overrides, the registry and the JSON Schema.
+
+use breaker_core::breaker::{BreakerPolicy, SlidingWindow};
+use breaker_core::config::{self, ConfigErrors, Format, Loader, PolicyRegistry};
+use breaker_core::layer::Layer;
+use breaker_core::policy::BulkheadPolicy;
+use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
+use breaker_core::State;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn toml_err(text: &str) -> ConfigErrors {
+    config::load_str(text, Format::Toml).expect_err("the config must be rejected")
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+// ---- BR-39: every explicit invalid value is an error naming the field ----
+
+#[test]
+fn br_39_consecutive_failures_zero_is_rejected() {
+    let err = toml_err("[policies.a.breaker]\nconsecutive_failures = 0\n");
+    assert_eq!(
+        err.to_string(),
+        "2:24: policies.a.breaker.consecutive_failures: must be at least 1, got 0"
+    );
+}
+
+#[test]
+fn br_39_zero_cooldown_is_rejected() {
+    let err = toml_err("[policies.a.breaker]\ncooldown = \"0s\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:12: policies.a.breaker.cooldown: must be non-zero, got 0s (a breaker that never \
+         stays open protects nothing)"
+    );
+}
+
+#[test]
+fn br_39_empty_backoff_is_rejected() {
+    let err = toml_err("[policies.a.retry]\nbackoff = \"\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:11: policies.a.retry.backoff: unexpected end of input at 0..0; expected one of \
+         `fixed`, `linear`, `exp` or `exponential`"
+    );
+    // The other way to configure no retry schedule at all: zero attempts.
+    let err = toml_err("[policies.a.retry]\nmax_attempts = 0\n");
+    assert_eq!(
+        err.to_string(),
+        "2:16: policies.a.retry.max_attempts: must be in 1..=100 (attempts in total, the first \
+         included), got 0"
+    );
+}
+
+#[test]
+fn br_39_failure_rate_zero_is_rejected() {
+    let err = toml_err("[policies.a.breaker]\nfailure_rate = \"0%\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:16: policies.a.breaker.failure_rate: must be a percentage in (0, 100], got 0"
+    );
+}
+
+#[test]
+fn br_39_failure_rate_above_100_is_rejected() {
+    let err = toml_err("[policies.a.breaker]\nfailure_rate = 101\n");
+    assert_eq!(
+        err.to_string(),
+        "2:16: policies.a.breaker.failure_rate: must be a percentage in (0, 100], got 101"
+    );
+    // The inclusive bound is accepted.
+    let ok = config::load_str(
+        "[policies.a.breaker]\nfailure_rate = \"100%\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    assert_eq!(
+        ok.get("a")
+            .unwrap()
+            .breaker
+            .as_ref()
+            .unwrap()
+            .failure_rate_percent,
+        Some(100.0)
+    );
+}
+
+#[test]
+fn br_39_half_open_probes_zero_is_rejected() {
+    let err = toml_err("[policies.a.breaker]\nhalf_open_probes = 0\n");
+    assert_eq!(
+        err.to_string(),
+        "2:20: policies.a.breaker.half_open_probes: must be in 1..=65535, got 0"
+    );
+}
+
+#[test]
+fn br_39_count_window_of_zero_is_rejected() {
+    let err = toml_err("[policies.a.breaker]\nwindow = \"0 calls\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:10: policies.a.breaker.window: `window`: count window must hold 1..=1000000 calls, \
+         got 0 at 0..7"
+    );
+}
+
+#[test]
+fn br_39_every_optional_key_omitted_loads_with_defaults() {
+    let policies = config::load_str(
+        "[policies.a.breaker]\n[policies.a.retry]\n[policies.b]\n",
+        Format::Toml,
+    )
+    .unwrap();
+    let a = policies.get("a").unwrap();
+    assert_eq!(a.breaker, Some(BreakerPolicy::default()));
+    assert_eq!(
+        a.retry,
+        Some(RetryPolicy {
+            max_attempts: 3,
+            backoff: Backoff::Exponential {
+                base: Duration::from_millis(100),
+                factor: 2.0,
+                max: Duration::from_secs(10)
+            },
+            jitter: Jitter::None,
+        })
+    );
+    assert_eq!(
+        (a.timeout, a.deadline, a.bulkhead, &a.order, a.idempotent),
+        (None, None, None, &None, false)
+    );
+    let b = policies.get("b").unwrap();
+    assert_eq!(*b, breaker_core::policy::Policy::default());
+    // An empty file is an empty config.
+    assert!(config::load_str("", Format::Toml).unwrap().is_empty());
+    assert!(config::load_str("{}", Format::Json).unwrap().is_empty());
+}
+
+// ---- BR-18 from serde ----
+
+#[test]
+fn br_18_min_calls_above_count_window_from_serde() {
+    let err =
+        toml_err("[policies.a.breaker]\nfailure_rate = 50\nwindow = \"5 calls\"\nmin_calls = 10\n");
+    assert_eq!(
+        err.to_string(),
+        "4:13: policies.a.breaker.min_calls: min_calls (10) must be <= the count window size \
+         (5); the window can never hold more than 5 calls"
+    );
+    // Across inheritance: the window from `default`, the minimum from the policy.
+    let err = toml_err(
+        "[default.breaker]\nfailure_rate = 50\nwindow = \"5 calls\"\n\
+         [policies.a.breaker]\nmin_calls = 10\n",
+    );
+    assert_eq!(
+        err.to_string(),
+        "5:13: policies.a.breaker.min_calls: min_calls (10) must be <= the count window size \
+         (5); the window can never hold more than 5 calls"
+    );
+    // From a DSL string in the file.
+    let err = toml_err("[policies.a]\nbreaker = \"50% of 5 calls min 10\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:11: policies.a.breaker: `min_calls`: min_calls (10) must be <= the count window size \
+         (5); the window can never hold more than 5 calls at 15..21 (in \"50% of 5 calls min 10\")"
+    );
+    // Time windows have no such limit.
+    config::load_str(
+        "[policies.a.breaker]\nfailure_rate = 50\nwindow = \"10s\"\nmin_calls = 1000\n",
+        Format::Toml,
+    )
+    .unwrap();
+}
+
+// ---- BR-38: unknown keys and tokens ----
+
+#[test]
+fn br_38_unknown_config_key_is_an_error() {
+    let err = toml_err("[policies.a.retry]\nmax_atempts = 3\n");
+    assert_eq!(
+        err.to_string(),
+        "2:1: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
+         `max_attempts`, `backoff`, `jitter`"
+    );
+    let err = config::load_str(
+        "policies:\n  a:\n    retry:\n      max_atempts: 3\n",
+        Format::Yaml,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "4:7: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
+         `max_attempts`, `backoff`, `jitter`"
+    );
+    let err = config::load_str(
+        r#"{"policies": {"a": {"retry": {"max_atempts": 3}}}}"#,
+        Format::Json,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1:43: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
+         `max_attempts`, `backoff`, `jitter`"
+    );
+}
+
+#[test]
+fn br_38_misspelled_dsl_token_in_a_file_names_token_and_position() {
+    let err = toml_err("[policies.a]\nretry = \"3x exp jiter\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:9: policies.a.retry: unknown jitter `jiter` at 7..12; expected one of `(`, `jitter`, \
+         `full-jitter`, `equal-jitter`, `decorrelated-jitter`, `additive-jitter` or end of \
+         input; did you mean `jitter`? (in \"3x exp jiter\")"
+    );
+}
+
+// ---- cross-field rules, every error at once ----
+
+#[test]
+fn cross_field_errors_are_all_reported() {
+    let err = toml_err(
+        "[policies.a]\ntimeout = \"5s\"\ndeadline = \"2s\"\norder = \"timeout > bulkhead\"\n\
+         [policies.b.breaker]\nhalf_open_probes = 0\nsuccesses_to_close = 0\n",
+    );
+    assert_eq!(
+        err.to_string(),
+        "2:11: policies.a.timeout: attempt timeout (5s) must be <= deadline (2s)\n\
+         4:9: policies.a.order: layer `bulkhead` is in the order but not configured; configure \
+         `bulkhead` or remove it from the order\n\
+         6:20: policies.b.breaker.half_open_probes: must be in 1..=65535, got 0\n\
+         7:22: policies.b.breaker.successes_to_close: must be in 1..=8191, got 0"
+    );
+}
+
+// ---- formats and the example files ----
+
+#[test]
+fn example_files_load_and_agree() {
+    let toml = config::Loader::file(examples().join("breaker.toml"))
+        .no_env()
+        .load()
+        .unwrap();
+    let yaml = config::Loader::file(examples().join("breaker.yaml"))
+        .no_env()
+        .load()
+        .unwrap();
+    let json = config::Loader::file(examples().join("breaker.json"))
+        .no_env()
+        .load()
+        .unwrap();
+    assert_eq!(toml, yaml);
+    assert_eq!(toml, json);
+    assert_eq!(
+        toml.names().collect::<Vec<_>>(),
+        ["inventory", "payments", "search"]
+    );
+    let inventory = toml.get("inventory").unwrap();
+    assert_eq!(
+        inventory.order,
+        Some(vec![Layer::Timeout, Layer::Retry, Layer::Breaker])
+    );
+    assert_eq!(inventory.retry.unwrap().max_attempts, 5);
+    assert_eq!(inventory.timeout, Some(Duration::from_secs(2)));
+    let inherited = inventory.breaker.as_ref().unwrap();
+    assert_eq!(
+        (
+            inherited.failure_rate_percent,
+            inherited.window,
+            inherited.min_calls
+        ),
+        (Some(50.0), SlidingWindow::Count(100), 20)
+    );
+    let payments = toml.get("payments").unwrap();
+    let pb = payments.breaker.as_ref().unwrap();
+    // The trip rules are replaced as a group; the other fields are inherited.
+    assert_eq!(
+        (pb.consecutive_failures, pb.failure_rate_percent),
+        (Some(3), None)
+    );
+    assert_eq!(pb.cooldown_max, Duration::from_secs(300));
+    assert_eq!(payments.retry, Some(RetryPolicy::NONE));
+    assert_eq!(
+        payments.bulkhead,
+        Some(BulkheadPolicy {
+            max_concurrent: 10,
+            max_wait: Duration::from_millis(100)
+        })
+    );
+    // The effective config printed by `breaker check` is itself a valid config, and a fixed
+    // point of loading and printing.
+    let printed = toml.to_string();
+    assert_eq!(
+        config::load_str(&printed, Format::Toml)
+            .unwrap()
+            .to_string(),
+        printed
+    );
+    assert_eq!(
+        printed.lines().take(8).collect::<Vec<_>>(),
+        [
+            "[policies.inventory]",
+            "breaker = \"50% of 100 calls min 20, open 30s factor 2 max 5m, probes 1, close after 1\"",
+            "retry = \"5x exp(100ms, factor 2, max 10s)\"",
+            "timeout = \"2s\"",
+            "deadline = \"10s\"",
+            "order = \"timeout > retry > breaker\"",
+            "idempotent = true",
+            "",
+        ]
+    );
+}
+
+#[test]
+fn errors_in_files_name_the_file() {
+    let dir = std::env::temp_dir().join(format!("breaker-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    std::fs::write(
+        &path,
+        "policies:\n  a:\n    breaker:\n      consecutive_failures: 0\n",
+    )
+    .unwrap();
+    let err = Loader::file(&path).no_env().load().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:4:29: policies.a.breaker.consecutive_failures: must be at least 1, got 0",
+            path.display()
+        )
+    );
+    let err = Loader::file(dir.join("x.ini")).load().unwrap_err();
+    assert!(err.to_string().ends_with(
+        "x.ini: .: unknown file format; expected a `.toml`, `.yaml`, `.yml` or `.json` file"
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- environment overrides ----
+
+#[test]
+fn environment_overrides_single_values() {
+    let policies = Loader::text("[policies.inventory]\nretry = \"3x\"\n", Format::Toml)
+        .env_vars([
+            ("BREAKER__POLICIES__INVENTORY__RETRY", "5x exp"),
+            (
+                "BREAKER__POLICIES__INVENTORY__BREAKER__CONSECUTIVE_FAILURES",
+                "7",
+            ),
+            ("BREAKER__DEFAULT__IDEMPOTENT", "true"),
+            ("UNRELATED", "x"),
+        ])
+        .load()
+        .unwrap();
+    let p = policies.get("inventory").unwrap();
+    assert_eq!(p.retry.unwrap().max_attempts, 5);
+    assert_eq!(p.breaker.as_ref().unwrap().consecutive_failures, Some(7));
+    assert!(p.idempotent);
+
+    let err = Loader::text("[policies.a]\n", Format::Toml)
+        .env_vars([("BREAKER__POLICIES__A__BREAKER__HALF_OPEN_PROBES", "0")])
+        .load()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "(env BREAKER__POLICIES__A__BREAKER__HALF_OPEN_PROBES): \
+         policies.a.breaker.half_open_probes: must be in 1..=65535, got 0"
+    );
+    let err = Loader::text("[policies.a]\n", Format::Toml)
+        .env_vars([("BREAKER__POLICIES__A__RETRY", "3x expo")])
+        .load()
+        .unwrap_err();
+    assert_eq!(
+        err.errors()[0].env.as_deref(),
+        Some("BREAKER__POLICIES__A__RETRY")
+    );
+    assert_eq!(err.errors()[0].key_path, "policies.a.retry");
+}
+
+// ---- the registry ----
+
+#[test]
+fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
+    let dir = std::env::temp_dir().join(format!("breaker-registry-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("policies.toml");
+    std::fs::write(
+        &path,
+        "[policies.inv]\nbreaker = \"5 consecutive, open 30s\"\n",
+    )
+    .unwrap();
+    let registry = PolicyRegistry::load(Loader::file(&path).no_env()).unwrap();
+    let breaker = registry.breaker("inv").unwrap();
+    for _ in 0..3 {
+        breaker.try_acquire().unwrap().failure();
+    }
+    assert_eq!(breaker.state(), State::Closed);
+
+    // A broken file keeps the previous policies and says why.
+    std::fs::write(&path, "[policies.inv]\nbreaker = \"0 consecutive\"\n").unwrap();
+    let err = registry.reload().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:2:11: policies.inv.breaker: `consecutive_failures`: must be at least 1, got 0 at \
+             0..13",
+            path.display()
+        )
+    );
+    assert_eq!(
+        registry
+            .get("inv")
+            .unwrap()
+            .breaker
+            .as_ref()
+            .unwrap()
+            .consecutive_failures,
+        Some(5)
+    );
+
+    // A good file: the same breaker, its 3 failures kept, the new threshold of 4 applies.
+    std::fs::write(
+        &path,
+        "[policies.inv]\nbreaker = \"4 consecutive, open 30s\"\n[policies.new]\ntimeout = \"1s\"\n",
+    )
+    .unwrap();
+    let report = registry.reload().unwrap();
+    assert_eq!(
+        (report.added, report.changed, report.removed),
+        (vec!["new".to_owned()], vec!["inv".to_owned()], vec![])
+    );
+    breaker.try_acquire().unwrap().failure();
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(registry.breaker("inv").unwrap().state(), State::Open);
+    assert!(registry.breaker("new").is_none());
+    assert_eq!(
+        registry.get("new").unwrap().timeout,
+        Some(Duration::from_secs(1))
+    );
+    assert_eq!(registry.names(), ["inv", "new"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- the JSON Schema ----
+
+#[test]
+fn committed_schema_matches_the_types() {
+    let committed = std::fs::read_to_string(examples().join("breaker.schema.json")).unwrap();
+    assert!(
+        committed == config::json_schema(),
+        "examples/breaker.schema.json is stale; regenerate it with `cargo run --bin breaker -- \
+         schema > examples/breaker.schema.json`"
+    );
+}

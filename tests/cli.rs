@@ -1,0 +1,66 @@
+//! The `breaker` command-line tool: `check` and `schema`.
+#![cfg(feature = "config")]
+
+use std::process::Command;
+
+fn breaker(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_breaker"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("BREAKER__POLICIES__INVENTORY__RETRY")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn check_prints_effective_policies_of_a_valid_file() {
+    let (code, stdout, stderr) = breaker(&["check", "examples/breaker.yaml"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(stdout.starts_with(
+        "# examples/breaker.yaml: 3 valid policies\n[policies.inventory]\n\
+         breaker = \"50% of 100 calls min 20, open 30s factor 2 max 5m, probes 1, close after 1\"\n"
+    ));
+}
+
+#[test]
+fn check_lists_every_error_and_fails() {
+    let dir = std::env::temp_dir().join(format!("breaker-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[policies.a.breaker]\nconsecutive_failures = 0\nhalf_open_probes = 0\n\
+         [policies.b]\ntimeout = \"5s\"\ndeadline = \"1s\"\n",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, stdout, stderr) = breaker(&["check", bad]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(
+        stderr,
+        format!(
+            "error: {bad}:2:24: policies.a.breaker.consecutive_failures: must be at least 1, got 0\n\
+             error: {bad}:3:20: policies.a.breaker.half_open_probes: must be in 1..=65535, got 0\n\
+             error: {bad}:5:11: policies.b.timeout: attempt timeout (5s) must be <= deadline (1s)\n\
+             {bad}: 3 errors\n"
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn schema_prints_the_committed_schema_and_usage_errors_exit_2() {
+    let (code, stdout, _) = breaker(&["schema"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        std::fs::read_to_string("examples/breaker.schema.json").unwrap()
+    );
+    assert_eq!(breaker(&[]).0, 2);
+    assert_eq!(breaker(&["check"]).0, 2);
+}
