@@ -40,13 +40,29 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("empty pipeline", |b| {
-        b.iter(|| rt.block_on(async { black_box(empty.call(|| async { Ok::<u64, ()>(black_box(7)) }).await) }))
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(empty.call(|| async { Ok::<u64, ()>(black_box(7)) }).await)
+            })
+        })
     });
     g.bench_function("breaker", |b| {
-        b.iter(|| rt.block_on(async { black_box(breaker_only.call(|| async { Ok::<u64, ()>(black_box(7)) }).await) }))
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(
+                    breaker_only
+                        .call(|| async { Ok::<u64, ()>(black_box(7)) })
+                        .await,
+                )
+            })
+        })
     });
     g.bench_function("retry > breaker > timeout", |b| {
-        b.iter(|| rt.block_on(async { black_box(full.call(|| async { Ok::<u64, ()>(black_box(7)) }).await) }))
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(full.call(|| async { Ok::<u64, ()>(black_box(7)) }).await)
+            })
+        })
     });
     g.finish();
 }

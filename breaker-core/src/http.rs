@@ -47,7 +47,11 @@ pub fn status_is_transient(status: StatusCode) -> bool {
 
 /// The `Retry-After` header in delta-seconds form, if present and valid.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let v = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let v = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     v.parse::<u64>().ok().map(Duration::from_secs)
 }
 

@@ -38,9 +38,8 @@ fn backoff() -> impl Strategy<Value = Backoff> {
             step,
             max
         }),
-        (duration(), factor(), duration()).prop_map(|(base, factor, max)| {
-            Backoff::Exponential { base, factor, max }
-        }),
+        (duration(), factor(), duration())
+            .prop_map(|(base, factor, max)| { Backoff::Exponential { base, factor, max } }),
     ]
 }
 

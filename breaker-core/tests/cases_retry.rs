@@ -82,7 +82,7 @@ fn http_like() -> impl breaker_core::pipeline::ErrorClassifier<Status> {
             500.. | 408 | 429 => Outcome::Failure,
             _ => Outcome::Ignored,
         },
-        |s: &Status| matches!(s.0, 500.. | 408 | 429),
+        |s: &Status| matches!(s.0, 500..|408| 429),
     )
     .retry_after(|s: &Status| s.1)
 }
@@ -290,7 +290,10 @@ async fn br_45_fallback_never_called_for_ignored_errors() {
     let e = Error::<ApiError>::Inner(ApiError::Transport);
     assert!(!strict.wants_fallback(&e, &class));
     assert!(p.wants_fallback(&e, &class));
-    let rejected = p.call(|| async { Ok::<(), ApiError>(()) }).await.unwrap_err();
+    let rejected = p
+        .call(|| async { Ok::<(), ApiError>(()) })
+        .await
+        .unwrap_err();
     assert!(matches!(rejected, Error::Rejected(Rejection::Breaker(_))));
     assert!(strict.wants_fallback(&rejected, &class));
 }

@@ -54,7 +54,10 @@ async fn br_37_default_predicate_retries_only_transient_statuses() {
             .unwrap_err();
         assert_eq!(calls.load(Ordering::SeqCst), expected, "status {code}");
         if expected == 1 {
-            assert!(matches!(e, Error::Inner(s) if s == status), "status {code}: unchanged");
+            assert!(
+                matches!(e, Error::Inner(s) if s == status),
+                "status {code}: unchanged"
+            );
         } else {
             assert_eq!(e.give_up_reason(), Some(GiveUpReason::AttemptsExhausted));
             assert_eq!(e.inner(), Some(&status));
@@ -110,7 +113,11 @@ fn http_breaker_outcomes() {
         (500, Outcome::Failure),
         (503, Outcome::Failure),
     ] {
-        assert_eq!(c.outcome(&StatusCode::from_u16(code).unwrap()), outcome, "{code}");
+        assert_eq!(
+            c.outcome(&StatusCode::from_u16(code).unwrap()),
+            outcome,
+            "{code}"
+        );
     }
     let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
     assert_eq!(c.outcome(&refused), Outcome::Failure);

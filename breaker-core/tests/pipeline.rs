@@ -82,8 +82,15 @@ async fn br_42_retry_outside_breaker_counts_attempts_and_stops_on_rejection() {
     assert_eq!(p.breaker().unwrap().state(), State::Closed);
 
     let r2 = failing_call(&p, &calls).await.unwrap_err();
-    assert!(matches!(r2, Error::Rejected(Rejection::Breaker(_))), "{r2:?}");
-    assert_eq!(calls.load(Ordering::SeqCst), 5, "tripped at the 5th attempt");
+    assert!(
+        matches!(r2, Error::Rejected(Rejection::Breaker(_))),
+        "{r2:?}"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        5,
+        "tripped at the 5th attempt"
+    );
     assert_eq!(p.breaker().unwrap().state(), State::Open);
 
     for _ in 0..2 {
@@ -161,7 +168,12 @@ async fn default_order_is_bulkhead_retry_breaker_timeout() {
         .unwrap();
     assert_eq!(
         p.order(),
-        [Layer::Bulkhead, Layer::Retry, Layer::Breaker, Layer::Timeout]
+        [
+            Layer::Bulkhead,
+            Layer::Retry,
+            Layer::Breaker,
+            Layer::Timeout
+        ]
     );
     let p = Pipeline::builder()
         .timeout(secs(1))
@@ -199,7 +211,10 @@ fn invalid_orders_are_errors() {
         .build()
         .unwrap_err();
     assert!(matches!(e, BuildError::DuplicateLayer(Layer::Retry)));
-    assert_eq!(e.to_string(), "layer `retry` appears more than once in the order");
+    assert_eq!(
+        e.to_string(),
+        "layer `retry` appears more than once in the order"
+    );
 
     let e = base()
         .order_names(["retry", "circuit", "breaker"])
@@ -215,7 +230,10 @@ fn invalid_orders_are_errors() {
         .build()
         .unwrap_err();
     assert!(matches!(e, BuildError::NotConfigured(Layer::Timeout)));
-    assert_eq!(e.to_string(), "layer `timeout` is in the order but not configured");
+    assert_eq!(
+        e.to_string(),
+        "layer `timeout` is in the order but not configured"
+    );
 
     let e = base().order([Layer::Breaker]).build().unwrap_err();
     assert!(matches!(e, BuildError::MissingFromOrder(Layer::Retry)));
@@ -226,16 +244,25 @@ fn invalid_orders_are_errors() {
 
 #[test]
 fn invalid_values_are_errors() {
-    let e = Pipeline::builder().timeout(Duration::ZERO).build().unwrap_err();
+    let e = Pipeline::builder()
+        .timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
     assert_eq!(e.to_string(), "invalid `timeout`: must be non-zero");
     let e = Pipeline::builder()
         .timeout(secs(5))
         .deadline(secs(1))
         .build()
         .unwrap_err();
-    assert_eq!(e.to_string(), "invalid `deadline`: must be at least the timeout");
+    assert_eq!(
+        e.to_string(),
+        "invalid `deadline`: must be at least the timeout"
+    );
     let e = Pipeline::builder().retry(no_delay(0)).build().unwrap_err();
-    assert_eq!(e.to_string(), "invalid `retry.max_attempts`: must be at least 1");
+    assert_eq!(
+        e.to_string(),
+        "invalid `retry.max_attempts`: must be at least 1"
+    );
     let e = Pipeline::builder()
         .bulkhead_policy(BulkheadPolicy {
             max_concurrent: 0,
@@ -355,9 +382,15 @@ async fn deadline_cuts_an_attempt_and_is_not_retried() {
         })
         .await
         .unwrap_err();
-    assert!(matches!(e, Error::Timeout(t) if t.kind == TimeoutKind::Deadline && t.after == secs(6)));
+    assert!(
+        matches!(e, Error::Timeout(t) if t.kind == TimeoutKind::Deadline && t.after == secs(6))
+    );
     assert_eq!(e.to_string(), "deadline of 6s elapsed");
-    assert_eq!(calls.load(Ordering::SeqCst), 2, "timed out at 4 s, cut at 6 s");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "timed out at 4 s, cut at 6 s"
+    );
     assert_eq!(start.elapsed(), secs(6));
 }
 
@@ -370,7 +403,10 @@ async fn bulkhead_rejects_when_full_and_waits_when_allowed() {
             max_wait,
         })
         .unwrap();
-        let p = Pipeline::builder().bulkhead(bulkhead.clone()).build().unwrap();
+        let p = Pipeline::builder()
+            .bulkhead(bulkhead.clone())
+            .build()
+            .unwrap();
         let first = p.call(|| async {
             tokio::time::sleep(secs(1)).await;
             Ok::<u32, Boom>(1)
@@ -388,7 +424,10 @@ async fn bulkhead_rejects_when_full_and_waits_when_allowed() {
             let e = b.unwrap_err();
             assert!(matches!(e, Error::Rejected(Rejection::Bulkhead(_))));
             assert_eq!(e.rejection().unwrap().layer(), Layer::Bulkhead);
-            assert_eq!(e.to_string(), "bulkhead full: 1 calls in flight (waited 0ns)");
+            assert_eq!(
+                e.to_string(),
+                "bulkhead full: 1 calls in flight (waited 0ns)"
+            );
         }
         assert_eq!(bulkhead.available(), 1);
     }
@@ -424,7 +463,10 @@ async fn error_display_and_source_chain() {
         .unwrap();
     let calls = AtomicU32::new(0);
     let e = failing_call(&p, &calls).await.unwrap_err();
-    assert_eq!(e.to_string(), "gave up after 3 attempts: attempts exhausted");
+    assert_eq!(
+        e.to_string(),
+        "gave up after 3 attempts: attempts exhausted"
+    );
     let source = std::error::Error::source(&e).unwrap();
     assert_eq!(source.to_string(), "boom");
     assert_eq!(e.inner(), Some(&Boom));

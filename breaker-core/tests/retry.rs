@@ -22,7 +22,10 @@ fn ms(n: u64) -> Duration {
 
 /// Delays are non-decreasing until the cap and exactly the cap after it.
 fn assert_monotone_then_capped(delays: &[Duration], cap: Duration) {
-    let first_cap = delays.iter().position(|d| *d == cap).expect("reaches the cap");
+    let first_cap = delays
+        .iter()
+        .position(|d| *d == cap)
+        .expect("reaches the cap");
     for w in delays[..=first_cap].windows(2) {
         assert!(w[0] <= w[1], "{w:?}");
     }
@@ -37,7 +40,14 @@ fn br_26_exponential_backoff_never_overflows() {
     let delays: Vec<_> = p.delays(SmallRng::seed_from_u64(1)).take(200).collect();
     assert_eq!(
         delays[..6],
-        [ms(10), ms(100), ms(1_000), ms(10_000), ms(60_000), ms(60_000)]
+        [
+            ms(10),
+            ms(100),
+            ms(1_000),
+            ms(10_000),
+            ms(60_000),
+            ms(60_000)
+        ]
     );
     assert_monotone_then_capped(&delays, Duration::from_secs(60));
 
@@ -139,7 +149,10 @@ fn br_31_additive_jitter_wider_than_delay_clamps_at_zero() {
     let samples: Vec<_> = p.delays(SmallRng::seed_from_u64(31)).take(10_000).collect();
     assert!(samples.iter().all(|d| *d <= ms(300)));
     let clamped = samples.iter().filter(|d| d.is_zero()).count();
-    assert!(clamped > 0, "a third of the interval is below zero and clamps to it");
+    assert!(
+        clamped > 0,
+        "a third of the interval is below zero and clamps to it"
+    );
 
     // delay = 0, jitter = 200 ms: samples in [0, 200 ms].
     let p = RetryPolicy {

@@ -369,8 +369,7 @@ mod runtime {
                         let Some(bulkhead) = &self.bulkhead else {
                             return self.$next(ctx, class, op).await;
                         };
-                        let _slot = match bulkhead.acquire_until(ctx.limit.map(|l| l.at)).await
-                        {
+                        let _slot = match bulkhead.acquire_until(ctx.limit.map(|l| l.at)).await {
                             Ok(slot) => slot,
                             Err(Wait::Full(full)) => {
                                 return Err(Error::Rejected(Rejection::Bulkhead(full)))
@@ -462,7 +461,11 @@ mod runtime {
         ///
         /// # Panics
         /// As [`call`](Self::call).
-        pub async fn call_with<T, E, F, Fut, C>(&self, classifier: &C, mut op: F) -> Result<T, Error<E>>
+        pub async fn call_with<T, E, F, Fut, C>(
+            &self,
+            classifier: &C,
+            mut op: F,
+        ) -> Result<T, Error<E>>
         where
             F: FnMut() -> Fut,
             Fut: Future<Output = Result<T, E>>,

@@ -282,7 +282,10 @@ mod tests {
         .delays(SmallRng::seed_from_u64(1));
         for _ in 0..10_000 {
             let x = d.next().unwrap();
-            assert!(x >= Duration::from_millis(100) && x <= Duration::from_secs(2), "{x:?}");
+            assert!(
+                x >= Duration::from_millis(100) && x <= Duration::from_secs(2),
+                "{x:?}"
+            );
         }
     }
 }

@@ -48,7 +48,8 @@ impl<F: Future> Future for Timeout<F> {
             return Poll::Ready(Ok(v));
         }
         if this.sleep.is_none() {
-            this.sleep.set(Some(tokio::time::sleep_until(*this.deadline)));
+            this.sleep
+                .set(Some(tokio::time::sleep_until(*this.deadline)));
         }
         let sleep = this.sleep.as_pin_mut().expect("set above");
         ready!(sleep.poll(cx));
