@@ -236,3 +236,87 @@ impl Policy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(p: &Policy) -> Vec<(&'static str, String)> {
+        p.validate()
+            .err()
+            .map(|e| e.errors.into_iter().map(|e| (e.field, e.message)).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn empty_policy_is_valid() {
+        assert_eq!(Policy::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn timeout_equal_to_deadline_is_accepted() {
+        let p = Policy {
+            timeout: Some(Duration::from_secs(2)),
+            deadline: Some(Duration::from_secs(2)),
+            ..Policy::default()
+        };
+        assert_eq!(p.validate(), Ok(()));
+    }
+
+    #[test]
+    fn order_rules() {
+        let p = Policy {
+            retry: Some(RetryPolicy::NONE),
+            timeout: Some(Duration::from_secs(1)),
+            bulkhead: Some(BulkheadPolicy {
+                max_concurrent: 1,
+                max_wait: Duration::ZERO,
+            }),
+            order: Some(vec![Layer::Retry, Layer::Breaker, Layer::Retry]),
+            ..Policy::default()
+        };
+        assert_eq!(
+            fields(&p),
+            [
+                (
+                    "order",
+                    "layer `breaker` is in the order but not configured; configure `breaker` \
+                     or remove it from the order"
+                        .to_owned()
+                ),
+                ("order", duplicate_layer(Layer::Retry)),
+                (
+                    "order",
+                    "layer `bulkhead` is configured but missing from the order; add it".to_owned()
+                ),
+                (
+                    "order",
+                    "layer `timeout` is configured but missing from the order; add it".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn zero_durations_and_bad_retry_are_reported_together() {
+        let p = Policy {
+            retry: Some(RetryPolicy {
+                max_attempts: 101,
+                backoff: Backoff::Exponential {
+                    base: Duration::ZERO,
+                    factor: 0.5,
+                    max: Duration::ZERO,
+                },
+                jitter: crate::retry::Jitter::None,
+            }),
+            timeout: Some(Duration::ZERO),
+            deadline: Some(Duration::ZERO),
+            ..Policy::default()
+        };
+        let got: Vec<_> = fields(&p).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(
+            got,
+            ["max_attempts", "backoff", "backoff", "timeout", "deadline"]
+        );
+    }
+}

@@ -20,7 +20,8 @@ use std::ops::Range;
 /// assert_eq!(
 ///     err.to_string(),
 ///     "unknown jitter `jiter` at 7..12; expected one of `(`, `jitter`, `full-jitter`, \
-///      `equal-jitter`, `decorrelated-jitter` or end of input; did you mean `jitter`?"
+///      `equal-jitter`, `decorrelated-jitter`, `additive-jitter` or end of input; \
+///      did you mean `jitter`?"
 /// );
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
