@@ -54,9 +54,10 @@ fn policy() -> impl Strategy<Value = BreakerPolicy> {
         1u32..4,
         prop::option::of(1u64..8),
         prop::bool::ANY,
+        prop::bool::ANY,
     )
         .prop_flat_map(
-            |(consec, rate, slow, window, cooldown, probes, close, wait, grow)| {
+            |(consec, rate, slow, window, cooldown, probes, close, wait, grow, timed)| {
                 (1u32..=window).prop_map(move |min_calls| {
                     let mut consec = consec;
                     if consec.is_none() && rate.is_none() && slow.is_none() {
@@ -70,7 +71,15 @@ fn policy() -> impl Strategy<Value = BreakerPolicy> {
                             duration: Duration::from_millis(ms),
                             rate_percent: r,
                         }),
-                        window: SlidingWindow::Count(window),
+                        // A time window of `window` one-second buckets, or the last `window` calls.
+                        window: if timed {
+                            SlidingWindow::Time {
+                                length: Duration::from_secs(u64::from(window)),
+                                buckets: window,
+                            }
+                        } else {
+                            SlidingWindow::Count(window)
+                        },
                         min_calls,
                         cooldown,
                         cooldown_multiplier: if grow { 2.0 } else { 1.0 },
@@ -105,7 +114,7 @@ struct Model {
     state: State,
     generation: u64,
     consecutive: u32,
-    window: VecDeque<(bool, bool)>,
+    window: VecDeque<(bool, bool, u64)>,
     open_until: u64,
     in_flight: u32,
     successes: u32,
@@ -210,7 +219,7 @@ impl Model {
                 if self.p.failure_rate_percent.is_none() && self.p.slow_call.is_none() {
                     return;
                 }
-                self.window.push_back((failure, slow));
+                self.window.push_back((failure, slow, self.now / 1000));
                 if let SlidingWindow::Count(n) = self.p.window {
                     while self.window.len() > n as usize {
                         self.window.pop_front();
@@ -249,9 +258,18 @@ impl Model {
     }
 
     fn counts(&self) -> (u32, u32, u32) {
-        let calls = self.window.len() as u32;
-        let failures = self.window.iter().filter(|w| w.0).count() as u32;
-        let slow = self.window.iter().filter(|w| w.1).count() as u32;
+        let live: Vec<_> = match self.p.window {
+            SlidingWindow::Count(_) => self.window.iter().collect(),
+            SlidingWindow::Time { buckets, .. } => {
+                // One-second buckets: the window holds the buckets (now - buckets, now].
+                let index = self.now / 1000;
+                let oldest = index.saturating_sub(u64::from(buckets) - 1);
+                self.window.iter().filter(|w| w.2 >= oldest).collect()
+            }
+        };
+        let calls = live.len() as u32;
+        let failures = live.iter().filter(|w| w.0).count() as u32;
+        let slow = live.iter().filter(|w| w.1).count() as u32;
         (calls, failures, slow)
     }
 }

@@ -55,6 +55,7 @@
 mod event;
 mod policy;
 mod state;
+mod striped;
 mod totals;
 mod window;
 
@@ -71,6 +72,7 @@ use crate::classify::Outcome;
 use crate::clock::Clock;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use arc_swap::ArcSwap;
+use striped::StripedTimeWindow;
 use state::{newer, pack_count, pack_stamp, unpack_count, unpack_stamp, Word};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
@@ -92,9 +94,18 @@ struct Shared {
 }
 
 struct Heavy {
-    /// The sliding window, tagged with the closed-state generation its data belongs to.
-    window: Option<Mutex<GenWindow>>,
+    /// The sliding window.
+    window: Option<WindowStore>,
     totals: Option<Striped>,
+}
+
+/// Where a breaker keeps its sliding window.
+enum WindowStore {
+    /// A count window: the last `n` calls have one global order, so they are kept behind a
+    /// short lock, tagged with the closed-state generation their data belongs to.
+    Count(Mutex<GenWindow>),
+    /// A time window: lock-free, striped per thread (see `striped.rs`).
+    Time(StripedTimeWindow),
 }
 
 struct Inner {
@@ -202,14 +213,20 @@ impl BreakerFactory {
     /// A new breaker, closed, with its own state.
     pub fn create(&self) -> CircuitBreaker {
         let policy = self.shared.policy.load();
-        let window = policy
-            .uses_window()
-            .then(|| {
-                Mutex::new(GenWindow {
-                    generation: 0,
-                    window: Window::new(policy.window),
-                })
-            });
+        let window = policy.uses_window().then(|| match policy.window {
+            SlidingWindow::Count(_) => WindowStore::Count(Mutex::new(GenWindow {
+                generation: 0,
+                window: Window::new(policy.window),
+            })),
+            SlidingWindow::Time { length, buckets } => {
+                let buckets = buckets.max(1);
+                WindowStore::Time(StripedTimeWindow::new(
+                    (length.as_nanos() / u128::from(buckets)) as u64,
+                    buckets,
+                    totals::stripe_count(),
+                ))
+            }
+        });
         let totals = self.shared.totals.then(Striped::new);
         let heavy = (window.is_some() || totals.is_some())
             .then(|| Box::new(Heavy { window, totals }));
@@ -572,12 +589,15 @@ impl CircuitBreaker {
             if let Some(t) = &h.totals {
                 n += t.heap_bytes();
             }
-            if let Some(w) = &h.window {
-                n += std::mem::size_of::<Mutex<GenWindow>>();
-                n += match &lock(w).window {
-                    Window::Count { ring, .. } => ring.len(),
-                    Window::Time { buckets, .. } => std::mem::size_of_val(&**buckets),
-                };
+            match &h.window {
+                Some(WindowStore::Count(w)) => {
+                    n += match &lock(w).window {
+                        Window::Count { ring, .. } => ring.len(),
+                        Window::Time { buckets, .. } => std::mem::size_of_val(&**buckets),
+                    };
+                }
+                Some(WindowStore::Time(w)) => n += w.heap_bytes(),
+                None => {}
             }
         }
         n
@@ -952,12 +972,21 @@ impl Inner {
         }
     }
 
-    fn record_window(&self, window: &Mutex<GenWindow>, t: Ticket, failure: bool, raw: u64) {
+    fn record_window(&self, store: &WindowStore, t: Ticket, failure: bool, raw: u64) {
         let policy = self.shared.policy.load();
         let now = self.shared.clock.now_nanos();
         let slow = match (policy.slow_call, t.start) {
             (Some(rule), Some(start)) => now.saturating_sub(start) >= rule.duration.as_nanos() as u64,
             _ => false,
+        };
+        let window = match store {
+            WindowStore::Count(window) => window,
+            WindowStore::Time(w) => {
+                if let Some(counts) = w.record(t.generation, now, failure, slow, policy.min_calls) {
+                    self.evaluate(&policy, counts, raw);
+                }
+                return;
+            }
         };
         let counts = {
             let mut g = lock(window);
@@ -975,6 +1004,12 @@ impl Inner {
             }
             g.window.record(Sample { failure, slow }, now)
         };
+        self.evaluate(&policy, counts, raw);
+    }
+
+    /// Checks the rate rules against `counts`, after an outcome recorded in the closed state
+    /// `raw`, and trips if one fires.
+    fn evaluate(&self, policy: &BreakerPolicy, counts: WindowCounts, raw: u64) {
         if counts.calls < policy.min_calls {
             return;
         }
@@ -1077,19 +1112,18 @@ impl Inner {
         });
         let (consecutive_failures, window) = if w.state == State::Closed {
             let (g, n) = unpack_count(self.consecutive.load(Ordering::Acquire));
-            let window = self
-                .heavy
-                .as_ref()
-                .and_then(|h| h.window.as_ref())
-                .map(|m| {
+            let window = match self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
+                Some(WindowStore::Count(m)) => {
                     let mut g = lock(m);
                     if g.generation == w.generation {
                         g.window.counts(now)
                     } else {
                         WindowCounts::default()
                     }
-                })
-                .unwrap_or_default();
+                }
+                Some(WindowStore::Time(s)) => s.counts(w.generation, now),
+                None => WindowCounts::default(),
+            };
             (if g == w.generation { n } else { 0 }, window)
         } else {
             (0, WindowCounts::default())

@@ -48,7 +48,7 @@ pub(crate) struct Striped {
     stripes: Box<[Stripe]>,
 }
 
-fn stripe_count() -> usize {
+pub(crate) fn stripe_count() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
