@@ -1,0 +1,9 @@
+use breaker::circuit_breaker;
+
+#[derive(Debug)]
+pub struct MyError;
+
+#[circuit_breaker(threshold = 5)]
+async fn fetch() {}
+
+fn main() {}

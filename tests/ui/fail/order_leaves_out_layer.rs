@@ -1,0 +1,11 @@
+use breaker::circuit_breaker;
+
+#[derive(Debug)]
+pub struct MyError;
+
+#[circuit_breaker(retry = "3x", timeout = "1s", order = [retry, breaker])]
+async fn fetch() -> Result<u32, MyError> {
+    Ok(1)
+}
+
+fn main() {}

@@ -1,0 +1,15 @@
+use breaker::circuit_breaker;
+
+#[derive(Debug)]
+pub struct MyError;
+
+pub struct Client;
+
+impl Client {
+    #[circuit_breaker(retry = "3x")]
+    async fn fetch(self) -> Result<u32, MyError> {
+        Ok(1)
+    }
+}
+
+fn main() {}
