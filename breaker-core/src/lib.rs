@@ -5,6 +5,8 @@
 //! with the `#[circuit_breaker]` attribute.
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod __private;
 pub mod breaker;
 pub mod bulkhead;
 pub mod classify;
