@@ -75,7 +75,7 @@ use arc_swap::ArcSwap;
 use striped::StripedTimeWindow;
 use state::{newer, pack_count, pack_stamp, unpack_count, unpack_stamp, Word};
 use std::fmt;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU32, AtomicU64 as AtomicU64Std};
 use std::sync::Arc;
 use std::time::Duration;
 use totals::{Counter, Striped};
@@ -85,12 +85,72 @@ use window::{GenWindow, Sample, Window};
 /// time), the clock, the name and the listeners.
 struct Shared {
     policy: ArcSwap<BreakerPolicy>,
-    /// Whether admission must read the clock (a slow-call rule is set).
-    timed: AtomicBool,
+    hot: Hot,
     clock: Clock,
-    name: Arc<str>,
+    /// Interned, so a rejection can name its breaker without touching a shared refcount.
+    name: &'static str,
     listeners: Vec<Listener>,
     totals: bool,
+}
+
+/// The policy values that the success and admission paths read, mirrored from `policy` so those
+/// paths never load the `ArcSwap` (a few nanoseconds and a shared debt list each time).
+struct Hot {
+    /// `consecutive_failures`, or 0 when that rule is off.
+    consecutive: AtomicU32,
+    min_calls: AtomicU32,
+    /// The slow-call duration in nanoseconds, or 0 when that rule is off (then admission does
+    /// not read the clock).
+    slow_nanos: AtomicU64Std,
+}
+
+impl Hot {
+    fn new(p: &BreakerPolicy) -> Hot {
+        let hot = Hot {
+            consecutive: AtomicU32::new(0),
+            min_calls: AtomicU32::new(0),
+            slow_nanos: AtomicU64Std::new(0),
+        };
+        hot.set(p);
+        hot
+    }
+
+    fn set(&self, p: &BreakerPolicy) {
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        self.consecutive
+            .store(p.consecutive_failures.unwrap_or(0), relaxed);
+        self.min_calls.store(p.min_calls, relaxed);
+        let slow = p
+            .slow_call
+            .map_or(0, |s| u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX).max(1));
+        self.slow_nanos.store(slow, relaxed);
+    }
+
+    #[inline]
+    fn slow_nanos(&self) -> u64 {
+        self.slow_nanos.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Interns a breaker name: names are few (one per policy, not per key), so each distinct name
+/// is leaked once and shared from then on.
+fn intern(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::OnceLock;
+    static NAMES: OnceLock<std::sync::Mutex<HashSet<&'static str>>> = OnceLock::new();
+    if name.is_empty() {
+        return "";
+    }
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
 }
 
 struct Heavy {
@@ -188,13 +248,12 @@ impl BreakerBuilder {
     /// The policy's [`ValidationError`] if it is invalid.
     pub fn build_factory(self) -> Result<BreakerFactory, ValidationError> {
         self.policy.validate()?;
-        let timed = self.policy.slow_call.is_some();
         Ok(BreakerFactory {
             shared: Arc::new(Shared {
+                hot: Hot::new(&self.policy),
                 policy: ArcSwap::from_pointee(self.policy),
-                timed: AtomicBool::new(timed),
                 clock: self.clock.unwrap_or_default(),
-                name: self.name,
+                name: intern(&self.name),
                 listeners: self.listeners,
                 totals: self.totals,
             }),
@@ -251,9 +310,7 @@ impl BreakerFactory {
     /// The new policy's [`ValidationError`]; the old policy stays in force.
     pub fn set_policy(&self, policy: BreakerPolicy) -> Result<(), ValidationError> {
         policy.validate()?;
-        self.shared
-            .timed
-            .store(policy.slow_call.is_some(), std::sync::atomic::Ordering::Relaxed);
+        self.shared.hot.set(&policy);
         self.shared.policy.store(Arc::new(policy));
         Ok(())
     }
@@ -302,7 +359,7 @@ impl RejectReason {
 pub struct Rejected {
     reason: RejectReason,
     retry_after: Option<Duration>,
-    name: Arc<str>,
+    name: &'static str,
 }
 
 impl Rejected {
@@ -328,7 +385,7 @@ impl Rejected {
 
     /// The breaker's name (empty if it has none).
     pub fn name(&self) -> &str {
-        &self.name
+        self.name
     }
 
     fn describe(&self) -> String {
@@ -541,7 +598,7 @@ impl CircuitBreaker {
 
     /// The breaker's name.
     pub fn name(&self) -> &str {
-        &self.inner.shared.name
+        self.inner.shared.name
     }
 
     /// The policy in force.
@@ -643,7 +700,7 @@ impl Inner {
         let w = self.state.load(Ordering::Acquire);
         if Word::raw_is_closed(w) {
             self.count(Counter::Admitted);
-            let start = if self.shared.timed.load(std::sync::atomic::Ordering::Relaxed) {
+            let start = if self.shared.hot.slow_nanos() != 0 {
                 Some(self.shared.clock.now_nanos())
             } else {
                 None
@@ -662,7 +719,7 @@ impl Inner {
         self.count(Counter::Rejected);
         tracing::debug!(
             target: "breaker",
-            breaker = &*self.shared.name,
+            breaker = self.shared.name,
             reason = reason.as_str(),
             retry_after = ?retry_after,
             "call rejected"
@@ -670,7 +727,7 @@ impl Inner {
         Rejected {
             reason,
             retry_after,
-            name: Arc::clone(&self.shared.name),
+            name: self.shared.name,
         }
     }
 
@@ -777,11 +834,7 @@ impl Inner {
         Ticket {
             generation,
             kind: Kind::Probe,
-            start: self
-                .shared
-                .timed
-                .load(std::sync::atomic::Ordering::Relaxed)
-                .then(|| self.shared.clock.now_nanos()),
+            start: (self.shared.hot.slow_nanos() != 0).then(|| self.shared.clock.now_nanos()),
             done: false,
         }
     }
@@ -815,7 +868,7 @@ impl Inner {
         }
         tracing::info!(
             target: "breaker",
-            breaker = &*self.shared.name,
+            breaker = self.shared.name,
             from = from.as_str(),
             to = to.state.as_str(),
             reason = reason.as_str(),
@@ -831,7 +884,7 @@ impl Inner {
             return;
         }
         let event = Transition {
-            name: Arc::clone(&self.shared.name),
+            name: Arc::from(self.shared.name),
             from,
             to: to.state,
             reason,
@@ -925,7 +978,8 @@ impl Inner {
             self.count(Counter::Late);
             return;
         }
-        if let Some(threshold) = self.shared.policy.load().consecutive_failures {
+        let threshold = self.shared.hot.consecutive.load(std::sync::atomic::Ordering::Relaxed);
+        if threshold != 0 {
             if let Some(count) = self.bump_consecutive(t.generation, failure) {
                 if count >= threshold
                     && self
@@ -973,21 +1027,23 @@ impl Inner {
     }
 
     fn record_window(&self, store: &WindowStore, t: Ticket, failure: bool, raw: u64) {
-        let policy = self.shared.policy.load();
         let now = self.shared.clock.now_nanos();
-        let slow = match (policy.slow_call, t.start) {
-            (Some(rule), Some(start)) => now.saturating_sub(start) >= rule.duration.as_nanos() as u64,
+        let slow_nanos = self.shared.hot.slow_nanos();
+        let slow = match t.start {
+            Some(start) if slow_nanos != 0 => now.saturating_sub(start) >= slow_nanos,
             _ => false,
         };
         let window = match store {
             WindowStore::Count(window) => window,
             WindowStore::Time(w) => {
-                if let Some(counts) = w.record(t.generation, now, failure, slow, policy.min_calls) {
-                    self.evaluate(&policy, counts, raw);
+                let min_calls = self.shared.hot.min_calls.load(std::sync::atomic::Ordering::Relaxed);
+                if let Some(counts) = w.record(t.generation, now, failure, slow, min_calls) {
+                    self.evaluate(&self.shared.policy.load(), counts, raw);
                 }
                 return;
             }
         };
+        let policy = self.shared.policy.load();
         let counts = {
             let mut g = lock(window);
             if g.generation != t.generation {
