@@ -85,14 +85,10 @@ fn concurrent_failures_trip_once() {
         })
         .build()
         .unwrap();
-        let p1 = b.try_acquire().unwrap();
+        let p1 = b.try_acquire_owned().unwrap();
         let p2 = b.try_acquire().unwrap();
         let p3 = b.try_acquire().unwrap();
-        let b2 = b.clone();
-        let t = thread::spawn(move || {
-            p1.record(Outcome::Failure);
-            drop(b2);
-        });
+        let t = thread::spawn(move || p1.record(Outcome::Failure));
         p2.record(Outcome::Failure);
         p3.record(Outcome::Failure);
         t.join().unwrap();
@@ -107,7 +103,7 @@ fn concurrent_failures_trip_once() {
 fn racing_probe_outcomes_leave_no_slot_held() {
     loom::model(|| {
         let b = half_open(2, 2);
-        let p1 = b.try_acquire().unwrap();
+        let p1 = b.try_acquire_owned().unwrap();
         let p2 = b.try_acquire().unwrap();
         let t = thread::spawn(move || p1.record(Outcome::Success));
         p2.record(Outcome::Failure);
