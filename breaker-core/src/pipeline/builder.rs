@@ -292,6 +292,7 @@ impl PipelineBuilder {
         Ok(Pipeline {
             layers,
             len: order.len(),
+            retry_at: order.iter().position(|l| *l == Layer::Retry),
             breaker,
             retry: self.retry,
             budget: self.budget,

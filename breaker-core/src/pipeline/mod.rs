@@ -140,6 +140,8 @@ mod runtime {
     pub struct Pipeline {
         pub(super) layers: [Layer; 4],
         pub(super) len: usize,
+        /// The position of the retry layer in the order.
+        pub(super) retry_at: Option<usize>,
         pub(super) breaker: Option<CircuitBreaker>,
         pub(super) retry: Option<RetryPolicy>,
         pub(super) budget: Option<RetryBudget>,
@@ -205,14 +207,16 @@ mod runtime {
     /// The state of one call's retry loop.
     struct RetryRun<'p> {
         pipeline: &'p Pipeline,
-        policy: RetryPolicy,
+        policy: &'p RetryPolicy,
         max: u32,
         attempts: u32,
-        delays: Option<Delays<SmallRng>>,
+        /// Boxed and created at the first retry: most calls never need it.
+        delays: Option<Box<Delays<SmallRng>>>,
     }
 
     impl<'p> RetryRun<'p> {
-        fn new(pipeline: &'p Pipeline, policy: RetryPolicy) -> Self {
+        fn new(pipeline: &'p Pipeline) -> Self {
+            let policy = pipeline.retry.as_ref().unwrap_or(&RetryPolicy::NONE);
             let max = if pipeline.idempotent {
                 policy.max_attempts.max(1)
             } else {
@@ -232,7 +236,7 @@ mod runtime {
             self.delays
                 .get_or_insert_with(|| {
                     let seed = rng.lock().unwrap_or_else(|p| p.into_inner()).gen::<u64>();
-                    policy.delays(SmallRng::seed_from_u64(seed))
+                    Box::new(policy.delays(SmallRng::seed_from_u64(seed)))
                 })
                 .next()
                 .unwrap_or(Duration::ZERO)
@@ -326,78 +330,79 @@ mod runtime {
         }
     }
 
-    /// One nesting level of the pipeline: runs the layer at position `$idx` around `$next`.
-    macro_rules! level {
-        ($name:ident, $idx:expr, $next:ident) => {
-            async fn $name<T, E, F, Fut, C>(
-                &self,
-                ctx: Ctx,
-                class: &C,
-                op: &mut F,
-            ) -> Result<T, Error<E>>
-            where
-                F: FnMut() -> Fut,
-                Fut: Future<Output = Result<T, E>>,
-                C: ErrorClassifier<E> + ?Sized,
-            {
-                if $idx >= self.len {
-                    return self.attempt(ctx, op).await;
-                }
-                match self.layers[$idx] {
+    /// A run of non-retry layers (`$range` of the order, outermost first) around `$core`.
+    ///
+    /// Breaker, bulkhead and timeout only act before and after what they wrap, so a run of
+    /// them is one function, not one nested future per layer: entering the run takes each
+    /// layer's permit or limit in the declared order, leaving it releases them. This keeps the
+    /// call's future small (at most three nested `async fn`s), which is most of the cost of a
+    /// call. A layer that refuses releases what the layers outside it took, and a breaker
+    /// outside it records the refusal as it would have seen it nested: a bulkhead rejection is
+    /// ignored, a deadline reached while waiting for a slot is a failure.
+    macro_rules! segment {
+        ($self:ident, $range:expr, $ctx:ident, $class:ident, $core:expr) => {{
+            let mut permit = None;
+            let mut _slot = None;
+            let mut $ctx = $ctx;
+            for &layer in &$self.layers[$range] {
+                let refused: Error<E> = match layer {
                     Layer::Timeout => {
-                        let ctx = match self.timeout {
-                            Some(t) => ctx.tighten(t, TimeoutKind::Attempt),
-                            None => ctx,
-                        };
-                        self.$next(ctx, class, op).await
+                        if let Some(t) = $self.timeout {
+                            $ctx = $ctx.tighten(t, TimeoutKind::Attempt);
+                        }
+                        continue;
                     }
                     Layer::Breaker => {
-                        let Some(breaker) = &self.breaker else {
-                            return self.$next(ctx, class, op).await;
+                        let Some(breaker) = &$self.breaker else {
+                            continue;
                         };
-                        let permit = breaker
-                            .try_acquire()
-                            .map_err(|r| Error::Rejected(Rejection::Breaker(r)))?;
-                        let result = self.$next(ctx, class, op).await;
-                        match &result {
-                            Ok(_) => permit.success(),
-                            Err(e) => permit.record(error_outcome(e, class)),
+                        match breaker.try_acquire() {
+                            Ok(p) => {
+                                permit = Some(p);
+                                continue;
+                            }
+                            Err(r) => Error::Rejected(Rejection::Breaker(r)),
                         }
-                        result
                     }
                     Layer::Bulkhead => {
-                        let Some(bulkhead) = &self.bulkhead else {
-                            return self.$next(ctx, class, op).await;
+                        let Some(bulkhead) = &$self.bulkhead else {
+                            continue;
                         };
-                        let _slot = match bulkhead.acquire_until(ctx.limit.map(|l| l.at)).await {
-                            Ok(slot) => slot,
-                            Err(Wait::Full(full)) => {
-                                return Err(Error::Rejected(Rejection::Bulkhead(full)))
-                            }
-                            Err(Wait::Deadline) => {
-                                let l = ctx.limit.expect("a deadline was passed");
-                                return Err(Error::Timeout(l.elapsed));
+                        let slot = match bulkhead.try_acquire() {
+                            Ok(slot) => Ok(slot),
+                            // Boxed: the waiting path must not grow every call's future.
+                            Err(_) => {
+                                Box::pin(bulkhead.acquire_until($ctx.limit.map(|l| l.at))).await
                             }
                         };
-                        self.$next(ctx, class, op).await
-                    }
-                    Layer::Retry => {
-                        let Some(policy) = self.retry else {
-                            return self.$next(ctx, class, op).await;
-                        };
-                        let mut run = RetryRun::new(self, policy);
-                        loop {
-                            let result = self.$next(ctx, class, op).await;
-                            match run.step(result, class, ctx.limit) {
-                                Step::Done(result) => return result,
-                                Step::Sleep(d) if d.is_zero() => {}
-                                Step::Sleep(d) => tokio::time::sleep(d).await,
+                        match slot {
+                            Ok(slot) => {
+                                _slot = Some(slot);
+                                continue;
                             }
+                            Err(Wait::Full(full)) => Error::Rejected(Rejection::Bulkhead(full)),
+                            Err(Wait::Deadline) => match $ctx.limit {
+                                Some(l) => Error::Timeout(l.elapsed),
+                                None => unreachable!("waits end early only at a limit"),
+                            },
                         }
                     }
+                    Layer::Retry => unreachable!("retry is never inside a segment"),
+                };
+                if let Some(p) = permit.take() {
+                    p.record(error_outcome(&refused, $class));
+                }
+                return Err(refused);
+            }
+            let result = $core;
+            if let Some(p) = permit {
+                match &result {
+                    Ok(_) => p.success(),
+                    Err(e) => p.record(error_outcome(e, $class)),
                 }
             }
-        };
+            result
+        }};
     }
 
     impl Pipeline {
@@ -475,7 +480,10 @@ mod runtime {
                 Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
                 None => Ctx::default(),
             };
-            self.level0(ctx, classifier, &mut op).await
+            match self.retry_at {
+                Some(i) => self.run_retry(i, ctx, classifier, &mut op).await,
+                None => self.run_attempt(0.., ctx, classifier, &mut op).await,
+            }
         }
 
         /// Like [`call_with`](Self::call_with), and on an error chosen by
@@ -522,15 +530,12 @@ mod runtime {
             }
         }
 
-        level!(level0, 0, level1);
-        level!(level1, 1, level2);
-        level!(level2, 2, level3);
-        level!(level3, 3, level4);
-
-        async fn level4<T, E, F, Fut, C>(
+        /// The layers outside retry, the retry loop, then the layers inside it.
+        async fn run_retry<T, E, F, Fut, C>(
             &self,
+            retry: usize,
             ctx: Ctx,
-            _class: &C,
+            class: &C,
             op: &mut F,
         ) -> Result<T, Error<E>>
         where
@@ -538,24 +543,44 @@ mod runtime {
             Fut: Future<Output = Result<T, E>>,
             C: ErrorClassifier<E> + ?Sized,
         {
-            self.attempt(ctx, op).await
+            segment!(self, ..retry, ctx, class, {
+                let mut run = RetryRun::new(self);
+                loop {
+                    let result = self.run_attempt(retry + 1.., ctx, class, op).await;
+                    match run.step(result, class, ctx.limit) {
+                        Step::Done(result) => break result,
+                        Step::Sleep(d) if d.is_zero() => {}
+                        // Boxed: keeps the timer out of every call's future.
+                        Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
+                    }
+                }
+            })
         }
 
-        /// One invocation of the operation, under the earliest enclosing limit.
-        #[inline]
-        async fn attempt<T, E, F, Fut>(&self, ctx: Ctx, op: &mut F) -> Result<T, Error<E>>
+        /// The layers in `range` around one invocation of the operation, which runs under the
+        /// earliest enclosing limit.
+        async fn run_attempt<T, E, F, Fut, C>(
+            &self,
+            range: std::ops::RangeFrom<usize>,
+            ctx: Ctx,
+            class: &C,
+            op: &mut F,
+        ) -> Result<T, Error<E>>
         where
             F: FnMut() -> Fut,
             Fut: Future<Output = Result<T, E>>,
+            C: ErrorClassifier<E> + ?Sized,
         {
-            let fut = op();
-            match ctx.limit {
-                None => fut.await.map_err(Error::Inner),
-                Some(l) => match Timeout::new(fut, l.at, l.elapsed).await {
-                    Ok(r) => r.map_err(Error::Inner),
-                    Err(elapsed) => Err(Error::Timeout(elapsed)),
-                },
-            }
+            segment!(self, range.start..self.len, ctx, class, {
+                let fut = op();
+                match ctx.limit {
+                    None => fut.await.map_err(Error::Inner),
+                    Some(l) => match Timeout::new(fut, l.at, l.elapsed).await {
+                        Ok(r) => r.map_err(Error::Inner),
+                        Err(elapsed) => Err(Error::Timeout(elapsed)),
+                    },
+                }
+            })
         }
     }
 

@@ -12,14 +12,15 @@ pin_project! {
     /// `Err(Elapsed)`, and dropping it drops `inner` (which releases what `inner` holds).
     ///
     /// The inner future is polled before the deadline is checked, so an inner future that is
-    /// ready at the deadline wins. The tokio timer is only registered when `inner` first
-    /// returns `Pending`.
+    /// ready at the deadline wins. The tokio timer is only created (and allocated) when
+    /// `inner` first returns `Pending`.
     #[must_use = "futures do nothing unless polled"]
     pub struct Timeout<F> {
         #[pin]
         inner: F,
-        #[pin]
-        sleep: Option<Sleep>,
+        // Boxed and created lazily, so the future stays small on the path where the inner
+        // future completes at once (no timer, no allocation).
+        sleep: Option<Pin<Box<Sleep>>>,
         deadline: Instant,
         elapsed: Elapsed,
     }
@@ -43,16 +44,14 @@ impl<F: Future> Future for Timeout<F> {
     /// # Panics
     /// If `inner` is pending and no tokio runtime with the time driver enabled is current.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+        let this = self.project();
         if let Poll::Ready(v) = this.inner.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        if this.sleep.is_none() {
-            this.sleep
-                .set(Some(tokio::time::sleep_until(*this.deadline)));
-        }
-        let sleep = this.sleep.as_pin_mut().expect("set above");
-        ready!(sleep.poll(cx));
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*this.deadline)));
+        ready!(sleep.as_mut().poll(cx));
         Poll::Ready(Err(*this.elapsed))
     }
 }
