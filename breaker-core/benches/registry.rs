@@ -5,6 +5,17 @@
 //! iteration, so it is the per-call latency while both threads hammer the registry.
 //!
 //! `CARGO_TARGET_DIR=... cargo bench -p breaker-core --bench registry`
+//!
+//! Measured on an idle 16-core x86-64 Linux machine (median, std `RandomState`, 64 shards):
+//!
+//! | case | 1 thread | 2 threads |
+//! |---|---|---|
+//! | spread over 100,000 keys | 149 ns | 244 ns |
+//! | one hot key | 108 ns | 509 ns |
+//! | unkeyed `try_acquire` + `success` (reference) | 30 ns | |
+//!
+//! The hot-key figure with 2 threads is the shard lock's reader count and the breaker's `Arc`
+//! count bouncing between cores.
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker_core::registry::Registry;

@@ -78,24 +78,7 @@ pub const RETRIES_TOTAL: &str = "breaker_retries_total";
 /// Counter of timeouts raised by our timeout layer. Labels `breaker`, `kind`.
 pub const TIMEOUTS_TOTAL: &str = "breaker_timeouts_total";
 
-/// Which timeout fired.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TimeoutKind {
-    /// The per-attempt timeout.
-    Attempt,
-    /// The total deadline over all attempts.
-    Deadline,
-}
-
-impl TimeoutKind {
-    /// `attempt` or `deadline`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TimeoutKind::Attempt => "attempt",
-            TimeoutKind::Deadline => "deadline",
-        }
-    }
-}
+pub use crate::timeout::TimeoutKind;
 
 /// A lowercase, snake_case label value for a state.
 pub const fn state_label(state: State) -> &'static str {
