@@ -100,7 +100,10 @@ async fn br_42_retry_outside_breaker_makes_5_invocations() {
         state: State::Open,
     };
     assert_eq!(annotated, expected);
-    assert_eq!(trace_by_hand([Layer::Retry, Layer::Breaker]).await, expected);
+    assert_eq!(
+        trace_by_hand([Layer::Retry, Layer::Breaker]).await,
+        expected
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -120,12 +123,20 @@ async fn br_42_breaker_outside_retry_makes_12_invocations() {
         state: State::Closed,
     };
     assert_eq!(annotated, expected);
-    assert_eq!(trace_by_hand([Layer::Breaker, Layer::Retry]).await, expected);
+    assert_eq!(
+        trace_by_hand([Layer::Breaker, Layer::Retry]).await,
+        expected
+    );
 }
 
 static SLOW: AtomicU32 = AtomicU32::new(0);
 
-#[circuit_breaker(threshold = 2, timeout = "1s", cooldown = "10s", name = "timeout_breaker")]
+#[circuit_breaker(
+    threshold = 2,
+    timeout = "1s",
+    cooldown = "10s",
+    name = "timeout_breaker"
+)]
 async fn slow() -> Result<(), Down> {
     SLOW.fetch_add(1, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(5)).await;

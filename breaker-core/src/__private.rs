@@ -73,14 +73,20 @@ fn err(option: &'static str, message: impl Into<String>) -> OptionError {
 }
 
 fn dsl_err(option: &'static str, src: &str, e: &DslError) -> OptionError {
-    err(option, format!("invalid {option} `{src}`: {}", e.describe()))
+    err(
+        option,
+        format!("invalid {option} `{src}`: {}", e.describe()),
+    )
 }
 
 fn u32_of(option: &'static str, n: u64, errors: &mut Vec<OptionError>) -> Option<u32> {
     match u32::try_from(n) {
         Ok(n) => Some(n),
         Err(_) => {
-            errors.push(err(option, format!("`{option}` is too large: {n} > {}", u32::MAX)));
+            errors.push(err(
+                option,
+                format!("`{option}` is too large: {n} > {}", u32::MAX),
+            ));
             None
         }
     }
@@ -382,7 +388,46 @@ mod runtime {
     use std::ops::Deref;
     use std::sync::{Mutex, OnceLock};
 
-    pub use crate::pipeline::classifier;
+    /// The error classifier of an annotated function, typed by its error `E` so that a
+    /// `classify` or `retry_if` of the wrong signature is reported once, at its path.
+    pub fn classify<E, O, R>(outcome: O, transient: R) -> impl ErrorClassifier<E>
+    where
+        O: Fn(&E) -> Outcome,
+        R: Fn(&E) -> bool,
+    {
+        pipeline::classifier(outcome, transient)
+    }
+
+    /// A `fallback = path`: an async function taking the pipeline's error and returning the
+    /// function's rewritten result.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a fallback of this function",
+        label = "expected an async fn taking `breaker::Error<E>` and returning `Result<T, breaker::Error<E>>`",
+        note = "a fallback has the signature `async fn(breaker::Error<E>) -> Result<T, breaker::Error<E>>`, where `Result<T, E>` is the annotated function's declared return type"
+    )]
+    pub trait Fallback<T, E> {
+        /// The fallback's future.
+        type Future: Future<Output = Result<T, Error<E>>>;
+        /// Calls the fallback.
+        fn __breaker_call(self, error: Error<E>) -> Self::Future;
+    }
+
+    impl<T, E, G, F> Fallback<T, E> for G
+    where
+        G: FnOnce(Error<E>) -> F,
+        F: Future<Output = Result<T, Error<E>>>,
+    {
+        type Future = F;
+        fn __breaker_call(self, error: Error<E>) -> F {
+            self(error)
+        }
+    }
+
+    /// Checks a fallback against the function's `T` and `E`, so a wrong signature is
+    /// reported once, at its path.
+    pub fn fallback<T, E, G: Fallback<T, E>>(g: G) -> impl Fallback<T, E> {
+        g
+    }
 
     /// The run-time state of one annotated function: its pipeline, and for `key = ..` one
     /// breaker per key.
@@ -541,7 +586,7 @@ mod runtime {
     }
 
     /// Runs one call with a fallback.
-    pub async fn call_with_fallback<T, E, F, Fut, C, G, GFut>(
+    pub async fn call_with_fallback<T, E, F, Fut, C, G>(
         target: Target<'_>,
         classifier: &C,
         op: F,
@@ -551,10 +596,11 @@ mod runtime {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         C: ErrorClassifier<E>,
-        G: FnOnce(Error<E>) -> GFut,
-        GFut: Future<Output = Result<T, Error<E>>>,
+        G: Fallback<T, E>,
     {
-        target.call_with_fallback(classifier, op, fallback).await
+        target
+            .call_with_fallback(classifier, op, |e| fallback.__breaker_call(e))
+            .await
     }
 }
 

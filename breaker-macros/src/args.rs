@@ -28,6 +28,7 @@ macro_rules! options {
 
         /// One option of the attribute.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[allow(clippy::enum_variant_names)]
         pub enum Key {
             $(
                 #[allow(missing_docs)]
@@ -70,7 +71,7 @@ options! {
     fallback => Fallback,
     classify => Classify,
     name => Name,
-    key => PerKey,
+    key => ByKey,
     policy => Policy,
     config => Config,
 }
@@ -212,8 +213,10 @@ impl Args {
         let value: Option<Expr> = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             Some(input.parse()?)
-        } else {
+        } else if input.is_empty() || input.peek(Token![,]) {
             None
+        } else {
+            return Err(input.error(format!("expected `=` after `{key}`, like `{key} = ..`")));
         };
         let Some(option) = option else {
             unknown(cx, &key);
@@ -227,7 +230,10 @@ impl Args {
             } else {
                 cx.error_at(
                     key.span(),
-                    format!("option `{key}` needs a value: `{key} = {}`", example(option)),
+                    format!(
+                        "option `{key}` needs a value: `{key} = {}`",
+                        example(option)
+                    ),
                 );
             }
             return Ok(());
@@ -282,7 +288,7 @@ impl Args {
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
             Key::Classify => set_once(cx, &mut self.classify, &key, path(cx, option, v)),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
-            Key::PerKey => {
+            Key::ByKey => {
                 let ident = match v {
                     Expr::Path(p) if p.qself.is_none() => p.path.get_ident().cloned(),
                     _ => None,
@@ -373,7 +379,10 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
     };
     cx.error_spanned_by(
         value,
-        format!("`{name}` expects {what}, like `{name} = {}`", example(option)),
+        format!(
+            "`{name}` expects {what}, like `{name} = {}`",
+            example(option)
+        ),
     );
     None
 }

@@ -71,7 +71,7 @@ fn expand(spec: &Spec) -> TokenStream {
     {
         if let FnArg::Typed(t) = input {
             let binding = &arg.binding;
-            t.pat = Box::new(syn::parse_quote_spanned!(t.pat.span()=> #binding));
+            *t.pat = syn::parse_quote_spanned!(t.pat.span()=> #binding);
         }
     }
 
@@ -88,10 +88,20 @@ fn expand(spec: &Spec) -> TokenStream {
         None => quote!(let __breaker_target = __breaker_pipeline.breaker();),
     };
     let classifier = classifier(spec);
+    let (ok, err) = ok_err(spec);
     let call = match &spec.fallback {
-        Some(f) => quote_spanned! {f.span()=>
-            #krate::__private::call_with_fallback(__breaker_target, &__breaker_classifier, #attempt, #f)
-        },
+        Some(f) => {
+            let checked = respan(
+                quote!(#krate::__private::fallback::<#ok, #err, _>),
+                f.span(),
+            );
+            let checked = quote_spanned!(f.span()=> #checked(#f));
+            quote! {
+                #krate::__private::call_with_fallback(
+                    __breaker_target, &__breaker_classifier, #attempt, #checked
+                )
+            }
+        }
         None => quote! {
             #krate::__private::call(__breaker_target, &__breaker_classifier, #attempt)
         },
@@ -177,8 +187,7 @@ fn attempt_closure(spec: &Spec) -> TokenStream {
             quote!(#(#rebind)* #fake_return #block)
         }
         FnKind::AsyncTrait => {
-            let inner = validate::async_trait_block(&func.item.block)
-                .expect("checked by validate");
+            let inner = validate::async_trait_block(&func.item.block).expect("checked by validate");
             let stmts = &inner.block.stmts;
             quote!(#(#stmts)*)
         }
@@ -214,7 +223,45 @@ fn classifier(spec: &Spec) -> TokenStream {
         Some(p) => quote_spanned!(p.span()=> #p),
         None => quote!(#krate::__private::transient),
     };
-    quote!(#krate::__private::classifier(#outcome, #transient))
+    let (_, err) = ok_err(spec);
+    let span = spec
+        .classify
+        .as_ref()
+        .or(spec.retry_if.as_ref())
+        .map_or_else(Span::call_site, |p| p.span());
+    let f = respan(quote!(#krate::__private::classify::<#err, _, _>), span);
+    quote_spanned!(span=> #f(#outcome, #transient))
+}
+
+/// `tokens` with every span set to `span`, so an error about the whole expression (not only
+/// its argument) lands on the user's path too.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut t| {
+            if let proc_macro2::TokenTree::Group(g) = &t {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                t = proc_macro2::TokenTree::Group(group);
+            } else {
+                t.set_span(span);
+            }
+            t
+        })
+        .collect()
+}
+
+/// The declared `T` and `E`, spelled out or projected from an alias.
+fn ok_err(spec: &Spec) -> (TokenStream, TokenStream) {
+    let krate = &spec.krate;
+    let ret = &spec.func.ret;
+    match &spec.func.ok_err {
+        Some((ok, err)) => (ok.to_token_stream(), err.to_token_stream()),
+        None => (
+            quote!(<#ret as #krate::__private::IsResult>::Ok),
+            quote!(<#ret as #krate::__private::IsResult>::Err),
+        ),
+    }
 }
 
 fn pipeline_expr(spec: &Spec) -> TokenStream {
@@ -222,7 +269,11 @@ fn pipeline_expr(spec: &Spec) -> TokenStream {
     let ident = &spec.func.item.sig.ident;
     let name = match &spec.name {
         Some(n) => n.to_token_stream(),
-        None => quote!(::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident))),
+        None => quote!(::core::concat!(
+            ::core::module_path!(),
+            "::",
+            ::core::stringify!(#ident)
+        )),
     };
     match &spec.source {
         Source::Inline(inline) => {
@@ -332,7 +383,12 @@ mod tests {
             r#"threshold = 5, retry = "3x", order = [retry, breaker]"#,
             FN,
         );
-        assert!(out.contains(r#"order : :: core :: option :: Option :: Some (& ["retry" , "breaker"])"#), "{out}");
+        assert!(
+            out.contains(
+                r#"order : :: core :: option :: Option :: Some (& ["retry" , "breaker"])"#
+            ),
+            "{out}"
+        );
         snapshot("br_42_retry_outside_breaker", &out);
     }
 
@@ -342,7 +398,12 @@ mod tests {
             r#"threshold = 5, retry = "3x", order = [breaker, retry]"#,
             FN,
         );
-        assert!(out.contains(r#"order : :: core :: option :: Option :: Some (& ["breaker" , "retry"])"#), "{out}");
+        assert!(
+            out.contains(
+                r#"order : :: core :: option :: Option :: Some (& ["breaker" , "retry"])"#
+            ),
+            "{out}"
+        );
         snapshot("br_42_breaker_outside_retry", &out);
     }
 
@@ -375,7 +436,10 @@ mod tests {
         let out = expand_str(r#"retry = "3x", order = [retry, breaker, retry]"#, FN);
         assert!(out.contains("layer `retry` is listed twice"), "{out}");
         // The function is still emitted, unchanged.
-        assert!(out.starts_with("async fn call (id : u64) -> Result < u64 , E >"), "{out}");
+        assert!(
+            out.starts_with("async fn call (id : u64) -> Result < u64 , E >"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -395,6 +459,9 @@ mod tests {
             out.matches(":: other :: breaker :: __private").count(),
             "{out}"
         );
-        assert!(out.contains(":: other :: breaker :: __private :: Pipeline :: inline"), "{out}");
+        assert!(
+            out.contains(":: other :: breaker :: __private :: Pipeline :: inline"),
+            "{out}"
+        );
     }
 }

@@ -152,7 +152,10 @@ fn inline_options(args: &Args) -> Vec<(&'static str, Span)> {
     add("window", args.window.as_ref().map(|g| g.key));
     add("min_calls", args.min_calls.as_ref().map(|g| g.key));
     add("cooldown", args.cooldown.as_ref().map(|g| g.key));
-    add("half_open_probes", args.half_open_probes.as_ref().map(|g| g.key));
+    add(
+        "half_open_probes",
+        args.half_open_probes.as_ref().map(|g| g.key),
+    );
     add("retry", args.retry.as_ref().map(|g| g.key));
     add("idempotent", args.idempotent.as_ref().map(|g| g.key));
     add("timeout", args.timeout.as_ref().map(|g| g.key));
@@ -554,7 +557,12 @@ pub fn async_trait_block(block: &Block) -> Option<&syn::ExprAsync> {
     let Expr::Path(f) = &*call.func else {
         return None;
     };
-    let names: Vec<String> = f.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let names: Vec<String> = f
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
     if names.len() < 2 || names[names.len() - 2] != "Box" || names[names.len() - 1] != "pin" {
         return None;
     }
