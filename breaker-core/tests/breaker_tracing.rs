@@ -1,0 +1,93 @@
+//! The `tracing` events of a breaker are exactly the expected ones for a scripted sequence:
+//! one `info` event per transition (name, key, from, to, reason, the counts that caused it)
+//! and one `debug` event per rejection.
+
+use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+use breaker_core::clock::{Clock, ManualClock};
+use breaker_core::registry::Registry;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// Records every event as `LEVEL message k=v k=v ...` (fields in emission order).
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+struct Line(String, String);
+
+impl Visit for Line {
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        } else {
+            self.1.push_str(&format!(" {}={:?}", field.name(), value));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.1.push_str(&format!(" {}={}", field.name(), value));
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut line = Line(String::new(), String::new());
+        event.record(&mut line);
+        let level = *event.metadata().level();
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{level} {}{}", line.0, line.1));
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn transitions_and_rejections_emit_exact_events_with_name_and_key() {
+    let capture = Capture::default();
+    let time = ManualClock::new();
+    let factory = CircuitBreaker::builder(BreakerPolicy {
+        consecutive_failures: Some(2),
+        cooldown: Duration::from_secs(5),
+        cooldown_max: Duration::from_secs(5),
+        ..BreakerPolicy::default()
+    })
+    .name("inventory")
+    .clock(Clock::manual(&time))
+    .totals(false)
+    .build_factory()
+    .unwrap();
+    let registry: Registry<String> = Registry::builder(factory).build_tagged();
+    tracing::subscriber::with_default(capture.clone(), || {
+        let b = registry.get_or_create("host-a").unwrap();
+        assert_eq!(b.key(), "host-a");
+        b.try_acquire().unwrap().failure();
+        b.try_acquire().unwrap().failure();
+        time.set(Duration::from_secs(2));
+        assert!(b.try_acquire().is_err());
+        time.set(Duration::from_secs(5));
+        b.try_acquire().unwrap().success();
+    });
+    let lines = capture.0.lock().unwrap().clone();
+    assert_eq!(
+        lines,
+        [
+            format!("{} circuit breaker state transition breaker=inventory key=host-a from=closed to=open reason=consecutive_failures generation=1 consecutive_failures=2 window_calls=0 window_failures=0 window_slow=0 cooldown=Some(5s)", Level::INFO),
+            format!("{} call rejected breaker=inventory key=host-a reason=open retry_after=Some(3s)", Level::DEBUG),
+            format!("{} circuit breaker state transition breaker=inventory key=host-a from=open to=half-open reason=cooldown_elapsed generation=2 consecutive_failures=0 window_calls=0 window_failures=0 window_slow=0 cooldown=None", Level::INFO),
+            format!("{} circuit breaker state transition breaker=inventory key=host-a from=half-open to=closed reason=probes_succeeded generation=3 consecutive_failures=0 window_calls=0 window_failures=0 window_slow=0 cooldown=None", Level::INFO),
+        ]
+    );
+}
