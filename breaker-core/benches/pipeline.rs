@@ -5,12 +5,23 @@
 //! counted (`iter_custom`): the figures are per call.
 //!
 //! Run: `cargo bench -p breaker-core --bench pipeline -- --warm-up-time 1 --measurement-time 3`
+//!
+//! Instruction counts, which unlike times do not depend on the machine's load: with
+//! `PIPELINE_IR=<variant>,<calls>` (variant `bare`, `empty`, `breaker` or `full`) the binary
+//! makes that many calls and exits, for `valgrind --tool=callgrind`. The cost of one call is the
+//! difference between two call counts divided by the difference of the counts:
+//!
+//! ```text
+//! B=$(ls -t target/release/deps/pipeline-* | grep -v '\.d$' | head -1)
+//! for n in 0 100000; do PIPELINE_IR=full,$n valgrind --tool=callgrind \
+//!     --callgrind-out-file=/dev/null $B 2>&1 | grep refs; done
+//! ```
 #![allow(missing_docs)]
 
 use breaker_core::breaker::BreakerPolicy;
 use breaker_core::pipeline::Pipeline;
 use breaker_core::retry::RetryPolicy;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -35,13 +46,15 @@ where
     })
 }
 
-fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
-        .unwrap();
-    let _guard = rt.enter();
+        .unwrap()
+}
 
+/// The three pipelines measured: empty, breaker only, `retry > breaker > timeout`.
+fn pipelines() -> (Pipeline, Pipeline, Pipeline) {
     let full = Pipeline::builder()
         .retry(RetryPolicy::default())
         .idempotent(true)
@@ -54,6 +67,29 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let empty = Pipeline::builder().build().unwrap();
+    (empty, breaker_only, full)
+}
+
+/// `PIPELINE_IR=<variant>,<calls>`: makes the calls and exits (see the module docs).
+fn count_instructions(spec: &str) {
+    let (variant, calls) = spec.split_once(',').expect("PIPELINE_IR=<variant>,<calls>");
+    let calls: u64 = calls.parse().expect("a number of calls");
+    let rt = runtime();
+    let _guard = rt.enter();
+    let (empty, breaker_only, full) = pipelines();
+    match variant {
+        "bare" => timed(&rt, calls, op),
+        "empty" => timed(&rt, calls, || empty.call(op)),
+        "breaker" => timed(&rt, calls, || breaker_only.call(op)),
+        "full" => timed(&rt, calls, || full.call(op)),
+        other => panic!("unknown variant `{other}`; expected `bare`, `empty`, `breaker` or `full`"),
+    };
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = runtime();
+    let _guard = rt.enter();
+    let (empty, breaker_only, full) = pipelines();
 
     let mut g = c.benchmark_group("pipeline");
     g.bench_function("bare call", |b| b.iter_custom(|n| timed(&rt, n, op)));
@@ -70,4 +106,11 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var("PIPELINE_IR") {
+        return count_instructions(&spec);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
