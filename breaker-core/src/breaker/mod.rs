@@ -188,7 +188,7 @@ struct Inner {
 /// count applies across all of them (case BR-03). See the [module docs](self).
 #[derive(Clone)]
 pub struct CircuitBreaker {
-    inner: Arc<Inner>,
+    inner: triomphe::Arc<Inner>,
 }
 
 /// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
@@ -303,7 +303,7 @@ impl BreakerFactory {
         let heavy = (window.is_some() || totals.is_some() || key.is_some())
             .then(|| Box::new(Heavy { window, totals, key }));
         CircuitBreaker {
-            inner: Arc::new(Inner {
+            inner: triomphe::Arc::new(Inner {
                 state: AtomicU64::new(Word::INITIAL),
                 at: AtomicU64::new(0),
                 since: AtomicU64::new(0),
@@ -468,7 +468,7 @@ pub struct Permit<'a> {
 /// tower services).
 #[must_use = "a permit should be given the call's outcome; dropping it records a cancellation"]
 pub struct OwnedPermit {
-    inner: Arc<Inner>,
+    inner: triomphe::Arc<Inner>,
     ticket: Ticket,
 }
 
@@ -598,7 +598,7 @@ impl CircuitBreaker {
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, Rejected> {
         let ticket = self.inner.acquire()?;
         Ok(OwnedPermit {
-            inner: Arc::clone(&self.inner),
+            inner: triomphe::Arc::clone(&self.inner),
             ticket,
         })
     }
@@ -646,7 +646,7 @@ impl CircuitBreaker {
     /// [`OwnedPermit`]s in flight. A keyed registry never evicts a breaker whose count shows a
     /// handle outside the registry. The value may be stale by the time it is read.
     pub fn handle_count(&self) -> usize {
-        Arc::strong_count(&self.inner)
+        triomphe::Arc::strong_count(&self.inner)
     }
 
     /// A point-in-time view of the state and counts.
@@ -654,10 +654,12 @@ impl CircuitBreaker {
         self.inner.snapshot()
     }
 
-    /// Heap and inline bytes used by this breaker, not counting the shared policy: the state
-    /// block, the window and the totals stripes.
+    /// Bytes used by this breaker, heap included, not counting the shared policy: the handle,
+    /// the state block, the window, the totals stripes and the key. 64 for a breaker with the
+    /// consecutive-failure rule and totals off.
     pub fn memory_bytes(&self) -> usize {
-        // ArcInner = two counters + Inner
+        // The handle (one pointer) + the shared block: a reference count (triomphe's `Arc`
+        // keeps no weak count) and `Inner`.
         let mut n = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Inner>();
         if let Some(h) = &self.inner.heavy {
             n += std::mem::size_of::<Heavy>();
