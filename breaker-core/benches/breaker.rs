@@ -62,7 +62,10 @@ fn count_window() -> BreakerPolicy {
 }
 
 fn ours(policy: BreakerPolicy, totals: bool) -> CircuitBreaker {
-    CircuitBreaker::builder(policy).totals(totals).build().unwrap()
+    CircuitBreaker::builder(policy)
+        .totals(totals)
+        .build()
+        .unwrap()
 }
 
 fn failsafe_consecutive() -> impl failsafe::CircuitBreaker + Clone + Send + Sync {
@@ -90,15 +93,21 @@ fn ours_call(b: &CircuitBreaker) {
 fn closed_path(c: &mut Criterion) {
     let mut g = c.benchmark_group("closed_path");
     let b = ours(consecutive(), false);
-    g.bench_function("breaker/consecutive", |x| x.iter(|| ours_call(black_box(&b))));
+    g.bench_function("breaker/consecutive", |x| {
+        x.iter(|| ours_call(black_box(&b)))
+    });
     let b = ours(consecutive(), true);
     g.bench_function("breaker/consecutive+totals", |x| {
         x.iter(|| ours_call(black_box(&b)))
     });
     let b = ours(time_window(), false);
-    g.bench_function("breaker/time_window", |x| x.iter(|| ours_call(black_box(&b))));
+    g.bench_function("breaker/time_window", |x| {
+        x.iter(|| ours_call(black_box(&b)))
+    });
     let b = ours(count_window(), false);
-    g.bench_function("breaker/count_window", |x| x.iter(|| ours_call(black_box(&b))));
+    g.bench_function("breaker/count_window", |x| {
+        x.iter(|| ours_call(black_box(&b)))
+    });
     let f = failsafe_consecutive();
     g.bench_function("failsafe/consecutive", |x| {
         x.iter(|| black_box(&f).call(|| Ok::<(), ()>(())))
@@ -212,7 +221,11 @@ fn create_100k(c: &mut Criterion) {
         x.iter(|| (0..100_000).map(|_| factory.create()).collect::<Vec<_>>())
     });
     g.bench_function("failsafe", |x| {
-        x.iter(|| (0..100_000).map(|_| failsafe_consecutive()).collect::<Vec<_>>())
+        x.iter(|| {
+            (0..100_000)
+                .map(|_| failsafe_consecutive())
+                .collect::<Vec<_>>()
+        })
     });
     g.bench_function("recloser", |x| {
         x.iter(|| (0..100_000).map(|_| recloser()).collect::<Vec<_>>())
@@ -256,18 +269,36 @@ fn memory_report() {
         .build_factory()
         .unwrap();
     println!("memory: bytes per breaker, heap included (shared policy not counted)");
-    println!("  breaker consecutive          {:>6}", bytes_per(|| factory.create()));
-    println!("  breaker consecutive+totals   {:>6}", bytes_per(|| with_totals.create()));
-    println!("  breaker time window (10 b.)  {:>6}", bytes_per(|| time.create()));
-    println!("  failsafe consecutive         {:>6}", bytes_per(failsafe_consecutive));
+    println!(
+        "  breaker consecutive          {:>6}",
+        bytes_per(|| factory.create())
+    );
+    println!(
+        "  breaker consecutive+totals   {:>6}",
+        bytes_per(|| with_totals.create())
+    );
+    println!(
+        "  breaker time window (10 b.)  {:>6}",
+        bytes_per(|| time.create())
+    );
+    println!(
+        "  failsafe consecutive         {:>6}",
+        bytes_per(failsafe_consecutive)
+    );
     println!("  recloser count window (100)  {:>6}", bytes_per(recloser));
     let b = ours(consecutive(), true);
     let t = ours(time_window(), true);
     let f = failsafe_consecutive();
     let r = recloser();
     println!("heap allocations per call (1,000,000 calls)");
-    println!("  breaker consecutive+totals   {:>6}", allocations_per_call(|| ours_call(&b)));
-    println!("  breaker time window+totals   {:>6}", allocations_per_call(|| ours_call(&t)));
+    println!(
+        "  breaker consecutive+totals   {:>6}",
+        allocations_per_call(|| ours_call(&b))
+    );
+    println!(
+        "  breaker time window+totals   {:>6}",
+        allocations_per_call(|| ours_call(&t))
+    );
     println!(
         "  failsafe consecutive         {:>6}",
         allocations_per_call(|| {

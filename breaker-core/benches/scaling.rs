@@ -38,7 +38,10 @@ fn measure(threads: usize, millis: u64, call: &(dyn Fn() + Sync)) -> f64 {
 }
 
 fn ours(policy: BreakerPolicy, totals: bool) -> CircuitBreaker {
-    CircuitBreaker::builder(policy).totals(totals).build().unwrap()
+    CircuitBreaker::builder(policy)
+        .totals(totals)
+        .build()
+        .unwrap()
 }
 
 fn time_window() -> BreakerPolicy {

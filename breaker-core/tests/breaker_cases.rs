@@ -84,7 +84,10 @@ fn br_01_ignored_probes_release_their_slots() {
         probe.ignored();
         let s = b.snapshot();
         assert_eq!(s.state, State::HalfOpen);
-        assert_eq!(s.probes_in_flight, 0, "the ignored probe gave its slot back");
+        assert_eq!(
+            s.probes_in_flight, 0,
+            "the ignored probe gave its slot back"
+        );
         assert_eq!(s.probe_successes, 0);
     }
     let p3 = b.try_acquire().expect("call 3 admitted as a probe");
@@ -134,7 +137,11 @@ async fn br_03_half_open_admission_is_reserved_atomically_and_shared_by_clones()
         tasks.push(tokio::spawn(gated(b.clone(), Arc::clone(&invoked), rx)));
     }
     settle().await;
-    assert_eq!(invoked.load(Ordering::SeqCst), 1, "exactly one inner invocation");
+    assert_eq!(
+        invoked.load(Ordering::SeqCst),
+        1,
+        "exactly one inner invocation"
+    );
     let mut rejected = 0;
     let mut pending = None;
     for t in tasks {
@@ -156,7 +163,10 @@ async fn br_03_half_open_admission_is_reserved_atomically_and_shared_by_clones()
     assert_eq!(s.probe_successes, 0);
     let totals = s.totals.unwrap();
     assert_eq!((totals.cancelled, totals.succeeded), (1, 0));
-    assert_eq!(totals.failed, 1, "only the failure that tripped the breaker");
+    assert_eq!(
+        totals.failed, 1,
+        "only the failure that tripped the breaker"
+    );
     // The next call is admitted as a probe.
     let next = b.try_acquire().expect("admitted");
     assert!(next.is_probe());
@@ -212,7 +222,10 @@ fn br_04_a_hung_probe_stops_blocking_after_max_probe_wait() {
     time.set(secs(13.0));
     let fresh = b.try_acquire().expect("a new probe after max_probe_wait");
     assert!(fresh.is_probe());
-    assert_eq!(seen.lock().unwrap().last().unwrap().reason, TransitionReason::ProbeExpired);
+    assert_eq!(
+        seen.lock().unwrap().last().unwrap().reason,
+        TransitionReason::ProbeExpired
+    );
     // The hung probe's late failure changes nothing.
     hung.failure();
     assert_eq!(b.state(), State::HalfOpen);
@@ -324,7 +337,11 @@ fn br_12_a_stale_probe_neither_counts_nor_frees_a_slot() {
     let p1 = b.try_acquire().expect("P1");
     let p2 = b.try_acquire().expect("P2");
     p2.failure();
-    assert_eq!(b.snapshot().retry_after, Some(secs(10.0)), "open_until = 20s");
+    assert_eq!(
+        b.snapshot().retry_after,
+        Some(secs(10.0)),
+        "open_until = 20s"
+    );
     time.set(secs(20.0));
     let p3 = b.try_acquire().expect("P3");
     let p4 = b.try_acquire().expect("P4");
@@ -371,12 +388,20 @@ async fn br_13_caller_cancellation_is_not_a_failure() {
     }
     let s = b.snapshot();
     assert_eq!(s.state, State::Closed);
-    assert_eq!((s.window.calls, s.window.failures), (4, 0), "cancellations are not in the window");
+    assert_eq!(
+        (s.window.calls, s.window.failures),
+        (4, 0),
+        "cancellations are not in the window"
+    );
     assert_eq!(s.totals.unwrap().cancelled, 6);
 
     // Separately: a dropped probe releases its slot with no verdict.
     trip(&b);
-    assert_eq!(b.snapshot().totals.unwrap().failed, 6, "4 successes + 6 failures = 60%");
+    assert_eq!(
+        b.snapshot().totals.unwrap().failed,
+        6,
+        "4 successes + 6 failures = 60%"
+    );
     tokio::time::advance(secs(5.0)).await;
     let (_tx, rx) = tokio::sync::oneshot::channel();
     let probe = tokio::spawn(gated(b.clone(), Arc::clone(&invoked), rx));
@@ -385,7 +410,10 @@ async fn br_13_caller_cancellation_is_not_a_failure() {
     probe.abort();
     let _ = probe.await;
     let s = b.snapshot();
-    assert_eq!((s.state, s.probes_in_flight, s.probe_successes), (State::HalfOpen, 0, 0));
+    assert_eq!(
+        (s.state, s.probes_in_flight, s.probe_successes),
+        (State::HalfOpen, 0, 0)
+    );
 }
 
 #[test]
@@ -419,7 +447,11 @@ fn br_15_a_success_resets_the_consecutive_count() {
 fn br_17_no_trip_before_min_calls_and_ge_at_the_boundary() {
     let (b, _t) = manual(rate(50.0, 20, 10, secs(5.0)));
     record(&b, Outcome::Failure);
-    assert_eq!(b.state(), State::Closed, "100% of 1 call is below min_calls");
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "100% of 1 call is below min_calls"
+    );
     for _ in 0..8 {
         record(&b, Outcome::Success);
     }
@@ -448,7 +480,11 @@ fn br_21_rejections_are_never_failures() {
     b.try_acquire().expect("probe").success();
     let s = b.snapshot();
     assert_eq!(s.state, State::Closed);
-    assert_eq!((s.consecutive_failures, s.window.calls), (0, 0), "a fresh closed window");
+    assert_eq!(
+        (s.consecutive_failures, s.window.calls),
+        (0, 0),
+        "a fresh closed window"
+    );
     let t = s.totals.unwrap();
     assert_eq!((t.failed, t.rejected, t.succeeded), (3, 100, 1));
 }
@@ -481,10 +517,15 @@ fn br_23_the_open_period_follows_the_monotonic_clock_only() {
     clocks.wall_offset_secs.store(86_400, Ordering::SeqCst); // wall +1 day
     assert!(b.try_acquire().is_err());
     clocks.monotonic.set(secs(2.0));
-    clocks.wall_offset_secs.store(86_400 - 7_200, Ordering::SeqCst); // wall -2h
+    clocks
+        .wall_offset_secs
+        .store(86_400 - 7_200, Ordering::SeqCst); // wall -2h
     assert!(b.try_acquire().is_err());
     clocks.monotonic.set(secs(29.999));
-    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(Duration::from_millis(1)));
+    assert_eq!(
+        b.try_acquire().unwrap_err().retry_after(),
+        Some(Duration::from_millis(1))
+    );
     // A reading that goes backwards: no panic, elapsed saturates.
     clocks.monotonic.set(secs(5.0));
     assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(secs(25.0)));

@@ -149,7 +149,11 @@ impl Model {
     }
 
     fn open(&mut self) {
-        self.streak = if self.state == State::Closed { 1 } else { self.streak + 1 };
+        self.streak = if self.state == State::Closed {
+            1
+        } else {
+            self.streak + 1
+        };
         self.enter(State::Open);
         self.open_until = self.now + self.p.cooldown_for(self.streak).as_millis() as u64;
     }
@@ -230,8 +234,14 @@ impl Model {
                     return;
                 }
                 let pct = |x: u32| f64::from(x) * 100.0 / f64::from(calls);
-                let trip = self.p.failure_rate_percent.is_some_and(|r| pct(failures) >= r)
-                    || self.p.slow_call.is_some_and(|s| pct(slows) >= s.rate_percent);
+                let trip = self
+                    .p
+                    .failure_rate_percent
+                    .is_some_and(|r| pct(failures) >= r)
+                    || self
+                        .p
+                        .slow_call
+                        .is_some_and(|s| pct(slows) >= s.rate_percent);
                 if trip {
                     self.open();
                 }

@@ -72,12 +72,12 @@ use crate::classify::Outcome;
 use crate::clock::Clock;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use arc_swap::ArcSwap;
-use striped::StripedTimeWindow;
 use state::{newer, pack_count, pack_stamp, unpack_count, unpack_stamp, Word};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64 as AtomicU64Std};
 use std::sync::Arc;
 use std::time::Duration;
+use striped::StripedTimeWindow;
 use totals::{Counter, Striped};
 use window::{GenWindow, Sample, Window};
 
@@ -120,9 +120,11 @@ impl Hot {
         self.consecutive
             .store(p.consecutive_failures.unwrap_or(0), relaxed);
         self.min_calls.store(p.min_calls, relaxed);
-        let slow = p
-            .slow_call
-            .map_or(0, |s| u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX).max(1));
+        let slow = p.slow_call.map_or(0, |s| {
+            u64::try_from(s.duration.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1)
+        });
         self.slow_nanos.store(slow, relaxed);
     }
 
@@ -300,8 +302,13 @@ impl BreakerFactory {
             }
         });
         let totals = self.shared.totals.then(Striped::new);
-        let heavy = (window.is_some() || totals.is_some() || key.is_some())
-            .then(|| Box::new(Heavy { window, totals, key }));
+        let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
+            Box::new(Heavy {
+                window,
+                totals,
+                key,
+            })
+        });
         CircuitBreaker {
             inner: triomphe::Arc::new(Inner {
                 state: AtomicU64::new(Word::INITIAL),
@@ -778,8 +785,7 @@ impl Inner {
                 State::ForcedOpen => return Err(self.reject(RejectReason::ForcedOpen, None)),
                 State::Open => {
                     let now = self.shared.clock.now_nanos();
-                    let until = match unpack_stamp(self.at.load(Ordering::Acquire), w.generation)
-                    {
+                    let until = match unpack_stamp(self.at.load(Ordering::Acquire), w.generation) {
                         Some(until) => until,
                         // The transition into this state has not stamped its deadline yet:
                         // the breaker has just opened.
@@ -800,7 +806,15 @@ impl Inner {
                             self.stamp_entry(next.generation, now);
                             self.at
                                 .store(pack_stamp(now_us, next.generation), Ordering::Release);
-                            self.emit(w.state, next, TransitionReason::CooldownElapsed, now, None, WindowCounts::default(), 0);
+                            self.emit(
+                                w.state,
+                                next,
+                                TransitionReason::CooldownElapsed,
+                                now,
+                                None,
+                                WindowCounts::default(),
+                                0,
+                            );
                             return Ok(self.probe_ticket(next.generation));
                         }
                         Err(actual) => raw = actual,
@@ -836,7 +850,8 @@ impl Inner {
                     let now = self.shared.clock.now_nanos();
                     let newest = unpack_stamp(self.at.load(Ordering::Acquire), w.generation);
                     let expired = newest.is_some_and(|t| {
-                        micros(now).saturating_sub(t) >= u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)
+                        micros(now).saturating_sub(t)
+                            >= u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)
                     });
                     if !expired {
                         return Err(self.reject(RejectReason::HalfOpenFull, None));
@@ -848,7 +863,15 @@ impl Inner {
                             self.stamp_entry(next.generation, now);
                             self.at
                                 .store(pack_stamp(micros(now), next.generation), Ordering::Release);
-                            self.emit(w.state, next, TransitionReason::ProbeExpired, now, None, WindowCounts::default(), 0);
+                            self.emit(
+                                w.state,
+                                next,
+                                TransitionReason::ProbeExpired,
+                                now,
+                                None,
+                                WindowCounts::default(),
+                                0,
+                            );
                             return Ok(self.probe_ticket(next.generation));
                         }
                         Err(actual) => raw = actual,
@@ -955,11 +978,20 @@ impl Inner {
         } else {
             base
         };
-        let until = micros(now).saturating_add(u64::try_from(cooldown.as_micros()).unwrap_or(u64::MAX));
+        let until =
+            micros(now).saturating_add(u64::try_from(cooldown.as_micros()).unwrap_or(u64::MAX));
         self.at
             .store(pack_stamp(until, next.generation), Ordering::Release);
         self.stamp_entry(next.generation, now);
-        self.emit(w.state, next, reason, now, Some(cooldown), window, consecutive);
+        self.emit(
+            w.state,
+            next,
+            reason,
+            now,
+            Some(cooldown),
+            window,
+            consecutive,
+        );
         Ok(())
     }
 
@@ -972,7 +1004,15 @@ impl Inner {
                 Ok(()) => {
                     let now = self.shared.clock.now_nanos();
                     self.stamp_entry(next.generation, now);
-                    self.emit(w.state, next, TransitionReason::Manual, now, None, WindowCounts::default(), 0);
+                    self.emit(
+                        w.state,
+                        next,
+                        TransitionReason::Manual,
+                        now,
+                        None,
+                        WindowCounts::default(),
+                        0,
+                    );
                     return;
                 }
                 Err(actual) => raw = actual,
@@ -1008,12 +1048,21 @@ impl Inner {
             self.count(Counter::Late);
             return;
         }
-        let threshold = self.shared.hot.consecutive.load(std::sync::atomic::Ordering::Relaxed);
+        let threshold = self
+            .shared
+            .hot
+            .consecutive
+            .load(std::sync::atomic::Ordering::Relaxed);
         if threshold != 0 {
             if let Some(count) = self.bump_consecutive(t.generation, failure) {
                 if count >= threshold
                     && self
-                        .open(raw, TransitionReason::ConsecutiveFailures, WindowCounts::default(), count)
+                        .open(
+                            raw,
+                            TransitionReason::ConsecutiveFailures,
+                            WindowCounts::default(),
+                            count,
+                        )
                         .is_ok()
                 {
                     return;
@@ -1046,10 +1095,12 @@ impl Inner {
             } else {
                 pack_count(generation, 0)
             };
-            match self
-                .consecutive
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.consecutive.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return failure.then_some(n + 1),
                 Err(actual) => cur = actual,
             }
@@ -1066,7 +1117,11 @@ impl Inner {
         let window = match store {
             WindowStore::Count(window) => window,
             WindowStore::Time(w) => {
-                let min_calls = self.shared.hot.min_calls.load(std::sync::atomic::Ordering::Relaxed);
+                let min_calls = self
+                    .shared
+                    .hot
+                    .min_calls
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 if let Some(counts) = w.record(t.generation, now, failure, slow, min_calls) {
                     self.evaluate(&self.shared.policy.load(), counts, raw);
                 }
@@ -1126,7 +1181,8 @@ impl Inner {
         };
         let slow = match (policy.slow_call, t.start) {
             (Some(rule), Some(start)) => {
-                self.shared.clock.now_nanos().saturating_sub(start) >= rule.duration.as_nanos() as u64
+                self.shared.clock.now_nanos().saturating_sub(start)
+                    >= rule.duration.as_nanos() as u64
             }
             _ => false,
         };
@@ -1143,10 +1199,18 @@ impl Inner {
             }
             let result = match outcome {
                 // A slow probe counts as a failed probe when a slow-call rule is set.
-                Some(Outcome::Failure) => self.open(raw, TransitionReason::ProbeFailed, WindowCounts::default(), 0),
-                Some(Outcome::Success) if slow => {
-                    self.open(raw, TransitionReason::SlowCallRate, WindowCounts::default(), 0)
-                }
+                Some(Outcome::Failure) => self.open(
+                    raw,
+                    TransitionReason::ProbeFailed,
+                    WindowCounts::default(),
+                    0,
+                ),
+                Some(Outcome::Success) if slow => self.open(
+                    raw,
+                    TransitionReason::SlowCallRate,
+                    WindowCounts::default(),
+                    0,
+                ),
                 Some(Outcome::Success) => {
                     let successes = w.successes + 1;
                     if successes >= policy.successes_to_close {
@@ -1154,7 +1218,15 @@ impl Inner {
                         self.cas(raw, next).map(|()| {
                             let now = self.shared.clock.now_nanos();
                             self.stamp_entry(next.generation, now);
-                            self.emit(w.state, next, TransitionReason::ProbesSucceeded, now, None, WindowCounts::default(), 0);
+                            self.emit(
+                                w.state,
+                                next,
+                                TransitionReason::ProbesSucceeded,
+                                now,
+                                None,
+                                WindowCounts::default(),
+                                0,
+                            );
                         })
                     } else {
                         self.cas(
@@ -1221,8 +1293,16 @@ impl Inner {
             retry_after,
             consecutive_failures,
             window,
-            probes_in_flight: if w.state == State::HalfOpen { w.in_flight } else { 0 },
-            probe_successes: if w.state == State::HalfOpen { w.successes } else { 0 },
+            probes_in_flight: if w.state == State::HalfOpen {
+                w.in_flight
+            } else {
+                0
+            },
+            probe_successes: if w.state == State::HalfOpen {
+                w.successes
+            } else {
+                0
+            },
             totals: self
                 .heavy
                 .as_ref()

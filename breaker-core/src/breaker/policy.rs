@@ -174,9 +174,8 @@ impl BreakerPolicy {
     /// (BR-18), or no trip rule at all.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let mut errors = Vec::new();
-        let mut push = |field: &'static str, message: String| {
-            errors.push(FieldError { field, message })
-        };
+        let mut push =
+            |field: &'static str, message: String| errors.push(FieldError { field, message });
         if self.consecutive_failures.is_none()
             && self.failure_rate_percent.is_none()
             && self.slow_call.is_none()
@@ -246,14 +245,14 @@ impl BreakerPolicy {
         if self.cooldown.is_zero() {
             rate_errors.push(FieldError {
                 field: "cooldown",
-                message: "must be non-zero, got 0s (a breaker that never stays open protects nothing)"
-                    .into(),
+                message:
+                    "must be non-zero, got 0s (a breaker that never stays open protects nothing)"
+                        .into(),
             });
         }
         errors.append(&mut rate_errors);
-        let mut push = |field: &'static str, message: String| {
-            errors.push(FieldError { field, message })
-        };
+        let mut push =
+            |field: &'static str, message: String| errors.push(FieldError { field, message });
         if !(self.cooldown_multiplier >= 1.0 && self.cooldown_multiplier <= 1000.0) {
             push(
                 "cooldown_multiplier",
@@ -272,7 +271,10 @@ impl BreakerPolicy {
         if !(0.0..=1.0).contains(&self.cooldown_jitter) {
             push(
                 "cooldown_jitter",
-                format!("must be a fraction in 0.0..=1.0, got {}", self.cooldown_jitter),
+                format!(
+                    "must be a fraction in 0.0..=1.0, got {}",
+                    self.cooldown_jitter
+                ),
             );
         }
         if self.half_open_probes == 0 || self.half_open_probes > MAX_HALF_OPEN_PROBES {
@@ -356,7 +358,16 @@ mod tests {
             half_open_probes: 0,
             ..BreakerPolicy::default()
         };
-        let fields: Vec<_> = p.validate().unwrap_err().errors.iter().map(|e| e.field).collect();
-        assert_eq!(fields, ["consecutive_failures", "cooldown", "half_open_probes"]);
+        let fields: Vec<_> = p
+            .validate()
+            .unwrap_err()
+            .errors
+            .iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(
+            fields,
+            ["consecutive_failures", "cooldown", "half_open_probes"]
+        );
     }
 }

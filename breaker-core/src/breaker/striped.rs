@@ -20,10 +20,10 @@
 //! share a stripe, a reset racing an increment can lose that one increment; with one thread per
 //! stripe the counts are exact.
 
+use super::totals::thread_index;
 use super::window::WindowCounts;
 use crate::sync::{AtomicU64, Ordering};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::atomic::AtomicU32;
 
 const INDEX_BITS: u32 = 40;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
@@ -53,23 +53,6 @@ pub(crate) struct StripedTimeWindow {
 
 fn tag(generation: u32, index: u64) -> u64 {
     (u64::from(generation) << INDEX_BITS) | (index & INDEX_MASK)
-}
-
-#[inline]
-fn stripe_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    INDEX.with(|i| {
-        let v = i.get();
-        if v != usize::MAX {
-            return v;
-        }
-        let v = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        i.set(v);
-        v
-    })
 }
 
 impl StripedTimeWindow {
@@ -112,7 +95,7 @@ impl StripedTimeWindow {
         let index = now / self.bucket_nanos;
         let want = tag(generation, index);
         let slot = (index % self.buckets as u64) as usize;
-        let b = self.bucket(stripe_index() & self.stripe_mask, slot);
+        let b = self.bucket(thread_index() & self.stripe_mask, slot);
         let have = b.tag.load(Ordering::Acquire);
         if have != want {
             // A bucket from an earlier lap or generation: claim and clear it. If the tag is
@@ -121,8 +104,7 @@ impl StripedTimeWindow {
             let have_gen = (have >> INDEX_BITS) as u32;
             let stale = have_gen != generation || (have & INDEX_MASK) < (want & INDEX_MASK);
             if stale
-                && b
-                    .tag
+                && b.tag
                     .compare_exchange(have, want, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
@@ -133,7 +115,8 @@ impl StripedTimeWindow {
         }
         b.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if failure {
-            b.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            b.failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         if slow {
             b.slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -185,9 +168,17 @@ mod tests {
         assert!(w.record(1, 0, true, false, 1).is_some());
         w.record(1, 5 * S, true, false, 1);
         assert_eq!(w.counts(1, 9 * S).failures, 2);
-        assert_eq!(w.counts(1, 10 * S).failures, 1, "bucket [0s,1s) aged out at 10s");
+        assert_eq!(
+            w.counts(1, 10 * S).failures,
+            1,
+            "bucket [0s,1s) aged out at 10s"
+        );
         assert_eq!(w.counts(1, 15 * S).calls, 0);
-        assert_eq!(w.counts(2, 5 * S).calls, 0, "another generation sees an empty window");
+        assert_eq!(
+            w.counts(2, 5 * S).calls,
+            0,
+            "another generation sees an empty window"
+        );
         // Lapped bucket: index 15 reuses slot 5 and clears it.
         w.record(1, 15 * S, false, false, 1);
         assert_eq!(w.counts(1, 15 * S).calls, 1);
@@ -196,11 +187,29 @@ mod tests {
     #[test]
     fn successes_skip_evaluation_only_when_the_gate_is_open() {
         let w = StripedTimeWindow::new(S, 10, 1);
-        assert!(w.record(1, 0, false, false, 2).is_some(), "gate closed: evaluate");
-        assert!(w.record(1, 0, false, false, 2).is_some(), "this call opens the gate");
-        assert!(w.record(1, 0, false, false, 2).is_none(), "gate open, same bucket: skip");
-        assert!(w.record(1, 0, true, false, 2).is_some(), "failures always evaluate");
-        assert!(w.record(1, 0, false, true, 2).is_some(), "slow calls always evaluate");
-        assert!(w.record(1, S, false, false, 2).is_some(), "new bucket: evaluate");
+        assert!(
+            w.record(1, 0, false, false, 2).is_some(),
+            "gate closed: evaluate"
+        );
+        assert!(
+            w.record(1, 0, false, false, 2).is_some(),
+            "this call opens the gate"
+        );
+        assert!(
+            w.record(1, 0, false, false, 2).is_none(),
+            "gate open, same bucket: skip"
+        );
+        assert!(
+            w.record(1, 0, true, false, 2).is_some(),
+            "failures always evaluate"
+        );
+        assert!(
+            w.record(1, 0, false, true, 2).is_some(),
+            "slow calls always evaluate"
+        );
+        assert!(
+            w.record(1, S, false, false, 2).is_some(),
+            "new bucket: evaluate"
+        );
     }
 }

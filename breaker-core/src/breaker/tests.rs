@@ -60,7 +60,11 @@ fn forced_states_and_reset() {
     for _ in 0..10 {
         b.try_acquire().unwrap().failure();
     }
-    assert_eq!(b.state(), State::ForcedClosed, "disabled: nothing is recorded");
+    assert_eq!(
+        b.state(),
+        State::ForcedClosed,
+        "disabled: nothing is recorded"
+    );
     b.reset();
     assert_eq!(b.state(), State::Closed);
     b.try_acquire().unwrap().failure();
@@ -124,7 +128,10 @@ fn time_window_forgets_old_failures() {
     t.set(secs(10.5)); // the three failures (bucket 0) aged out
     b.try_acquire().unwrap().failure();
     let s = b.snapshot();
-    assert_eq!((s.state, s.window.calls, s.window.failures), (State::Closed, 1, 1));
+    assert_eq!(
+        (s.state, s.window.calls, s.window.failures),
+        (State::Closed, 1, 1)
+    );
     for _ in 0..3 {
         b.try_acquire().unwrap().success();
     }
@@ -155,7 +162,11 @@ fn cooldown_grows_on_repeated_trips_and_resets_on_close() {
     b.try_acquire().unwrap().success();
     assert_eq!(b.state(), State::Closed);
     b.try_acquire().unwrap().failure();
-    assert_eq!(b.snapshot().retry_after, Some(secs(10.0)), "streak reset on close");
+    assert_eq!(
+        b.snapshot().retry_after,
+        Some(secs(10.0)),
+        "streak reset on close"
+    );
 }
 
 #[test]
@@ -196,7 +207,11 @@ fn set_policy_changes_thresholds_and_keeps_state() {
     assert_eq!(b.state(), State::Open, "new threshold applies");
     let bad = factory.set_policy(consecutive(0)).unwrap_err();
     assert_eq!(bad.errors[0].field, "consecutive_failures");
-    assert_eq!(factory.policy().consecutive_failures, Some(2), "old policy kept");
+    assert_eq!(
+        factory.policy().consecutive_failures,
+        Some(2),
+        "old policy kept"
+    );
 }
 
 #[test]

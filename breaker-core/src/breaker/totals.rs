@@ -56,8 +56,10 @@ pub(crate) fn stripe_count() -> usize {
         .min(64)
 }
 
+/// A small per-thread number, assigned on first use, that picks the thread's stripe (shared by
+/// the totals and the time window).
 #[inline]
-fn thread_index() -> usize {
+pub(crate) fn thread_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };

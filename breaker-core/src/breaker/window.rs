@@ -120,7 +120,8 @@ impl Window {
                 SlidingWindow::Time { length, buckets },
             ) => {
                 b.len() == buckets as usize
-                    && *bucket_nanos == (length.as_nanos() / u128::from(buckets.max(1))).max(1) as u64
+                    && *bucket_nanos
+                        == (length.as_nanos() / u128::from(buckets.max(1))).max(1) as u64
             }
             _ => false,
         }
@@ -254,7 +255,11 @@ mod tests {
         w.record(F, 0);
         w.record(F, 5 * s);
         assert_eq!(w.counts(9 * s).failures, 2);
-        assert_eq!(w.counts(10 * s).failures, 1, "bucket [0s,1s) aged out at 10s");
+        assert_eq!(
+            w.counts(10 * s).failures,
+            1,
+            "bucket [0s,1s) aged out at 10s"
+        );
         assert_eq!(w.counts(15 * s).calls, 0);
         assert_eq!(w.counts(1000 * s).calls, 0);
         // a reading that goes backwards keeps the data and does not panic
