@@ -1,0 +1,1314 @@
+//! Why circuit breakers matter, measured on a real socket.
+//!
+//! A small HTTP service on loopback (port chosen by the OS) goes through scripted phases:
+//!
+//! | phase | the service |
+//! |---|---|
+//! | `healthy` | answers `200` in about 2 ms |
+//! | `hang` | accepts the request and never answers: every call waits for the client's timeout |
+//! | `503` | answers `503 Service Unavailable` at once |
+//! | `429` | sheds every 4th request with `429 Too Many Requests` and `Retry-After: 1` |
+//! | `recovery` | healthy again |
+//!
+//! Two sets of concurrent callers call it through `reqwest`, each caller at a steady pace, in
+//! loops that stop when the script ends:
+//! - **with breaker**: [`get_with_breaker`], an `async fn` annotated with
+//!   `#[circuit_breaker(..)]` (a failure-rate breaker, a 400 ms timeout per attempt, 3 attempts
+//!   with exponential backoff);
+//! - **no breaker**: the same timeout and retry, built with the plain [`Pipeline`] API.
+//!
+//! The server counts the requests of each set (header `x-demo-client`). At the end the demo
+//! prints the breaker's state transitions, a table per phase (calls made, requests that
+//! reached the server, local rejections, successes, p50 and p99 of the caller's latency), a
+//! sample of its Prometheus `/metrics` endpoint, writes an SVG chart of the timeline, and
+//! prints a check line such as
+//! `breaker transitions: closed->open x1, open->half-open x3, half-open->open x2, half-open->closed x1`.
+//! It exits with status 1 if the breaker never opened, or never closed again.
+//!
+//! ```text
+//! cargo run --release --example demo                      # about 45 s
+//! cargo run --release --example demo -- --quick           # about 15 s
+//! cargo run --release --example demo -- --config examples/demo.toml   # policies from a file
+//! cargo run --release --example demo -- --svg /tmp/timeline.svg
+//! ```
+//!
+//! With `--config FILE` (policy `demo`, or `--policy NAME`) both client sets are built from
+//! the file with the plain API: the breaker set from the named policy, the other from the same
+//! policy without its breaker, both with the standard HTTP classifier, which also honours
+//! `Retry-After`. Environment overrides apply (`BREAKER__POLICIES__DEMO__BREAKER=...`).
+//!
+//! Network: loopback only; every loop is bounded in time and stops by itself.
+
+use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason, WindowCounts};
+use breaker::circuit_breaker;
+use breaker::http::{status_is_transient, status_outcome, HttpClassifier, HttpFailure};
+use breaker::layer::Layer as PipelineLayer;
+use breaker::observe::{self, BreakerMetrics};
+use breaker::pipeline::{classifier, ErrorClassifier, PipelineBuilder};
+use breaker::policy::Policy;
+use breaker::{Error, Outcome, Pipeline, Rejection};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+// ---------------------------------------------------------------------------------------------
+// The two client sets
+
+/// The breaker's name, as registered by the attribute and as labelled in `/metrics`.
+const BREAKER_NAME: &str = "demo";
+
+/// Index of the client set with a breaker in every per-set array.
+const WITH: usize = 0;
+/// Index of the client set without a breaker.
+const WITHOUT: usize = 1;
+/// Display names of the client sets, and their `x-demo-client` header values.
+const SETS: [&str; 2] = ["breaker", "no breaker"];
+const SET_HEADER: [&str; 2] = ["breaker", "plain"];
+
+/// The timeout per attempt and the retry of both client sets (the attribute repeats them as
+/// literals, which are checked at compile time).
+const TIMEOUT: Duration = Duration::from_millis(400);
+const RETRY: &str = "3x exp(50ms, max 200ms)";
+
+/// Why a call to the service failed.
+#[derive(Debug)]
+enum CallError {
+    /// The service answered with an error status (and maybe a `Retry-After`).
+    Status(StatusCode, Option<Duration>),
+    /// No usable answer: connect refused, connection reset, I/O error.
+    Transport(reqwest::Error),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Status(s, _) => write!(f, "status {s}"),
+            CallError::Transport(e) => write!(f, "transport error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl HttpFailure for CallError {
+    fn status(&self) -> Option<StatusCode> {
+        match self {
+            CallError::Status(s, _) => Some(*s),
+            CallError::Transport(_) => None,
+        }
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            CallError::Status(_, d) => *d,
+            CallError::Transport(_) => None,
+        }
+    }
+}
+
+/// The breaker's verdict: 5xx, 408, 429 and transport errors are failures, other 4xx are
+/// ignored (the standard HTTP rules of `breaker::http`).
+fn classify(e: &CallError) -> Outcome {
+    match e.status() {
+        Some(s) => status_outcome(s),
+        None => Outcome::Failure,
+    }
+}
+
+/// Whether to retry: 5xx, 408, 429 and transport errors.
+fn is_transient(e: &CallError) -> bool {
+    e.status().map_or(true, status_is_transient)
+}
+
+/// One GET of the service's `/work`, marked with the client set's header.
+async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), CallError> {
+    let resp = client
+        .get(url)
+        .header("x-demo-client", SET_HEADER[set])
+        .send()
+        .await
+        .map_err(CallError::Transport)?;
+    let status = resp.status();
+    if status.is_success() {
+        resp.bytes().await.map_err(CallError::Transport)?;
+        Ok(())
+    } else {
+        Err(CallError::Status(
+            status,
+            breaker::http::retry_after(resp.headers()),
+        ))
+    }
+}
+
+/// A call of the client set **with** a breaker: it trips when half of the last 20 attempts
+/// failed, stays open 1 s, then lets one probe through. Each attempt
+/// has its own 400 ms timeout; up to 3 attempts, retried outside the breaker (the default
+/// order `retry > breaker > timeout`), so a rejection is never retried.
+#[circuit_breaker(
+    name = "demo",
+    failure_rate = 50,
+    window = 20,
+    min_calls = 20,
+    cooldown = "1s",
+    timeout = "400ms",
+    retry = "3x exp(50ms, max 200ms)",
+    classify = classify,
+    retry_if = is_transient,
+)]
+async fn get_with_breaker(client: &reqwest::Client, url: &str) -> Result<(), CallError> {
+    send(client, url, WITH).await
+}
+
+/// How the calls of one client set run.
+enum Caller {
+    /// The annotated function [`get_with_breaker`].
+    Annotated,
+    /// A pipeline built with the plain API, judged by `classifier`.
+    Plain(
+        Box<Pipeline>,
+        Arc<dyn ErrorClassifier<CallError> + Send + Sync>,
+    ),
+}
+
+impl Caller {
+    async fn call(
+        &self,
+        client: &reqwest::Client,
+        url: &str,
+        set: usize,
+    ) -> Result<(), Error<CallError>> {
+        match self {
+            Caller::Annotated => get_with_breaker(client, url).await,
+            Caller::Plain(pipeline, classifier) => {
+                pipeline
+                    .call_with(&**classifier, || send(client, url, set))
+                    .await
+            }
+        }
+    }
+}
+
+/// The two client sets of the default run: the annotated function, and the same timeout and
+/// retry without a breaker.
+fn attribute_callers() -> [Caller; 2] {
+    let plain = Pipeline::builder()
+        .timeout(TIMEOUT)
+        .retry(RETRY.parse().expect("a valid retry"))
+        .idempotent(true)
+        .build()
+        .expect("a valid pipeline");
+    let classifier = Arc::new(classifier(classify, is_transient));
+    [
+        Caller::Annotated,
+        Caller::Plain(Box::new(plain), classifier),
+    ]
+}
+
+/// The two client sets of `--config`: the named policy, and the same policy without its
+/// breaker, both with the standard HTTP classifier.
+fn config_callers(policy: &Policy, timeline: &Arc<Timeline>) -> Result<[Caller; 2], BoxError> {
+    let breaker_policy = policy
+        .breaker
+        .clone()
+        .ok_or("the policy has no breaker; the demo needs one")?;
+    let timeline = Arc::clone(timeline);
+    let breaker = observe::instrument(
+        CircuitBreaker::builder(breaker_policy)
+            .name(BREAKER_NAME)
+            .on_transition(move |t| timeline.push(t.clone())),
+    )
+    .build()?;
+    observe::track(&breaker);
+    let with = PipelineBuilder::from_policy(policy)
+        .breaker(breaker)
+        .build()?;
+    let without = Pipeline::from_policy(&Policy {
+        breaker: None,
+        order: policy.order.as_ref().map(|o| {
+            o.iter()
+                .copied()
+                .filter(|l| *l != PipelineLayer::Breaker)
+                .collect()
+        }),
+        ..policy.clone()
+    })?;
+    Ok([
+        Caller::Plain(Box::new(with), Arc::new(HttpClassifier)),
+        Caller::Plain(Box::new(without), Arc::new(HttpClassifier)),
+    ])
+}
+
+// ---------------------------------------------------------------------------------------------
+// The script
+
+/// What the service does during a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `200` after about 2 ms.
+    Healthy,
+    /// No answer until the phase ends (every caller times out first).
+    Hang,
+    /// `503` at once.
+    Unavailable,
+    /// Every 4th request of each client set gets `429` with `Retry-After: 1`.
+    Throttled,
+}
+
+/// One phase of the script.
+struct Phase {
+    name: &'static str,
+    kind: Kind,
+    len: Duration,
+}
+
+/// The phases, and when they started (set once, after the warm-up).
+struct Script {
+    phases: Vec<Phase>,
+    start: OnceLock<Instant>,
+}
+
+impl Script {
+    /// The phases of a full run (about 45 s) or of `--quick` (about 15 s). Every phase lasts
+    /// several times the 400 ms timeout and the 1 s cooldown, so the breaker has time to
+    /// react even on a loaded machine.
+    fn new(quick: bool) -> Script {
+        let secs =
+            |full: f64, quick_s: f64| Duration::from_secs_f64(if quick { quick_s } else { full });
+        let phase = |name, kind, len| Phase { name, kind, len };
+        Script {
+            phases: vec![
+                phase("healthy", Kind::Healthy, secs(6.0, 2.0)),
+                phase("hang", Kind::Hang, secs(15.0, 4.0)),
+                phase("503", Kind::Unavailable, secs(8.0, 2.5)),
+                phase("429", Kind::Throttled, secs(6.0, 2.5)),
+                phase("recovery", Kind::Healthy, secs(8.0, 3.0)),
+            ],
+            start: OnceLock::new(),
+        }
+    }
+
+    fn total(&self) -> Duration {
+        self.phases.iter().map(|p| p.len).sum()
+    }
+
+    /// When the script started; `None` during the warm-up.
+    fn start(&self) -> Option<Instant> {
+        self.start.get().copied()
+    }
+
+    /// The offset at which phase `i` starts.
+    fn phase_start(&self, i: usize) -> Duration {
+        self.phases[..i].iter().map(|p| p.len).sum()
+    }
+
+    /// The phase at `at`; `None` before the start and after the end.
+    fn phase_at(&self, at: Instant) -> Option<usize> {
+        let since = at.checked_duration_since(self.start()?)?;
+        let mut end = Duration::ZERO;
+        for (i, p) in self.phases.iter().enumerate() {
+            end += p.len;
+            if since < end {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// The phase at offset `t` since the start (the last one after the end).
+    fn phase_at_offset(&self, t: Duration) -> usize {
+        let mut end = Duration::ZERO;
+        for (i, p) in self.phases.iter().enumerate() {
+            end += p.len;
+            if t < end {
+                return i;
+            }
+        }
+        self.phases.len() - 1
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service
+
+/// What the server shares between connections.
+struct Service {
+    script: Arc<Script>,
+    /// Requests that reached the server, per phase and client set.
+    reached: Vec<[AtomicU64; 2]>,
+    /// Requests per client set during the `429` phase, to shed every 4th.
+    throttle: [AtomicU64; 2],
+    metrics: PrometheusHandle,
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = status;
+    resp
+}
+
+impl Service {
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        match req.uri().path() {
+            "/metrics" => {
+                let mut resp = text(StatusCode::OK, self.metrics.render());
+                resp.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                );
+                resp
+            }
+            "/work" => self.work(&req).await,
+            _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+
+    async fn work(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let set = match req.headers().get("x-demo-client").map(|v| v.as_bytes()) {
+            Some(b"plain") => WITHOUT,
+            _ => WITH,
+        };
+        metrics::counter!("demo_server_requests_total", "client" => SET_HEADER[set]).increment(1);
+        let phase = self.script.phase_at(Instant::now());
+        if let Some(p) = phase {
+            self.reached[p][set].fetch_add(1, Ordering::Relaxed);
+        }
+        let kind = phase.map_or(Kind::Healthy, |p| self.script.phases[p].kind);
+        match kind {
+            Kind::Healthy => {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                text(StatusCode::OK, "ok\n")
+            }
+            Kind::Hang => {
+                // Bounded: answer when the phase is over (every caller has given up by then).
+                let p = phase.expect("a hang phase is a phase of the script");
+                let start = self.script.start().expect("started");
+                let end = start + self.script.phase_start(p + 1);
+                tokio::time::sleep_until(end.into()).await;
+                text(StatusCode::SERVICE_UNAVAILABLE, "too late\n")
+            }
+            Kind::Unavailable => text(StatusCode::SERVICE_UNAVAILABLE, "unavailable\n"),
+            Kind::Throttled => {
+                if self.throttle[set].fetch_add(1, Ordering::Relaxed) % 4 == 3 {
+                    let mut resp = text(StatusCode::TOO_MANY_REQUESTS, "slow down\n");
+                    resp.headers_mut().insert(
+                        hyper::header::RETRY_AFTER,
+                        hyper::header::HeaderValue::from_static("1"),
+                    );
+                    resp
+                } else {
+                    // At once, like the 429s: a slower 200 would let the 429s reach the
+                    // breaker's window first and skew it.
+                    text(StatusCode::OK, "ok\n")
+                }
+            }
+        }
+    }
+}
+
+/// Accepts connections on `listener` until the task is aborted.
+async fn serve(listener: TcpListener, service: Arc<Service>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = Arc::clone(&service);
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let service = Arc::clone(&service);
+                async move { Ok::<_, Infallible>(service.handle(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The load
+
+/// How one call ended, for the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Ok,
+    /// Rejected locally by the breaker: the network was not touched.
+    Rejected,
+    /// A timeout, an error status or a transport error (after any retries).
+    Failed,
+}
+
+/// One call, as the caller saw it.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    set: usize,
+    phase: usize,
+    /// When it started, since the script's start.
+    at: Duration,
+    latency: Duration,
+    ended: Ended,
+}
+
+/// Live counts per phase and client set: calls, ok, rejected, failed.
+struct Live {
+    counts: Vec<[[AtomicU64; 4]; 2]>,
+}
+
+impl Live {
+    fn new(phases: usize) -> Live {
+        Live {
+            counts: (0..phases).map(|_| Default::default()).collect(),
+        }
+    }
+
+    fn add(&self, phase: usize, set: usize, ended: Ended) {
+        let c = &self.counts[phase][set];
+        c[0].fetch_add(1, Ordering::Relaxed);
+        let i = match ended {
+            Ended::Ok => 1,
+            Ended::Rejected => 2,
+            Ended::Failed => 3,
+        };
+        c[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn line(&self, phase: usize) -> String {
+        let mut s = String::new();
+        for (set, name) in SETS.iter().enumerate() {
+            let c = &self.counts[phase][set];
+            let [calls, ok, rejected, failed] = [0, 1, 2, 3].map(|i| c[i].load(Ordering::Relaxed));
+            let _ = write!(
+                s,
+                " | {name}: {calls:>5} calls {ok:>5} ok {rejected:>5} rejected {failed:>4} failed"
+            );
+        }
+        s
+    }
+}
+
+/// Everything a caller needs.
+struct Load {
+    script: Arc<Script>,
+    callers: [Caller; 2],
+    clients: [reqwest::Client; 2],
+    url: String,
+    live: Live,
+    metrics: BreakerMetrics,
+}
+
+/// The pause between the calls of one caller.
+const PERIOD: Duration = Duration::from_millis(50);
+
+/// Caller `idx` of `n` of client set `set`: one call every [`PERIOD`] (staggered), until the
+/// script ends.
+async fn caller(load: Arc<Load>, set: usize, idx: u32, n: u32) -> Vec<Record> {
+    let start = load.script.start().expect("started");
+    tokio::time::sleep_until((start + PERIOD * idx / n).into()).await;
+    let mut tick = tokio::time::interval(PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut records = Vec::new();
+    loop {
+        tick.tick().await;
+        let t0 = Instant::now();
+        let Some(phase) = load.script.phase_at(t0) else {
+            return records;
+        };
+        let result = load.callers[set]
+            .call(&load.clients[set], &load.url, set)
+            .await;
+        let latency = t0.elapsed();
+        let ended = match &result {
+            Ok(()) => Ended::Ok,
+            Err(Error::Rejected(_)) => Ended::Rejected,
+            Err(_) => Ended::Failed,
+        };
+        if set == WITH {
+            // The annotated function's pipeline does not record calls itself: count each
+            // logical call under the library's metric names.
+            match &result {
+                Ok(()) => load.metrics.outcome(Outcome::Success),
+                Err(Error::Rejected(Rejection::Breaker(r))) => load.metrics.rejected(r.reason()),
+                Err(Error::Rejected(_)) => {}
+                Err(_) => load.metrics.outcome(Outcome::Failure),
+            }
+        }
+        load.live.add(phase, set, ended);
+        records.push(Record {
+            set,
+            phase,
+            at: t0 - start,
+            latency,
+            ended,
+        });
+    }
+}
+
+/// Prints one line per phase when it ends, and on a terminal a live line in between.
+async fn progress(load: Arc<Load>, done: Arc<tokio::sync::Notify>) {
+    let tty = std::io::stderr().is_terminal();
+    let script = &load.script;
+    let start = script.start().expect("started");
+    let mut shown = 0;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let finished = done.notified();
+    tokio::pin!(finished);
+    loop {
+        let over = tokio::select! {
+            _ = tick.tick() => false,
+            _ = &mut finished => true,
+        };
+        let now = Instant::now();
+        let current = match script.phase_at(now) {
+            _ if over => script.phases.len(),
+            Some(p) => p,
+            None if now < start => 0,
+            None => script.phases.len(),
+        };
+        while shown < current {
+            if tty {
+                eprint!("\r\x1b[2K");
+            }
+            let p = &script.phases[shown];
+            println!(
+                "[{:>5.1}s] {:<8} done{}",
+                script.phase_start(shown + 1).as_secs_f64(),
+                p.name,
+                load.live.line(shown)
+            );
+            shown += 1;
+        }
+        if over {
+            return;
+        }
+        if tty {
+            let p = &script.phases[shown];
+            eprint!(
+                "\r\x1b[2K[{:>5.1}s] {:<8} ... {}",
+                now.saturating_duration_since(start).as_secs_f64(),
+                p.name,
+                load.live.line(shown)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The breaker's transitions
+
+/// The transitions seen, in order, with when they were seen.
+#[derive(Default)]
+struct Timeline {
+    events: Mutex<Vec<(Instant, Transition)>>,
+}
+
+impl Timeline {
+    fn push(&self, t: Transition) {
+        let now = Instant::now();
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((now, t));
+    }
+
+    fn events(&self) -> Vec<(Instant, Transition)> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// A `tracing` layer that turns the breaker's `circuit breaker state transition` events into
+/// [`Transition`]s: the breaker built by `#[circuit_breaker]` has no listener of ours, but it
+/// reports every transition as an event. Every other event is disabled at its call site, so
+/// rejections (a debug event) cost nothing.
+struct TransitionEvents(Arc<Timeline>);
+
+fn is_transition(m: &tracing::Metadata<'_>) -> bool {
+    m.is_event()
+        && m.target() == "breaker"
+        && *m.level() == tracing::Level::INFO
+        && m.fields().field("from").is_some()
+}
+
+impl<S: tracing::Subscriber> Layer<S> for TransitionEvents {
+    fn register_callsite(
+        &self,
+        m: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if is_transition(m) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(&self, m: &tracing::Metadata<'_>, _: Context<'_, S>) -> bool {
+        is_transition(m)
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = EventFields::default();
+        event.record(&mut fields);
+        if let Some(t) = fields.transition() {
+            observe::record_transition(&t);
+            self.0.push(t);
+        }
+    }
+}
+
+/// The fields of a transition event.
+#[derive(Default)]
+struct EventFields {
+    breaker: String,
+    from: String,
+    to: String,
+    reason: String,
+    generation: u64,
+    consecutive_failures: u64,
+    window: [u64; 3],
+}
+
+impl tracing::field::Visit for EventFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        let slot = match field.name() {
+            "breaker" => &mut self.breaker,
+            "from" => &mut self.from,
+            "to" => &mut self.to,
+            "reason" => &mut self.reason,
+            _ => return,
+        };
+        *slot = value.to_owned();
+    }
+
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        match field.name() {
+            "generation" => self.generation = value,
+            "consecutive_failures" => self.consecutive_failures = value,
+            "window_calls" => self.window[0] = value,
+            "window_failures" => self.window[1] = value,
+            "window_slow" => self.window[2] = value,
+            _ => {}
+        }
+    }
+
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
+fn parse_state(s: &str) -> Option<State> {
+    [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::ForcedClosed,
+    ]
+    .into_iter()
+    .find(|st| st.as_str() == s)
+}
+
+fn parse_reason(s: &str) -> Option<TransitionReason> {
+    use TransitionReason::*;
+    [
+        ConsecutiveFailures,
+        FailureRate,
+        SlowCallRate,
+        CooldownElapsed,
+        ProbeFailed,
+        ProbesSucceeded,
+        ProbeExpired,
+        Manual,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == s)
+}
+
+impl EventFields {
+    fn transition(&self) -> Option<Transition> {
+        let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        Some(Transition {
+            name: Arc::from(self.breaker.as_str()),
+            from: parse_state(&self.from)?,
+            to: parse_state(&self.to)?,
+            reason: parse_reason(&self.reason)?,
+            at: Duration::ZERO,
+            generation: n(self.generation),
+            window: WindowCounts {
+                calls: n(self.window[0]),
+                failures: n(self.window[1]),
+                slow: n(self.window[2]),
+            },
+            consecutive_failures: n(self.consecutive_failures),
+            cooldown: None,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+/// `812ns`, `4.1µs`, `1.9ms`, `1.35s`.
+fn fmt_dur(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{:.1}µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.1}ms", ns / 1e6)
+    } else {
+        format!("{:.2}s", ns / 1e9)
+    }
+}
+
+/// The `q`-th percentile (nearest rank) of sorted latencies.
+fn percentile(sorted: &[Duration], q: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+fn sorted_latencies<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Duration> {
+    let mut v: Vec<Duration> = records.map(|r| r.latency).collect();
+    v.sort_unstable();
+    v
+}
+
+/// The table per phase, with and without the breaker.
+fn print_table(script: &Script, service: &Service, records: &[Record]) {
+    println!();
+    println!(
+        "{:<9} {:<11} {:>6} {:>8} {:>9} {:>6} {:>7} {:>9} {:>9}",
+        "phase", "client", "calls", "reached", "rejected", "ok", "failed", "p50", "p99"
+    );
+    for (p, phase) in script.phases.iter().enumerate() {
+        for (set, name) in SETS.iter().enumerate() {
+            let mine: Vec<&Record> = records
+                .iter()
+                .filter(|r| r.phase == p && r.set == set)
+                .collect();
+            let count = |e: Ended| mine.iter().filter(|r| r.ended == e).count();
+            let lat = sorted_latencies(mine.iter().copied());
+            let show = |q| percentile(&lat, q).map_or("-".into(), fmt_dur);
+            println!(
+                "{:<9} {:<11} {:>6} {:>8} {:>9} {:>6} {:>7} {:>9} {:>9}",
+                if set == WITH { phase.name } else { "" },
+                name,
+                mine.len(),
+                service.reached[p][set].load(Ordering::Relaxed),
+                count(Ended::Rejected),
+                count(Ended::Ok),
+                count(Ended::Failed),
+                show(50.0),
+                show(99.0),
+            );
+        }
+    }
+    println!(
+        "(calls: logical calls made; reached: HTTP requests the server received, retries \
+         included; rejected: refused locally by the open breaker; latency: the caller's, per call)"
+    );
+}
+
+/// The headline: what a call cost during the hanging outage.
+fn print_hang_summary(script: &Script, records: &[Record]) {
+    let Some(hang) = script.phases.iter().position(|p| p.kind == Kind::Hang) else {
+        return;
+    };
+    let p50 = |f: &dyn Fn(&Record) -> bool| {
+        percentile(
+            &sorted_latencies(records.iter().filter(|r| r.phase == hang && f(r))),
+            50.0,
+        )
+    };
+    let plain = p50(&|r| r.set == WITHOUT);
+    let rejected = p50(&|r| r.set == WITH && r.ended == Ended::Rejected);
+    if let (Some(plain), Some(rejected)) = (plain, rejected) {
+        println!(
+            "\nDuring the hanging outage a caller without a breaker waited {} per call (p50, \
+             every attempt up to the {} timeout); with the breaker open a call was refused in {} \
+             (p50 of rejections), about {:.0}x faster.",
+            fmt_dur(plain),
+            fmt_dur(TIMEOUT),
+            fmt_dur(rejected),
+            plain.as_secs_f64() / rejected.as_secs_f64().max(1e-9)
+        );
+    }
+}
+
+/// `closed->open`.
+fn edge(t: &Transition) -> String {
+    format!("{}->{}", t.from.as_str(), t.to.as_str())
+}
+
+/// The timeline of transitions; returns the check line's counts, in order of first appearance.
+fn print_timeline(script: &Script, events: &[(Instant, Transition)]) -> Vec<(String, usize)> {
+    let start = script.start().expect("started");
+    println!("\nbreaker timeline (breaker `{BREAKER_NAME}`, time since the start):");
+    if events.is_empty() {
+        println!("  (no transition)");
+    }
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (at, t) in events {
+        let since = at.saturating_duration_since(start);
+        let why = match t.reason {
+            TransitionReason::FailureRate => format!(
+                "{}: {} of the last {} calls failed",
+                t.reason, t.window.failures, t.window.calls
+            ),
+            TransitionReason::ConsecutiveFailures => {
+                format!("{}: {} in a row", t.reason, t.consecutive_failures)
+            }
+            r => r.to_string(),
+        };
+        println!(
+            "  {:>6.2}s  {:<9} {:<10} -> {:<10} {}",
+            since.as_secs_f64(),
+            script.phases[script.phase_at_offset(since)].name,
+            t.from.as_str(),
+            t.to.as_str(),
+            why
+        );
+        let e = edge(t);
+        match counts.iter_mut().find(|(k, _)| *k == e) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((e, 1)),
+        }
+    }
+    counts
+}
+
+/// Prints the first lines of the server's own `/metrics`, fetched over HTTP.
+async fn print_metrics_sample(client: &reqwest::Client, addr: SocketAddr) -> Result<(), BoxError> {
+    let url = format!("http://{addr}/metrics");
+    let body = client
+        .get(&url)
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let lines: Vec<&str> = body
+        .lines()
+        .filter(|l| {
+            let name = l.trim_start_matches("# TYPE ");
+            name.starts_with("breaker_") || name.starts_with("demo_")
+        })
+        .collect();
+    println!(
+        "\nmetrics sample (GET {url}, Prometheus text format, {} lines in all):",
+        body.lines().count()
+    );
+    for l in lines.iter().take(24) {
+        println!("  {l}");
+    }
+    if lines.len() > 24 {
+        println!("  ... ({} more)", lines.len() - 24);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SVG chart
+
+fn state_color(s: State) -> &'static str {
+    match s {
+        State::Closed | State::ForcedClosed => "#43a047",
+        State::Open | State::ForcedOpen => "#e53935",
+        State::HalfOpen => "#fbc02d",
+    }
+}
+
+/// Writes the timeline: the phases, the breaker's state as colored bands, and the outcomes of
+/// each client set's calls per time slice (by start time) as stacked bars.
+fn write_svg(
+    path: &PathBuf,
+    script: &Script,
+    events: &[(Instant, Transition)],
+    records: &[Record],
+) -> std::io::Result<()> {
+    let start = script.start().expect("started");
+    let total = script.total().as_secs_f64();
+    let (left, width) = (120.0, 840.0);
+    let x = |t: f64| left + width * (t / total).clamp(0.0, 1.0);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="980" height="430" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="980" height="430" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="20" font-size="15" font-weight="bold">breaker demo: state of breaker `{BREAKER_NAME}` and outcomes of calls over time</text>"#
+    );
+    // Phases.
+    for (i, p) in script.phases.iter().enumerate() {
+        let (a, b) = (
+            script.phase_start(i).as_secs_f64(),
+            script.phase_start(i + 1).as_secs_f64(),
+        );
+        let fill = if i % 2 == 0 { "#eeeeee" } else { "#f7f7f7" };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{:.1}" y="35" width="{:.1}" height="355" fill="{fill}"/><text x="{:.1}" y="50" text-anchor="middle">{}</text>"#,
+            x(a),
+            x(b) - x(a),
+            (x(a) + x(b)) / 2.0,
+            p.name
+        );
+    }
+    // State bands.
+    let _ = writeln!(s, r#"<text x="10" y="82">breaker state</text>"#);
+    let mut state = State::Closed;
+    let mut from = 0.0;
+    let band = |s: &mut String, a: f64, b: f64, st: State| {
+        let _ = writeln!(
+            s,
+            r#"<rect x="{:.1}" y="65" width="{:.1}" height="25" fill="{}"><title>{}</title></rect>"#,
+            x(a),
+            (x(b) - x(a)).max(0.5),
+            state_color(st),
+            st.as_str()
+        );
+    };
+    for (at, t) in events {
+        let t_at = at.saturating_duration_since(start).as_secs_f64();
+        band(&mut s, from, t_at, state);
+        state = t.to;
+        from = t_at;
+    }
+    band(&mut s, from, total, state);
+    // Outcomes per slice.
+    let slices = 80usize;
+    let slice = total / slices as f64;
+    for (set, name) in SETS.iter().enumerate() {
+        let top = 110.0 + set as f64 * 140.0;
+        let h = 120.0;
+        let mut bins = vec![[0u32; 3]; slices];
+        for r in records.iter().filter(|r| r.set == set) {
+            let i = ((r.at.as_secs_f64() / slice) as usize).min(slices - 1);
+            let k = match r.ended {
+                Ended::Ok => 0,
+                Ended::Failed => 1,
+                Ended::Rejected => 2,
+            };
+            bins[i][k] += 1;
+        }
+        let max = bins
+            .iter()
+            .map(|b| b.iter().sum::<u32>())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="{:.1}">{name}</text><text x="10" y="{:.1}" fill="#666">calls per {:.2}s</text><text x="10" y="{:.1}" fill="#666">max {max}</text>"##,
+            top + 15.0,
+            top + 30.0,
+            slice,
+            top + 45.0
+        );
+        for (i, b) in bins.iter().enumerate() {
+            let mut y = top + h;
+            for (k, color) in ["#43a047", "#e53935", "#9e9e9e"].iter().enumerate() {
+                let bh = h * f64::from(b[k]) / f64::from(max);
+                if bh > 0.0 {
+                    y -= bh;
+                    let _ = writeln!(
+                        s,
+                        r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"/>"#,
+                        x(i as f64 * slice) + 0.5,
+                        (width / slices as f64 - 1.0).max(0.5)
+                    );
+                }
+            }
+        }
+    }
+    // Legend and axis.
+    let legend = [
+        ("#43a047", "ok / closed"),
+        ("#e53935", "failed / open"),
+        ("#9e9e9e", "rejected locally"),
+        ("#fbc02d", "half-open"),
+    ];
+    for (i, (color, label)) in legend.iter().enumerate() {
+        let lx = left + i as f64 * 170.0;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx:.1}" y="405" width="12" height="12" fill="{color}"/><text x="{:.1}" y="415">{label}</text>"#,
+            lx + 16.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<text x="{:.1}" y="402" text-anchor="end" fill="#666">{total:.0}s</text>"##,
+        left + width
+    );
+    s.push_str("</svg>\n");
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    std::fs::write(path, s)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command line and the run
+
+/// The command line.
+struct Args {
+    quick: bool,
+    config: Option<PathBuf>,
+    policy: String,
+    svg: PathBuf,
+}
+
+const USAGE: &str = "usage: demo [--quick] [--config FILE [--policy NAME]] [--svg PATH]
+
+  --quick          a short run (about 15 s instead of about 45 s)
+  --config FILE    build the clients from policy `demo` of FILE (e.g. examples/demo.toml)
+  --policy NAME    the policy of FILE to use (default `demo`)
+  --svg PATH       where to write the timeline chart (default target/demo-timeline.svg)";
+
+impl Args {
+    fn parse() -> Result<Args, String> {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        let mut args = Args {
+            quick: false,
+            config: None,
+            policy: "demo".into(),
+            svg: target.join("demo-timeline.svg"),
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(a) = it.next() {
+            let mut value = |name: &str| it.next().ok_or(format!("`{name}` needs a value"));
+            match a.as_str() {
+                "--quick" => args.quick = true,
+                "--config" => args.config = Some(value("--config")?.into()),
+                "--policy" => args.policy = value("--policy")?,
+                "--svg" => args.svg = value("--svg")?.into(),
+                "-h" | "--help" => return Err(String::new()),
+                other => return Err(format!("unknown argument `{other}`")),
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// The number of concurrent callers per client set.
+fn callers_per_set(quick: bool) -> u32 {
+    if quick {
+        16
+    } else {
+        32
+    }
+}
+
+async fn run(args: Args) -> Result<bool, BoxError> {
+    // The exporter first: metric handles bind to the recorder installed when they are made.
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    metrics::set_global_recorder(recorder)?;
+    let timeline = Arc::new(Timeline::default());
+
+    let callers = match &args.config {
+        None => {
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(TransitionEvents(Arc::clone(&timeline))),
+            )?;
+            println!(
+                "with breaker: #[circuit_breaker(failure_rate = 50, window = 20, min_calls = 20, \
+                 cooldown = \"1s\", timeout = \"400ms\", retry = \"{RETRY}\")]"
+            );
+            println!("no breaker:   Pipeline::builder().timeout(400ms).retry(\"{RETRY}\")");
+            attribute_callers()
+        }
+        Some(path) => {
+            let policies = breaker::config::Loader::file(path).load()?;
+            let policy = policies.get(&args.policy).ok_or_else(|| {
+                format!(
+                    "{}: no policy `{}` (it has: {})",
+                    path.display(),
+                    args.policy,
+                    policies.names().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            let mut text = String::new();
+            breaker::config::write_policy(&mut text, &args.policy, &policy)?;
+            println!(
+                "with breaker: policy `{}` of {}:",
+                args.policy,
+                path.display()
+            );
+            for l in text.lines() {
+                println!("  {l}");
+            }
+            println!("no breaker:   the same policy without its breaker");
+            config_callers(&policy, &timeline)?
+        }
+    };
+
+    let script = Arc::new(Script::new(args.quick));
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let service = Arc::new(Service {
+        script: Arc::clone(&script),
+        reached: (0..script.phases.len())
+            .map(|_| Default::default())
+            .collect(),
+        throttle: Default::default(),
+        metrics,
+    });
+    let server = tokio::spawn(serve(listener, Arc::clone(&service)));
+
+    let client = || {
+        reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(64)
+            .build()
+    };
+    let load = Arc::new(Load {
+        script: Arc::clone(&script),
+        callers,
+        clients: [client()?, client()?],
+        url: format!("http://{addr}/work"),
+        live: Live::new(script.phases.len()),
+        metrics: BreakerMetrics::new(BREAKER_NAME),
+    });
+
+    // Warm-up (not counted): one call per set, which also creates the annotated function's
+    // breaker, so the state gauge can track it.
+    for set in [WITH, WITHOUT] {
+        load.callers[set]
+            .call(&load.clients[set], &load.url, set)
+            .await
+            .map_err(|e| format!("warm-up call failed: {e}"))?;
+    }
+    if args.config.is_none() {
+        if let Some(b) = breaker::__private::breaker_named(BREAKER_NAME) {
+            observe::track(&b);
+        }
+    }
+
+    let n = callers_per_set(args.quick);
+    let phases: Vec<String> = script
+        .phases
+        .iter()
+        .map(|p| format!("{} {}s", p.name, p.len.as_secs_f64()))
+        .collect();
+    println!(
+        "service on http://{addr}; 2 x {n} callers, each calling every {}ms; phases: {}",
+        PERIOD.as_millis(),
+        phases.join(", ")
+    );
+    let started = Instant::now() + Duration::from_millis(100);
+    script.start.set(started).map_err(|_| "started twice")?;
+
+    let mut tasks = Vec::new();
+    for set in [WITH, WITHOUT] {
+        for i in 0..n {
+            tasks.push(tokio::spawn(caller(Arc::clone(&load), set, i, n)));
+        }
+    }
+    let done = Arc::new(tokio::sync::Notify::new());
+    let shown = tokio::spawn(progress(Arc::clone(&load), Arc::clone(&done)));
+    let mut records = Vec::new();
+    for t in tasks {
+        records.extend(t.await?);
+    }
+    done.notify_one();
+    shown.await?;
+
+    let events = timeline.events();
+    print_table(&script, &service, &records);
+    print_hang_summary(&script, &records);
+    let counts = print_timeline(&script, &events);
+    write_svg(&args.svg, &script, &events, &records)?;
+    println!("\ntimeline chart: {}", args.svg.display());
+    print_metrics_sample(&load.clients[WITHOUT], addr).await?;
+    server.abort();
+
+    let count = |e: &str| counts.iter().find(|(k, _)| k == e).map_or(0, |(_, n)| *n);
+    let line: Vec<String> = counts.iter().map(|(e, n)| format!("{e} x{n}")).collect();
+    let final_state = events.last().map_or(State::Closed, |(_, t)| t.to);
+    println!(
+        "\nbreaker transitions: {}",
+        if line.is_empty() {
+            "none".into()
+        } else {
+            line.join(", ")
+        }
+    );
+    println!("breaker final state: {}", final_state.as_str());
+    let opened = count("closed->open") > 0;
+    let closed_again = count("half-open->closed") > 0 && final_state == State::Closed;
+    if !opened {
+        eprintln!("demo check failed: the breaker never opened");
+    } else if !closed_again {
+        eprintln!("demo check failed: the breaker did not close again");
+    }
+    Ok(opened && closed_again)
+}
+
+fn main() -> std::process::ExitCode {
+    let args = match Args::parse() {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return std::process::ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n{USAGE}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let result = rt.block_on(run(args));
+    // Hung requests of the server may still be sleeping; do not wait for them.
+    rt.shutdown_background();
+    match result {
+        Ok(ok) => {
+            println!("demo finished in {:.1}s", started.elapsed().as_secs_f64());
+            if ok {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
