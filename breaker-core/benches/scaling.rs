@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+/// A table row: its label and the measurement for a thread count.
+type Row = (&'static str, Box<dyn Fn(usize) -> f64>);
+
 fn measure(threads: usize, millis: u64, call: &(dyn Fn() + Sync)) -> f64 {
     let stop = AtomicBool::new(false);
     let total = AtomicU64::new(0);
@@ -100,7 +103,7 @@ fn main() {
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("scaling on {cpus} CPUs, {millis} ms per cell, million calls per second (total)\n");
-    let mut rows: Vec<(&str, Box<dyn Fn(usize) -> f64>)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     rows.push((
         "breaker closed, consecutive",
         Box::new(move |t| {
