@@ -12,7 +12,7 @@
 //! layer, the pipeline, the macro's expansion) need no `cfg`.
 //!
 //! - Transitions: [`instrument`] adds a listener to a
-//!   [`BreakerBuilder`](crate::breaker::BreakerBuilder) that counts [`TRANSITIONS_TOTAL`] and
+//!   [`crate::breaker::BreakerBuilder`] that counts [`TRANSITIONS_TOTAL`] and
 //!   moves the [`STATE`] gauge.
 //! - Calls and rejections: the breaker core has no per-call hook, so whoever drives the breaker
 //!   (the tower [`BreakerService`](crate::tower::breaker::BreakerService), the pipeline)

@@ -5,14 +5,14 @@
 //!
 //! # How this crate is organised
 //! Each step is its own module, run in order, and only syntax errors stop early:
-//! 1. [`args`]: reads the attribute's options (their shapes only) into `Args`;
-//! 2. [`validate`]: checks the values (with `breaker-core`'s own DSL parser and policy
+//! 1. `args`: reads the attribute's options (their shapes only) into `Args`;
+//! 2. `validate`: checks the values (with `breaker-core`'s own DSL parser and policy
 //!    validator, the very code that runs for config files), the cross-option rules and the
 //!    function's shape, producing a `Spec`;
-//! 3. [`expand`]: writes the rewritten function from the `Spec`;
-//! 4. [`fallback`]: on any error, emits the function unchanged plus every error at once.
+//! 3. `expand`: writes the rewritten function from the `Spec`;
+//! 4. `fallback`: on any error, emits the function unchanged plus every error at once.
 //!
-//! Errors are gathered in a [`ctxt::Ctxt`].
+//! Errors are gathered in a `ctxt::Ctxt`.
 #![warn(missing_docs)]
 
 use proc_macro::TokenStream;

@@ -58,7 +58,7 @@ pub enum NeutralProbe {
     CountAsSuccess,
 }
 
-/// The complete policy of one circuit breaker. See the [module docs](self).
+/// The complete policy of one circuit breaker. See the [module docs](crate::breaker).
 ///
 /// Every rule that is set can trip the breaker; at least one of `consecutive_failures`,
 /// `failure_rate_percent` and `slow_call` must be set. Thresholds are compared with `>=` after

@@ -18,7 +18,7 @@ use crate::classify::Outcome;
 use std::time::Duration;
 
 /// Judges the operation's errors for the breaker, the retry layer and the fallback. See the
-/// [module docs](self).
+/// [module docs](crate::pipeline).
 ///
 /// Every method has a default, so an implementation overrides only what it needs. Implement it
 /// on a unit struct, or build one from closures with [`classifier`].

@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// The scale of the fixed-point token count: 1 token = 1000 units.
 const SCALE: u64 = 1000;
 
-/// A shared retry budget (token bucket). See the [module docs](self). Cloning is cheap and
+/// A shared retry budget (token bucket). See the [module docs](crate::retry). Cloning is cheap and
 /// clones share the bucket.
 #[derive(Clone)]
 pub struct RetryBudget {

@@ -71,7 +71,7 @@ pub enum Jitter {
     },
 }
 
-/// A complete retry policy. See the [module docs](self) for what the attempt count means.
+/// A complete retry policy. See the [module docs](crate::retry) for what the attempt count means.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RetryPolicy {
     /// Total attempts, the first included. Range `1..=100`; 1 disables retry.

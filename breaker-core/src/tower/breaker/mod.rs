@@ -20,7 +20,7 @@
 //!   service for the next call. If admitted, the owned permit travels in the `'static`
 //!   [`ResponseFuture`].
 //! - **Classification.** When the inner future completes, the classifier (a
-//!   [`Classify`](crate::classify::Classify), by default `Ok` = success, `Err` = failure) turns
+//!   [`crate::classify::Classify`], by default `Ok` = success, `Err` = failure) turns
 //!   its result into an [`Outcome`](crate::Outcome) recorded on the permit. An HTTP client
 //!   usually classifies a 5xx response as a failure and a 4xx as ignored.
 //! - **Cancellation.** Dropping the response future before it completes drops the permit:
