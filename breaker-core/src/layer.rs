@@ -18,7 +18,12 @@ pub enum Layer {
 
 impl Layer {
     /// Every layer, in the default order (outermost first): `bulkhead > retry > breaker > timeout`.
-    pub const DEFAULT_ORDER: [Layer; 4] = [Layer::Bulkhead, Layer::Retry, Layer::Breaker, Layer::Timeout];
+    pub const DEFAULT_ORDER: [Layer; 4] = [
+        Layer::Bulkhead,
+        Layer::Retry,
+        Layer::Breaker,
+        Layer::Timeout,
+    ];
 
     /// The name used in the DSL, config files and the attribute.
     pub const fn name(self) -> &'static str {
