@@ -62,9 +62,11 @@
 //!   deadline it is always honoured.
 //!
 //! # Calling
-//! [`Pipeline::call`] takes a closure that returns a *fresh* future per attempt. Nothing is
-//! boxed: the layers are interpreted by four nested `async fn`s, so a call is one future whose
-//! size is known at compile time.
+//! [`Pipeline::call`] takes a closure that returns a *fresh* future per attempt. Nothing on the
+//! success path is boxed or allocated: the layers are interpreted by one `async fn`, so a call
+//! is one future whose size is known at compile time, and the timer of a timeout is armed only
+//! if the attempt does not complete in its first poll (timers and waits are boxed on that slow
+//! path, so they do not grow every call's future).
 //!
 //! ```
 //! use breaker_core::breaker::BreakerPolicy;
@@ -124,14 +126,16 @@ mod runtime {
     use crate::error::Rejection;
     use crate::layer::Layer;
     use crate::retry::{Delays, RetryPolicy};
-    use crate::timeout::{Elapsed, Timeout, TimeoutKind};
+    use crate::timeout::{Elapsed, TimeoutKind};
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
     use std::fmt;
     use std::future::Future;
+    use std::pin::Pin;
     use std::sync::{Arc, Mutex};
+    use std::task::{ready, Context, Poll};
     use std::time::Duration;
-    use tokio::time::Instant;
+    use tokio::time::{Instant, Sleep};
 
     /// A resilience pipeline: the configured layers in their order. See the
     /// [module docs](super). Cloning is cheap; clones share the breaker, the bulkhead, the
@@ -153,16 +157,26 @@ mod runtime {
         pub(super) rng: Arc<Mutex<SmallRng>>,
     }
 
-    /// The earliest limit enclosing a point of the pipeline.
+    /// The earliest limit enclosing a point of the pipeline. Its length is the pipeline's
+    /// timeout or deadline, by `kind` (see `Pipeline::elapsed`): kept out of here so the
+    /// context copied into every layer stays small.
     #[derive(Clone, Copy)]
     struct Limit {
         at: Instant,
-        elapsed: Elapsed,
+        kind: TimeoutKind,
     }
 
+    /// The limits enclosing a point of the pipeline.
     #[derive(Clone, Copy, Default)]
     struct Ctx {
+        /// The earliest limit whose instant is known.
         limit: Option<Limit>,
+        /// Whether the timeout layer's limit encloses nothing but one attempt and is not yet
+        /// anchored to an instant. The clock is read only when something needs the instant
+        /// (the attempt's first `Pending`, a bulkhead wait), so an attempt that completes in
+        /// its first poll reads no clock at all. The time that first poll takes is not counted
+        /// against the limit: a future cannot be stopped inside a poll anyway.
+        lazy: bool,
     }
 
     impl Ctx {
@@ -176,14 +190,67 @@ mod runtime {
                 // Ties go to the outer limit.
                 Some(l) if l.at <= at => self,
                 _ => Ctx {
-                    limit: Some(Limit {
-                        at,
-                        elapsed: Elapsed {
-                            kind,
-                            after: length,
-                        },
-                    }),
+                    limit: Some(Limit { at, kind }),
+                    ..self
                 },
+            }
+        }
+
+        /// This context with its lazy limit (the timeout layer's, if any) anchored at the
+        /// current instant. The lazy limit is always the innermost one, so ties go to the
+        /// known limit.
+        #[inline]
+        fn anchor(self, timeout: Option<Duration>) -> Ctx {
+            match (self.lazy, timeout) {
+                (true, Some(t)) => Ctx {
+                    lazy: false,
+                    ..self
+                }
+                .tighten(t, TimeoutKind::Attempt),
+                _ => self,
+            }
+        }
+    }
+
+    pin_project_lite::pin_project! {
+        /// One invocation of the operation under the earliest enclosing limit.
+        ///
+        /// The operation is polled before the limit is checked, so a result ready at the limit
+        /// wins. The timer (and a lazy limit's clock read) is set up only when the operation
+        /// first returns `Pending`.
+        struct Attempt<'p, F> {
+            #[pin]
+            inner: F,
+            pipeline: &'p Pipeline,
+            ctx: Ctx,
+            // Boxed: keeps the timer out of every call's future.
+            sleep: Option<Pin<Box<Sleep>>>,
+        }
+    }
+
+    impl<T, E, F: Future<Output = Result<T, E>>> Future for Attempt<'_, F> {
+        type Output = Result<T, Error<E>>;
+
+        #[inline]
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            let this = self.project();
+            if let Poll::Ready(r) = this.inner.poll(cx) {
+                return Poll::Ready(r.map_err(Error::Inner));
+            }
+            let sleep = match this.sleep {
+                Some(sleep) => sleep,
+                None => {
+                    *this.ctx = this.ctx.anchor(this.pipeline.timeout);
+                    let Some(l) = this.ctx.limit else {
+                        return Poll::Pending;
+                    };
+                    this.sleep.insert(Box::pin(tokio::time::sleep_until(l.at)))
+                }
+            };
+            ready!(sleep.as_mut().poll(cx));
+            match this.ctx.limit {
+                Some(l) => Poll::Ready(Err(Error::Timeout(this.pipeline.elapsed(l.kind)))),
+                None => unreachable!("a timer is armed only under a limit"),
             }
         }
     }
@@ -215,6 +282,7 @@ mod runtime {
     }
 
     impl<'p> RetryRun<'p> {
+        #[inline]
         fn new(pipeline: &'p Pipeline) -> Self {
             let policy = pipeline.retry.as_ref().unwrap_or(&RetryPolicy::NONE);
             let max = if pipeline.idempotent {
@@ -330,82 +398,106 @@ mod runtime {
         }
     }
 
-    /// A run of non-retry layers (`$range` of the order, outermost first) around `$core`.
+    /// A run of non-retry layers (`$range` of the order, outermost first) around `$core`,
+    /// as one block whose value is the run's result.
     ///
     /// Breaker, bulkhead and timeout only act before and after what they wrap, so a run of
-    /// them is one function, not one nested future per layer: entering the run takes each
-    /// layer's permit or limit in the declared order, leaving it releases them. This keeps the
-    /// call's future small (at most three nested `async fn`s), which is most of the cost of a
-    /// call. A layer that refuses releases what the layers outside it took, and a breaker
-    /// outside it records the refusal as it would have seen it nested: a bulkhead rejection is
-    /// ignored, a deadline reached while waiting for a slot is a failure.
+    /// them is straight-line code, not one nested future per layer: entering the run takes each
+    /// layer's permit or limit in the declared order, leaving it releases them. A whole call is
+    /// then one `async fn` (the layers outside retry, the retry loop, the layers inside it),
+    /// which keeps its future small and its result from being moved from layer to layer. A
+    /// layer that refuses releases what the layers outside it took, and a breaker outside it
+    /// records the refusal as it would have seen it nested: a bulkhead rejection is ignored, a
+    /// deadline reached while waiting for a slot is a failure.
+    ///
+    /// With `lazy`, the run encloses a single attempt and the timeout layer's limit is anchored
+    /// only when needed (see `Ctx::lazy`); without it, at the layer.
     macro_rules! segment {
-        ($self:ident, $range:expr, $ctx:ident, $class:ident, $core:expr) => {{
-            let mut permit = None;
-            let mut _slot = None;
-            let mut $ctx = $ctx;
-            for &layer in &$self.layers[$range] {
-                let refused: Error<E> = match layer {
-                    Layer::Timeout => {
-                        if let Some(t) = $self.timeout {
-                            $ctx = $ctx.tighten(t, TimeoutKind::Attempt);
-                        }
-                        continue;
-                    }
-                    Layer::Breaker => {
-                        let Some(breaker) = &$self.breaker else {
+        ($self:ident, $range:expr, $ctx:ident, $class:ident, lazy = $lazy:expr, $core:expr) => {
+            'segment: {
+                let mut permit = None;
+                let mut _slot = None;
+                let mut $ctx = $ctx;
+                for &layer in &$self.layers[$range] {
+                    let refused: Error<E> = match layer {
+                        Layer::Timeout => {
+                            if let Some(t) = $self.timeout {
+                                $ctx = if $lazy {
+                                    Ctx { lazy: true, ..$ctx }
+                                } else {
+                                    $ctx.tighten(t, TimeoutKind::Attempt)
+                                };
+                            }
                             continue;
-                        };
-                        match breaker.try_acquire() {
-                            Ok(p) => {
-                                permit = Some(p);
-                                continue;
-                            }
-                            Err(r) => Error::Rejected(Rejection::Breaker(r)),
                         }
-                    }
-                    Layer::Bulkhead => {
-                        let Some(bulkhead) = &$self.bulkhead else {
-                            continue;
-                        };
-                        let slot = match bulkhead.try_acquire() {
-                            Ok(slot) => Ok(slot),
-                            // Boxed: the waiting path must not grow every call's future.
-                            Err(_) => {
-                                Box::pin(bulkhead.acquire_until($ctx.limit.map(|l| l.at))).await
-                            }
-                        };
-                        match slot {
-                            Ok(slot) => {
-                                _slot = Some(slot);
+                        Layer::Breaker => {
+                            let Some(breaker) = &$self.breaker else {
                                 continue;
+                            };
+                            match breaker.try_acquire() {
+                                Ok(p) => {
+                                    permit = Some(p);
+                                    continue;
+                                }
+                                Err(r) => Error::Rejected(Rejection::Breaker(r)),
                             }
-                            Err(Wait::Full(full)) => Error::Rejected(Rejection::Bulkhead(full)),
-                            Err(Wait::Deadline) => match $ctx.limit {
-                                Some(l) => Error::Timeout(l.elapsed),
-                                None => unreachable!("waits end early only at a limit"),
-                            },
                         }
+                        Layer::Bulkhead => {
+                            let Some(bulkhead) = &$self.bulkhead else {
+                                continue;
+                            };
+                            let slot = match bulkhead.try_acquire() {
+                                Ok(slot) => Ok(slot),
+                                // Boxed: the waiting path must not grow every call's future.
+                                Err(_) => {
+                                    $ctx = $ctx.anchor($self.timeout);
+                                    Box::pin(bulkhead.acquire_until($ctx.limit.map(|l| l.at))).await
+                                }
+                            };
+                            match slot {
+                                Ok(slot) => {
+                                    _slot = Some(slot);
+                                    continue;
+                                }
+                                Err(Wait::Full(full)) => Error::Rejected(Rejection::Bulkhead(full)),
+                                Err(Wait::Deadline) => match $ctx.limit {
+                                    Some(l) => Error::Timeout($self.elapsed(l.kind)),
+                                    None => unreachable!("waits end early only at a limit"),
+                                },
+                            }
+                        }
+                        Layer::Retry => unreachable!("retry is never inside a segment"),
+                    };
+                    if let Some(p) = permit.take() {
+                        p.record(error_outcome(&refused, $class));
                     }
-                    Layer::Retry => unreachable!("retry is never inside a segment"),
-                };
-                if let Some(p) = permit.take() {
-                    p.record(error_outcome(&refused, $class));
+                    break 'segment Err(refused);
                 }
-                return Err(refused);
-            }
-            let result = $core;
-            if let Some(p) = permit {
-                match &result {
-                    Ok(_) => p.success(),
-                    Err(e) => p.record(error_outcome(e, $class)),
+                let result = $core;
+                if let Some(p) = permit {
+                    match &result {
+                        Ok(_) => p.success(),
+                        Err(e) => p.record(error_outcome(e, $class)),
+                    }
                 }
+                result
             }
-            result
-        }};
+        };
     }
 
     impl Pipeline {
+        /// The error of the limit of `kind`.
+        fn elapsed(&self, kind: TimeoutKind) -> Elapsed {
+            let after = match kind {
+                TimeoutKind::Attempt => self.timeout,
+                TimeoutKind::Deadline => self.deadline,
+            };
+            Elapsed {
+                kind,
+                after: after.unwrap_or_default(),
+            }
+        }
+
         /// Starts building a pipeline with no layers.
         pub fn builder() -> PipelineBuilder {
             PipelineBuilder::default()
@@ -427,6 +519,19 @@ mod runtime {
         /// The circuit breaker, if configured.
         pub fn breaker(&self) -> Option<&CircuitBreaker> {
             self.breaker.as_ref()
+        }
+
+        /// This pipeline with `breaker` in place of its own, in the same position of the
+        /// order; everything else (bulkhead, retry budget, jitter source) is shared with
+        /// `self`. Cheap (reference-count increments, no allocation): the way to run one
+        /// pipeline with a breaker per key, the breaker taken from a
+        /// [`Registry`](crate::registry::Registry) per call. A pipeline without a breaker
+        /// layer stays without one.
+        pub fn with_breaker(&self, breaker: CircuitBreaker) -> Pipeline {
+            Pipeline {
+                breaker: self.breaker.is_some().then_some(breaker),
+                ..self.clone()
+            }
         }
 
         /// The bulkhead, if configured.
@@ -480,10 +585,36 @@ mod runtime {
                 Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
                 None => Ctx::default(),
             };
-            match self.retry_at {
-                Some(i) => self.run_retry(i, ctx, classifier, &mut op).await,
-                None => self.run_attempt(0.., ctx, classifier, &mut op).await,
-            }
+            // The layers outside retry, the retry loop, the layers inside it. Without retry,
+            // the outer run is empty and the loop makes one attempt.
+            let (outer, inner) = match self.retry_at {
+                Some(i) => (i, i + 1),
+                None => (0, 0),
+            };
+            let class = classifier;
+            segment!(self, ..outer, ctx, class, lazy = false, {
+                let mut run = RetryRun::new(self);
+                loop {
+                    let result = segment!(self, inner..self.len, ctx, class, lazy = true, {
+                        Attempt {
+                            inner: op(),
+                            pipeline: self,
+                            ctx,
+                            sleep: None,
+                        }
+                        .await
+                    });
+                    if self.retry_at.is_none() {
+                        break result;
+                    }
+                    match run.step(result, class, ctx.limit) {
+                        Step::Done(result) => break result,
+                        Step::Sleep(d) if d.is_zero() => {}
+                        // Boxed: keeps the timer out of every call's future.
+                        Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
+                    }
+                }
+            })
         }
 
         /// Like [`call_with`](Self::call_with), and on an error chosen by
@@ -528,59 +659,6 @@ mod runtime {
                 Error::Inner(e) => failures && classifier.outcome(e) == Outcome::Failure,
                 Error::GaveUp { last, .. } => self.wants_fallback(last, classifier),
             }
-        }
-
-        /// The layers outside retry, the retry loop, then the layers inside it.
-        async fn run_retry<T, E, F, Fut, C>(
-            &self,
-            retry: usize,
-            ctx: Ctx,
-            class: &C,
-            op: &mut F,
-        ) -> Result<T, Error<E>>
-        where
-            F: FnMut() -> Fut,
-            Fut: Future<Output = Result<T, E>>,
-            C: ErrorClassifier<E> + ?Sized,
-        {
-            segment!(self, ..retry, ctx, class, {
-                let mut run = RetryRun::new(self);
-                loop {
-                    let result = self.run_attempt(retry + 1.., ctx, class, op).await;
-                    match run.step(result, class, ctx.limit) {
-                        Step::Done(result) => break result,
-                        Step::Sleep(d) if d.is_zero() => {}
-                        // Boxed: keeps the timer out of every call's future.
-                        Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
-                    }
-                }
-            })
-        }
-
-        /// The layers in `range` around one invocation of the operation, which runs under the
-        /// earliest enclosing limit.
-        async fn run_attempt<T, E, F, Fut, C>(
-            &self,
-            range: std::ops::RangeFrom<usize>,
-            ctx: Ctx,
-            class: &C,
-            op: &mut F,
-        ) -> Result<T, Error<E>>
-        where
-            F: FnMut() -> Fut,
-            Fut: Future<Output = Result<T, E>>,
-            C: ErrorClassifier<E> + ?Sized,
-        {
-            segment!(self, range.start..self.len, ctx, class, {
-                let fut = op();
-                match ctx.limit {
-                    None => fut.await.map_err(Error::Inner),
-                    Some(l) => match Timeout::new(fut, l.at, l.elapsed).await {
-                        Ok(r) => r.map_err(Error::Inner),
-                        Err(elapsed) => Err(Error::Timeout(elapsed)),
-                    },
-                }
-            })
         }
     }
 

@@ -25,7 +25,12 @@
 //!   future is different: it is a *cancellation*, and the breaker records nothing.
 //!
 //! The timer is created lazily: an attempt that completes on its first poll never touches
-//! tokio's timer wheel.
+//! tokio's timer wheel. When the timeout layer encloses nothing but the attempt (it is inside
+//! retry, the default, or there is no retry), the pipeline does not even read the clock for it
+//! until the attempt first returns `Pending`: the limit counts from there, so the time the
+//! attempt's first poll spends running synchronously is not counted (it could not have been
+//! interrupted anyway). Limits that enclose more than one attempt (the total deadline, a
+//! timeout layer outside retry) start when the call, or that layer, is entered.
 
 mod error;
 #[cfg(feature = "tokio")]
