@@ -11,12 +11,12 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod classify;
 pub mod clock;
-pub mod error;
-#[cfg(feature = "http")]
-pub mod http;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod dsl;
+pub mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod layer;
 pub mod observe;
 pub mod pipeline;
@@ -24,9 +24,9 @@ pub mod policy;
 pub mod registry;
 pub mod retry;
 mod sync;
+pub mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
-pub mod timeout;
 
 pub use breaker::{CircuitBreaker, Permit, Rejected, State};
 pub use classify::Outcome;
