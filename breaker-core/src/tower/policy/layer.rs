@@ -1,0 +1,56 @@
+use super::PolicyService;
+use crate::pipeline::{AllErrors, BuildError, Pipeline};
+use crate::policy::Policy;
+use tower_layer::Layer;
+
+/// Wraps services in a [`PolicyService`]: a whole [`Pipeline`] as one layer; see the
+/// [module docs](super).
+#[derive(Clone, Debug)]
+pub struct PolicyLayer<C = AllErrors> {
+    pipeline: Pipeline,
+    classifier: C,
+}
+
+impl PolicyLayer {
+    /// The pipeline of `policy` (its breaker, retry, timeout, deadline, bulkhead, order and
+    /// idempotency), with the system clock for its breaker. Every service of the layer shares
+    /// the one breaker, bulkhead and retry budget.
+    ///
+    /// # Errors
+    /// As [`Pipeline::from_policy`].
+    pub fn new(policy: &Policy) -> Result<Self, BuildError> {
+        Ok(Self::from_pipeline(Pipeline::from_policy(policy)?))
+    }
+
+    /// A layer running calls through `pipeline` (built by hand, or shared with other callers).
+    pub fn from_pipeline(pipeline: Pipeline) -> Self {
+        PolicyLayer {
+            pipeline,
+            classifier: AllErrors,
+        }
+    }
+}
+
+impl<C> PolicyLayer<C> {
+    /// Uses `classifier` to judge the inner service's errors (breaker outcome, transience,
+    /// `Retry-After`; see [`ErrorClassifier`](crate::pipeline::ErrorClassifier)).
+    pub fn with_classifier<C2>(self, classifier: C2) -> PolicyLayer<C2> {
+        PolicyLayer {
+            pipeline: self.pipeline,
+            classifier,
+        }
+    }
+
+    /// The pipeline the services run calls through.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+}
+
+impl<S, C: Clone> Layer<S> for PolicyLayer<C> {
+    type Service = PolicyService<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        PolicyService::from_parts(inner, self.pipeline.clone(), self.classifier.clone())
+    }
+}

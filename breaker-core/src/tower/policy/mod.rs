@@ -1,0 +1,121 @@
+//! A whole policy (breaker, retry, timeout, deadline, bulkhead, in its declared order) as one
+//! tower layer.
+//!
+//! # Why
+//! Stacking [`BreakerLayer`](crate::tower::breaker::BreakerLayer),
+//! [`RetryLayer`](crate::tower::retry::RetryLayer) and
+//! [`TimeoutLayer`](crate::tower::timeout::TimeoutLayer) by hand works, but the order is then
+//! in the code; a [`Policy`](crate::policy::Policy) from a config file or the DSL carries its
+//! order as data, with the semantics the [pipeline docs](crate::pipeline) give for each order.
+//! [`PolicyLayer`] runs every call of the wrapped service through that
+//! [`Pipeline`], so a service and an attribute-guarded function
+//! with the same policy behave alike.
+//!
+//! # How
+//! - As for [`RetryService`](crate::tower::retry::RetryService), requests and the service must
+//!   be `Clone` (a retry sends the request again, to a clone of the service made ready first);
+//!   without a retry layer in the policy each call makes exactly one attempt, with the
+//!   service `poll_ready` made ready.
+//! - Retries happen only if the policy is idempotent, as everywhere.
+//! - Errors are [`crate::Error`]: the inner error, a local rejection (breaker or bulkhead), a
+//!   timeout, or a retry that gave up. The response future is boxed and `'static`.
+//!
+//! ```
+//! use breaker_core::breaker::BreakerPolicy;
+//! use breaker_core::policy::Policy;
+//! use breaker_core::tower::policy::PolicyLayer;
+//! use std::time::Duration;
+//! use tower::{service_fn, Layer, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let policy = Policy {
+//!     breaker: Some(BreakerPolicy::default()),
+//!     timeout: Some(Duration::from_secs(1)),
+//!     ..Policy::default()
+//! };
+//! let svc = PolicyLayer::new(&policy)
+//!     .unwrap()
+//!     .layer(service_fn(|n: u32| async move { Ok::<_, std::io::Error>(n * 2) }));
+//! assert_eq!(svc.oneshot(21).await.unwrap(), 42);
+//! # }
+//! ```
+
+mod layer;
+
+pub use super::retry::ResponseFuture;
+pub use layer::PolicyLayer;
+
+use crate::pipeline::{AllErrors, ErrorClassifier, Pipeline};
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// A [`Service`] whose calls run through a [`Pipeline`]; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct PolicyService<S, C = AllErrors> {
+    inner: S,
+    pipeline: Pipeline,
+    classifier: C,
+}
+
+impl<S, C> PolicyService<S, C> {
+    pub(super) fn from_parts(inner: S, pipeline: Pipeline, classifier: C) -> Self {
+        PolicyService {
+            inner,
+            pipeline,
+            classifier,
+        }
+    }
+
+    /// The pipeline.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C, Req> Service<Req> for PolicyService<S, C>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Clone + Send + 'static,
+    C: ErrorClassifier<S::Error> + Clone + Send + Sync + 'static,
+{
+    type Response = S::Response;
+    type Error = crate::Error<S::Error>;
+    type Future = ResponseFuture<S::Response, S::Error>;
+
+    /// Forwards to the inner service's `poll_ready`; takes no breaker permit or bulkhead slot
+    /// (those are taken per attempt, inside the call).
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(crate::Error::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let template = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, template.clone());
+        super::retry::call(
+            self.pipeline.clone(),
+            self.classifier.clone(),
+            ready,
+            template,
+            req,
+        )
+    }
+}

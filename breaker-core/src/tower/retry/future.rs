@@ -1,0 +1,76 @@
+use crate::pipeline::{ErrorClassifier, Pipeline};
+use crate::Error;
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// The response future of a [`RetryService`](super::RetryService) and of a
+/// [`PolicyService`](crate::tower::policy::PolicyService): the whole call through the pipeline,
+/// every attempt and backoff sleep included. It is boxed (its type is an `async` block's) and
+/// `'static`; dropping it cancels the call (a breaker inside it records nothing).
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, Error<E>>> + Send>>,
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, Error<E>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+/// Runs `req` through `pipeline` on `ready`, a service whose `poll_ready` has returned
+/// `Ready(Ok)`. The first attempt uses `ready`; each further attempt a clone of `template`,
+/// made ready first. Every attempt sends a clone of `req`.
+pub(crate) fn call<S, Req, C>(
+    pipeline: Pipeline,
+    classifier: C,
+    ready: S,
+    template: S,
+    req: Req,
+) -> ResponseFuture<S::Response, S::Error>
+where
+    S: Service<Req> + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Clone + Send + 'static,
+    C: ErrorClassifier<S::Error> + Send + Sync + 'static,
+    S: Clone,
+{
+    ResponseFuture {
+        inner: Box::pin(async move {
+            let mut first = Some(ready);
+            pipeline
+                .call_with(&classifier, move || {
+                    let (svc, is_ready) = match first.take() {
+                        Some(svc) => (svc, true),
+                        None => (template.clone(), false),
+                    };
+                    attempt(svc, is_ready, req.clone())
+                })
+                .await
+        }),
+    }
+}
+
+/// One attempt: readiness (unless known), then the call.
+async fn attempt<S: Service<Req>, Req>(
+    mut svc: S,
+    is_ready: bool,
+    req: Req,
+) -> Result<S::Response, S::Error> {
+    if !is_ready {
+        poll_fn(|cx| svc.poll_ready(cx)).await?;
+    }
+    svc.call(req).await
+}

@@ -1,0 +1,116 @@
+//! `PolicyLayer` / `PolicyService` (feature `tower`): a whole policy, in its declared order,
+//! around a tower service, with exact invocation and breaker counts.
+#![cfg(all(feature = "tower", feature = "tokio"))]
+
+use breaker_core::breaker::{BreakerPolicy, State};
+use breaker_core::error::Rejection;
+use breaker_core::layer::Layer as PipelineLayer;
+use breaker_core::policy::Policy;
+use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
+use breaker_core::tower::policy::PolicyLayer;
+use breaker_core::Error;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tower::{service_fn, Layer, Service, ServiceExt};
+
+fn policy(order: Option<Vec<PipelineLayer>>) -> Policy {
+    Policy {
+        breaker: Some(BreakerPolicy {
+            consecutive_failures: Some(2),
+            ..BreakerPolicy::default()
+        }),
+        retry: Some(RetryPolicy {
+            max_attempts: 3,
+            backoff: Backoff::Fixed {
+                delay: Duration::from_millis(10),
+            },
+            jitter: Jitter::None,
+        }),
+        timeout: Some(Duration::from_secs(1)),
+        order,
+        idempotent: true,
+        ..Policy::default()
+    }
+}
+
+/// Always fails; counts invocations.
+fn failing(
+    calls: &Arc<AtomicU32>,
+) -> impl Service<
+    u32,
+    Response = u32,
+    Error = String,
+    Future = impl Future<Output = Result<u32, String>> + Send,
+> + Clone
+       + Send {
+    let calls = Arc::clone(calls);
+    service_fn(move |_: u32| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async { Err::<u32, _>("down".to_string()) }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_outside_breaker_stops_at_the_open_breaker() {
+    let calls = Arc::default();
+    let layer = PolicyLayer::new(&policy(None)).unwrap();
+    let svc = layer.layer(failing(&calls));
+
+    // Attempts 1 and 2 fail and open the breaker; attempt 3 is rejected and not retried.
+    let err = svc.clone().oneshot(1).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Rejected(Rejection::Breaker(_))),
+        "{err:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(layer.pipeline().breaker().unwrap().state(), State::Open);
+
+    // The next call is rejected without invoking the service.
+    let err = svc.oneshot(2).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Rejected(Rejection::Breaker(_))),
+        "{err:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn breaker_outside_retry_counts_one_failure_per_call() {
+    let calls = Arc::default();
+    let order = vec![
+        PipelineLayer::Breaker,
+        PipelineLayer::Retry,
+        PipelineLayer::Timeout,
+    ];
+    let layer = PolicyLayer::new(&policy(Some(order))).unwrap();
+    let svc = layer.layer(failing(&calls));
+
+    for expected_calls in [3, 6] {
+        let err = svc.clone().oneshot(1).await.unwrap_err();
+        assert!(matches!(err, Error::GaveUp { attempts: 3, .. }), "{err:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), expected_calls);
+    }
+    // Two logical calls, two failures: the breaker (2 in a row) is now open.
+    assert_eq!(layer.pipeline().breaker().unwrap().state(), State::Open);
+    assert!(matches!(
+        svc.oneshot(1).await,
+        Err(Error::Rejected(Rejection::Breaker(_)))
+    ));
+    assert_eq!(calls.load(Ordering::SeqCst), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_idempotent_policy_attempts_once() {
+    let calls = Arc::default();
+    let layer = PolicyLayer::new(&Policy {
+        idempotent: false,
+        breaker: None,
+        ..policy(None)
+    })
+    .unwrap();
+    let err = layer.layer(failing(&calls)).oneshot(1).await.unwrap_err();
+    assert!(matches!(err, Error::Inner(ref e) if e == "down"), "{err:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
