@@ -347,17 +347,83 @@ impl InlinePolicy<'_> {
     }
 }
 
-/// Checks at compile time that the config file text `text` defines a valid policy `name`.
-///
-/// # Errors
-/// What is wrong, ready to show under the `policy = ".."` literal.
-pub fn check_named_policy(text: &str, name: &str) -> Result<(), String> {
-    config_policy(text, name).map(|_| ())
+/// One problem found by [`check_named_policy`].
+#[cfg(feature = "config")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyCheckError {
+    /// Whether it is about the named policy itself (shown under the `policy = ".."` literal)
+    /// rather than the file as a whole (shown under `config = ".."`).
+    pub about_policy: bool,
+    /// What is wrong, lowercase, naming the file and the key.
+    pub message: String,
 }
 
-fn config_policy(text: &str, name: &str) -> Result<Policy, String> {
-    let _ = (text, name);
-    Err("config files are not supported yet".into())
+/// Checks at compile time that the config file `file` (its name as written in `config = ".."`,
+/// whose extension gives the format), with contents `text`, loads and defines a valid policy
+/// `name`: the same loader and validator `Pipeline::named` runs on the same text.
+///
+/// # Errors
+/// Every problem, ready to show under the `policy` or `config` literal.
+#[cfg(feature = "config")]
+pub fn check_named_policy(file: &str, text: &str, name: &str) -> Result<(), Vec<PolicyCheckError>> {
+    let policies = load_embedded(file, text).map_err(|errors| {
+        let own = format!("policies.{name}");
+        errors
+            .into_iter()
+            .map(|(key_path, message)| {
+                let about_policy = key_path == own || key_path.starts_with(&format!("{own}."));
+                let message = if about_policy {
+                    format!("policy `{name}` is invalid: {message}")
+                } else {
+                    format!("config file {file} is invalid: {message}")
+                };
+                PolicyCheckError {
+                    about_policy,
+                    message,
+                }
+            })
+            .collect::<Vec<_>>()
+    })?;
+    if policies.get(name).is_some() {
+        return Ok(());
+    }
+    let names: Vec<String> = policies.names().map(|n| format!("`{n}`")).collect();
+    let available = if names.is_empty() {
+        "none (the file has no `[policies.<name>]` section)".to_owned()
+    } else {
+        names.join(", ")
+    };
+    Err(vec![PolicyCheckError {
+        about_policy: true,
+        message: format!("policy `{name}` not found in {file}; available: {available}"),
+    }])
+}
+
+/// Loads a config file's text as the macro embedded it: the format from the extension of
+/// `file`, no environment overrides. Errors are `(key path, message)` pairs, the message
+/// located as `file:line:column: key.path: what`.
+#[cfg(feature = "config")]
+fn load_embedded(file: &str, text: &str) -> Result<crate::config::Policies, Vec<(String, String)>> {
+    use crate::config::{Format, Loader};
+    let Some(format) = Format::from_path(std::path::Path::new(file)) else {
+        return Err(vec![(
+            ".".into(),
+            format!(
+                "config file `{file}` has an unknown format; expected a `.toml`, `.yaml`, `.yml` \
+                 or `.json` file"
+            ),
+        )]);
+    };
+    Loader::text(text, format).load().map_err(|errors| {
+        errors
+            .0
+            .into_iter()
+            .map(|e| {
+                let sep = if e.line.is_some() { "" } else { " " };
+                (e.key_path.clone(), format!("{file}:{sep}{e}"))
+            })
+            .collect()
+    })
 }
 
 /// Parses a duration with the DSL's grammar.
@@ -368,6 +434,31 @@ pub fn parse_duration(src: &str) -> Result<Duration, DslError> {
     dsl::parse_duration(src)
 }
 
+/// Expands to nothing with the `config` feature; without it, to a compile error under the
+/// attribute of a `policy = ".."` function.
+#[cfg(feature = "config")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breaker_named_policy_needs_config {
+    () => {};
+}
+
+/// Expands to nothing with the `config` feature; without it, to a compile error under the
+/// attribute of a `policy = ".."` function.
+#[cfg(not(feature = "config"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breaker_named_policy_needs_config {
+    () => {
+        ::core::compile_error!(
+            "`#[circuit_breaker(policy = \"..\")]` needs the `config` feature of `breaker` \
+             (on by default); enable it, or write the policy in the attribute"
+        );
+    };
+}
+
+pub use crate::__breaker_named_policy_needs_config as named_policy_needs_config;
+
 // ---------------------------------------------------------------------------------------------
 // Run time
 
@@ -377,8 +468,10 @@ pub use runtime::*;
 #[cfg(feature = "tokio")]
 mod runtime {
     use super::InlinePolicy;
-    use crate::breaker::CircuitBreaker;
+    use crate::breaker::{BreakerFactory, CircuitBreaker};
     use crate::classify::Outcome;
+    #[cfg(feature = "config")]
+    use crate::config::PolicyRegistry;
     use crate::pipeline::{self, ErrorClassifier, PipelineBuilder};
     use crate::policy::Policy;
     use crate::registry::Registry;
@@ -386,16 +479,28 @@ mod runtime {
     use std::collections::HashMap;
     use std::future::Future;
     use std::ops::Deref;
+    #[cfg(feature = "config")]
+    use std::sync::Arc;
     use std::sync::{Mutex, OnceLock};
 
-    /// The error classifier of an annotated function, typed by its error `E` so that a
-    /// `classify` or `retry_if` of the wrong signature is reported once, at its path.
-    pub fn classify<E, O, R>(outcome: O, transient: R) -> impl ErrorClassifier<E>
-    where
-        O: Fn(&E) -> Outcome,
-        R: Fn(&E) -> bool,
-    {
+    /// The error classifier of an annotated function: `classify` and `retry_if` as function
+    /// pointers, so that a path of the wrong signature is one type error, at that path (and
+    /// the classifier's type stays valid, so no further errors follow from it).
+    pub fn classify<E>(
+        outcome: fn(&E) -> Outcome,
+        transient: fn(&E) -> bool,
+    ) -> impl ErrorClassifier<E> {
         pipeline::classifier(outcome, transient)
+    }
+
+    /// A `classify = path`, as the function pointer [`classify`] takes.
+    pub fn outcome_fn<E>(f: fn(&E) -> Outcome) -> fn(&E) -> Outcome {
+        f
+    }
+
+    /// A `retry_if = path`, as the function pointer [`classify`] takes.
+    pub fn transient_fn<E>(f: fn(&E) -> bool) -> fn(&E) -> bool {
+        f
     }
 
     /// A `fallback = path`: an async function taking the pipeline's error and returning the
@@ -423,10 +528,10 @@ mod runtime {
         }
     }
 
-    /// Checks a fallback against the function's `T` and `E`, so a wrong signature is
-    /// reported once, at its path.
-    pub fn fallback<T, E, G: Fallback<T, E>>(g: G) -> impl Fallback<T, E> {
-        g
+    /// Calls a fallback with the pipeline's error. The expansion spans the whole call at the
+    /// user's `fallback = path`, so a wrong signature is reported once, there.
+    pub fn run_fallback<T, E, G: Fallback<T, E>>(g: G, error: Error<E>) -> G::Future {
+        g.__breaker_call(error)
     }
 
     /// The run-time state of one annotated function: its pipeline, and for `key = ..` one
@@ -435,6 +540,9 @@ mod runtime {
         shared: pipeline::Pipeline,
         policy: Policy,
         name: &'static str,
+        /// Makes the breakers of keys: a named policy's factory (so keyed breakers follow a
+        /// reload), or `None` to build one from `policy` on first use.
+        factory: Option<BreakerFactory>,
         keyed: OnceLock<Registry<String>>,
     }
 
@@ -450,12 +558,73 @@ mod runtime {
             Pipeline::from_policy(policy, name)
         }
 
-        /// The pipeline of the named policy `policy`.
+        /// The pipeline of the named policy `policy`: from the registry installed with
+        /// [`config::install`](crate::config::install), else from the config file the macro
+        /// embedded (`config = ".."`), loaded on first use and shared by every function
+        /// naming the same file. The breaker is the registry's breaker of that policy, shared
+        /// by every function naming it.
         ///
         /// # Panics
-        /// If no policy of that name is registered.
-        pub fn named(policy: &'static str, name: &'static str) -> Pipeline {
-            panic!("#[circuit_breaker]: named policy `{policy}` for `{name}` is not registered")
+        /// If no registry is installed and no file was embedded, or if the installed registry
+        /// has no policy of that name.
+        #[cfg(feature = "config")]
+        pub fn named(
+            policy: &'static str,
+            name: &'static str,
+            embedded: Option<EmbeddedConfig>,
+        ) -> Pipeline {
+            if let Some(registry) = crate::config::installed() {
+                return Pipeline::from_registry(registry, policy, name, "the installed registry");
+            }
+            let Some(embedded) = embedded else {
+                panic!(
+                    "#[circuit_breaker]: `{name}` uses policy `{policy}`, but no policy registry \
+                     is installed; call `breaker::config::install(..)` at start-up, or add \
+                     `config = \"file\"` to the attribute"
+                )
+            };
+            let registry = embedded_registry(embedded);
+            Pipeline::from_registry(&registry, policy, name, embedded.file)
+        }
+
+        /// Without the `config` feature the macro's expansion is a compile error; this only
+        /// keeps that error the only one.
+        #[cfg(not(feature = "config"))]
+        pub fn named(_: &'static str, _: &'static str, _: Option<EmbeddedConfig>) -> Pipeline {
+            unreachable!("`policy = \"..\"` is a compile error without the `config` feature")
+        }
+
+        #[cfg(feature = "config")]
+        fn from_registry(
+            registry: &PolicyRegistry,
+            policy: &str,
+            name: &'static str,
+            source: &str,
+        ) -> Pipeline {
+            let Some(found) = registry.get(policy) else {
+                let names: Vec<String> =
+                    registry.names().iter().map(|n| format!("`{n}`")).collect();
+                panic!(
+                    "#[circuit_breaker]: `{name}` uses policy `{policy}`, which is not in {source}; \
+                     available: {}",
+                    names.join(", ")
+                )
+            };
+            let mut builder = PipelineBuilder::from_policy(&found);
+            if let Some(breaker) = registry.breaker(policy) {
+                register(name, &breaker);
+                builder = builder.breaker(breaker);
+            }
+            let shared = builder
+                .build()
+                .expect("#[circuit_breaker]: loaded policies are validated");
+            Pipeline {
+                shared,
+                policy: (*found).clone(),
+                name,
+                factory: registry.factory(policy),
+                keyed: OnceLock::new(),
+            }
         }
 
         fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
@@ -476,6 +645,7 @@ mod runtime {
                 shared,
                 policy,
                 name,
+                factory: None,
                 keyed: OnceLock::new(),
             }
         }
@@ -485,34 +655,73 @@ mod runtime {
             Target::Shared(&self.shared)
         }
 
-        /// The pipeline with the breaker of `key`, created on first use.
+        /// The pipeline with the breaker of `key`, created on first use. The other layers
+        /// (the bulkhead, the retry budget and jitter source) are the function's own, shared
+        /// by every key; see [`pipeline::Pipeline::with_breaker`].
         ///
         /// # Panics
         /// If the registry of keys is full (it is unbounded by default).
         pub fn keyed(&self, key: String) -> Target<'_> {
+            if self.shared.breaker().is_none() {
+                // A named policy without a breaker: nothing to key.
+                return Target::Shared(&self.shared);
+            }
             let registry = self.keyed.get_or_init(|| {
-                let b = self.policy.breaker.clone().unwrap_or_default();
-                let factory = CircuitBreaker::builder(b)
-                    .name(self.name)
-                    .clock(default_clock())
-                    .build_factory()
-                    .expect("#[circuit_breaker]: validated at compile time");
+                let factory = self.factory.clone().unwrap_or_else(|| {
+                    let b = self.policy.breaker.clone().unwrap_or_default();
+                    CircuitBreaker::builder(b)
+                        .name(self.name)
+                        .clock(default_clock())
+                        .build_factory()
+                        .expect("#[circuit_breaker]: validated at compile time")
+                });
                 Registry::new(factory)
             });
             let breaker = registry
                 .get_or_create(&key)
                 .expect("#[circuit_breaker]: the registry of keyed breakers is full");
-            let mut builder = PipelineBuilder::from_policy(&self.policy).breaker(breaker);
-            if let Some(b) = self.shared.bulkhead() {
-                builder = builder.bulkhead(b.clone());
-            }
-            Target::Keyed(builder.build().expect("validated at compile time"))
+            Target::Keyed(self.shared.with_breaker(breaker))
         }
 
         /// The breaker of `key`, if one has been created (for tests and metrics).
         pub fn key_breaker(&self, key: &str) -> Option<CircuitBreaker> {
             self.keyed.get()?.get(key)
         }
+    }
+
+    /// The config file a `config = ".."` option embedded with `include_str!`: its name as
+    /// written and its text as it was when the function compiled (and was checked).
+    #[derive(Clone, Copy, Debug)]
+    pub struct EmbeddedConfig {
+        /// The name as written in the attribute; its extension gives the format.
+        pub file: &'static str,
+        /// The file's contents.
+        pub text: &'static str,
+    }
+
+    /// The registry of an embedded file, loaded once per distinct text in the process, with
+    /// breakers on the tokio clock like those of inline policies.
+    #[cfg(feature = "config")]
+    fn embedded_registry(embedded: EmbeddedConfig) -> Arc<PolicyRegistry> {
+        use crate::config::{Format, Loader};
+        static LOADED: OnceLock<Mutex<HashMap<&'static str, Arc<PolicyRegistry>>>> =
+            OnceLock::new();
+        let mut loaded = LOADED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let registry = loaded.entry(embedded.text).or_insert_with(|| {
+            let EmbeddedConfig { file, text } = embedded;
+            let format = Format::from_path(std::path::Path::new(file))
+                .expect("#[circuit_breaker]: the format was checked at compile time");
+            let registry =
+                PolicyRegistry::load_with_clock(Loader::text(text, format), Some(default_clock()))
+                    .unwrap_or_else(|e| {
+                        panic!("#[circuit_breaker]: {file} was checked at compile time: {e}")
+                    });
+            Arc::new(registry)
+        });
+        Arc::clone(registry)
     }
 
     /// The breaker clock of annotated functions: tokio's, so a paused test runtime drives
@@ -573,7 +782,7 @@ mod runtime {
 
     /// Runs one call.
     pub async fn call<T, E, F, Fut, C>(
-        target: Target<'_>,
+        target: &Target<'_>,
         classifier: &C,
         op: F,
     ) -> Result<T, Error<E>>
@@ -583,24 +792,6 @@ mod runtime {
         C: ErrorClassifier<E>,
     {
         target.call_with(classifier, op).await
-    }
-
-    /// Runs one call with a fallback.
-    pub async fn call_with_fallback<T, E, F, Fut, C, G>(
-        target: Target<'_>,
-        classifier: &C,
-        op: F,
-        fallback: G,
-    ) -> Result<T, Error<E>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        C: ErrorClassifier<E>,
-        G: Fallback<T, E>,
-    {
-        target
-            .call_with_fallback(classifier, op, |e| fallback.__breaker_call(e))
-            .await
     }
 }
 

@@ -88,30 +88,46 @@ fn expand(spec: &Spec) -> TokenStream {
         None => quote!(let __breaker_target = __breaker_pipeline.breaker();),
     };
     let classifier = classifier(spec);
-    let (ok, err) = ok_err(spec);
+    let call = quote! {
+        #krate::__private::call(&__breaker_target, &__breaker_classifier, #attempt).await
+    };
     let call = match &spec.fallback {
+        // The fallback is called in an expression of its own, every token of which carries the
+        // span of the user's path: a wrong signature is reported there, once (the compiler
+        // folds identical errors at one place), not again on the whole attribute.
         Some(f) => {
-            let checked = respan(
-                quote!(#krate::__private::fallback::<#ok, #err, _>),
-                f.span(),
+            let (ok, err) = ok_err(spec);
+            let span = f.span();
+            let helper = respan(
+                quote!(#krate::__private::run_fallback::<#ok, #err, _>),
+                span,
             );
-            let checked = quote_spanned!(f.span()=> #checked(#f));
+            let error = syn::Ident::new("__breaker_error", span);
+            let fallback = quote_spanned!(span=> #helper(#f, #error).await);
             quote! {
-                #krate::__private::call_with_fallback(
-                    __breaker_target, &__breaker_classifier, #attempt, #checked
-                )
+                match #call {
+                    ::core::result::Result::Err(#error)
+                        if __breaker_target.wants_fallback(&#error, &__breaker_classifier) =>
+                    {
+                        #fallback
+                    }
+                    __breaker_result => __breaker_result,
+                }
             }
         }
-        None => quote! {
-            #krate::__private::call(__breaker_target, &__breaker_classifier, #attempt)
-        },
+        None => call,
+    };
+    let needs_config = match &spec.source {
+        Source::Named { .. } => quote!(#krate::__private::named_policy_needs_config!();),
+        Source::Inline(_) => TokenStream::new(),
     };
     let run = quote! {
+        #needs_config
         static __BREAKER_PIPELINE: #static_ty = #krate::__private::OnceLock::new();
         let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| #pipeline);
         #select
         let __breaker_classifier = #classifier;
-        #call.await
+        #call
     };
 
     let block = match func.kind {
@@ -212,25 +228,28 @@ fn attempt_closure(spec: &Spec) -> TokenStream {
 }
 
 /// The error classifier: `classify = path` (the breaker's verdict) and `retry_if = path`
-/// (transient or not), each spanned at its path so a wrong signature is reported there.
+/// (transient or not). Each path is an argument of its own, coerced to a function pointer
+/// there, so a wrong signature is one error under that path.
 fn classifier(spec: &Spec) -> TokenStream {
     let krate = &spec.krate;
-    let outcome = match &spec.classify {
-        Some(p) => quote_spanned!(p.span()=> #p),
-        None => quote!(#krate::__private::failure),
-    };
-    let transient = match &spec.retry_if {
-        Some(p) => quote_spanned!(p.span()=> #p),
-        None => quote!(#krate::__private::transient),
-    };
     let (_, err) = ok_err(spec);
-    let span = spec
-        .classify
-        .as_ref()
-        .or(spec.retry_if.as_ref())
-        .map_or_else(Span::call_site, |p| p.span());
-    let f = respan(quote!(#krate::__private::classify::<#err, _, _>), span);
-    quote_spanned!(span=> #f(#outcome, #transient))
+    // `outcome_fn::<E>(path)`, every token at the path: the mismatch and its labels land there.
+    let checked = |helper: &str, path: &Option<syn::Path>, default: &str| {
+        let helper = syn::Ident::new(helper, Span::call_site());
+        match path {
+            Some(p) => {
+                let f = respan(quote!(#krate::__private::#helper::<#err>), p.span());
+                quote_spanned!(p.span()=> #f(#p))
+            }
+            None => {
+                let default = syn::Ident::new(default, Span::call_site());
+                quote!(#krate::__private::#default)
+            }
+        }
+    };
+    let outcome = checked("outcome_fn", &spec.classify, "failure");
+    let transient = checked("transient_fn", &spec.retry_if, "transient");
+    quote!(#krate::__private::classify::<#err>(#outcome, #transient))
 }
 
 /// `tokens` with every span set to `span`, so an error about the whole expression (not only
@@ -286,7 +305,19 @@ fn pipeline_expr(spec: &Spec) -> TokenStream {
                 #name,
             ))
         }
-        Source::Named(policy) => quote!(#krate::__private::Pipeline::named(#policy, #name)),
+        Source::Named { policy, config } => {
+            let embedded = match config {
+                Some(config) => {
+                    let (file, path) = (&config.literal, &config.path);
+                    quote!(::core::option::Option::Some(#krate::__private::EmbeddedConfig {
+                        file: #file,
+                        text: ::core::include_str!(#path),
+                    }))
+                }
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(#krate::__private::Pipeline::named(#policy, #name, #embedded))
+        }
     }
 }
 
@@ -449,6 +480,70 @@ mod tests {
             FN,
         );
         snapshot("keyed_and_hooks", &out);
+    }
+
+    #[test]
+    fn named_policy_embeds_the_checked_file() {
+        let out = expand_str(
+            r#"policy = "inventory", config = "../tests/fixtures/breaker.toml""#,
+            FN,
+        );
+        assert!(
+            out.contains(":: breaker :: __private :: named_policy_needs_config ! ()"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: breaker :: __private :: Pipeline :: named (\"inventory\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("file : \"../tests/fixtures/breaker.toml\""),
+            "{out}"
+        );
+        assert!(out.contains(":: core :: include_str ! (\""), "{out}");
+        // A policy defined elsewhere: no file, the installed registry at run time.
+        let out = expand_str(r#"policy = "inventory""#, FN);
+        assert!(out.contains("\"inventory\" , :: core :: concat !"), "{out}");
+        assert!(
+            out.contains(":: core :: option :: Option :: None)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn named_policy_errors_sit_under_the_literals() {
+        let file = r#"config = "../tests/fixtures/breaker.toml""#;
+        let out = expand_str(&format!(r#"policy = "inventry", {file}"#), FN);
+        assert!(
+            out.contains(
+                "policy `inventry` not found in ../tests/fixtures/breaker.toml; available: \
+                 `inventory`, `payments`"
+            ),
+            "{out}"
+        );
+        let out = expand_str(
+            r#"policy = "inventory", config = "../tests/fixtures/invalid.toml""#,
+            FN,
+        );
+        assert!(
+            out.contains(
+                "policy `inventory` is invalid: ../tests/fixtures/invalid.toml:4:24: \
+                 policies.inventory.breaker.consecutive_failures: must be at least 1, got 0"
+            ),
+            "{out}"
+        );
+        let out = expand_str(r#"policy = "inventory", config = "nope.toml""#, FN);
+        assert!(
+            out.contains("cannot read config file `nope.toml`: no such file"),
+            "{out}"
+        );
+        let out = expand_str(r#"policy = "inventory", config = "../Cargo.lock""#, FN);
+        assert!(out.contains("has an unknown format"), "{out}");
+        // The function is still emitted, unchanged.
+        assert!(
+            out.starts_with("async fn call (id : u64) -> Result < u64 , E >"),
+            "{out}"
+        );
     }
 
     #[test]

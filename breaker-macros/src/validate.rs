@@ -47,7 +47,20 @@ pub enum Source {
     /// Written in the attribute.
     Inline(InlineTokens),
     /// `policy = "name"`, looked up in the config registry at run time.
-    Named(LitStr),
+    Named {
+        /// The policy's name.
+        policy: LitStr,
+        /// With `config = "file"`: the file, checked at compile time and embedded.
+        config: Option<ConfigFile>,
+    },
+}
+
+/// A `config = "file"` that was read and checked while compiling.
+pub struct ConfigFile {
+    /// The literal as written (`"breaker.toml"`), for the file name shown at run time.
+    pub literal: LitStr,
+    /// The absolute path that was read, for the expansion's `include_str!`.
+    pub path: String,
 }
 
 /// A policy written in the attribute: the built policy (checked), and the tokens of the
@@ -106,7 +119,7 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
     let source = policy_source(cx, &args);
     let reruns = match &source {
         Some(Source::Inline(p)) => p.policy.retry.is_some_and(|r| r.max_attempts > 1),
-        Some(Source::Named(_)) => true,
+        Some(Source::Named { .. }) => true,
         None => args.retry.is_some(),
     };
     let key = match (&args.key, &func) {
@@ -177,10 +190,14 @@ fn policy_source(cx: &Ctxt, args: &Args) -> Option<Source> {
                 ),
             );
         }
-        if let Some(config) = &args.config {
-            check_config_file(cx, &name.value, &config.value);
-        }
-        return Some(Source::Named(name.value.clone()));
+        let config = args
+            .config
+            .as_ref()
+            .and_then(|config| check_config_file(cx, &name.value, &config.value));
+        return Some(Source::Named {
+            policy: name.value.clone(),
+            config,
+        });
     }
     if let Some(config) = &args.config {
         cx.error_at(
@@ -193,26 +210,42 @@ fn policy_source(cx: &Ctxt, args: &Args) -> Option<Source> {
 }
 
 /// Reads `config` (relative to the crate root) at compile time and checks that policy `name`
-/// exists in it and is valid, with the same loader the run-time registry uses.
-fn check_config_file(cx: &Ctxt, name: &LitStr, config: &LitStr) {
+/// exists in it and is valid, with the same loader the run-time registry uses. Problems with
+/// the policy are reported under `name`, problems with the file under `config`.
+fn check_config_file(cx: &Ctxt, name: &LitStr, config: &LitStr) -> Option<ConfigFile> {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let path = std::path::Path::new(&dir).join(config.value());
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) => {
+            let why = match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file".to_owned(),
+                _ => e.to_string(),
+            };
             cx.error_spanned_by(
                 config,
                 format!(
-                    "cannot read config file `{}`: {e}; the path is relative to the crate root \
+                    "cannot read config file `{}`: {why}; the path is relative to the crate root \
                      (the directory of Cargo.toml)",
                     config.value()
                 ),
             );
-            return;
+            return None;
         }
     };
-    if let Err(message) = breaker_core::__private::check_named_policy(&text, &name.value()) {
-        cx.error_spanned_by(name, message);
+    let file = config.value();
+    match breaker_core::__private::check_named_policy(&file, &text, &name.value()) {
+        Ok(()) => Some(ConfigFile {
+            literal: config.clone(),
+            path: path.to_string_lossy().into_owned(),
+        }),
+        Err(errors) => {
+            for e in errors {
+                let at = if e.about_policy { name } else { config };
+                cx.error_spanned_by(at, e.message);
+            }
+            None
+        }
     }
 }
 

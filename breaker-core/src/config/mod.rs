@@ -86,12 +86,14 @@
 
 mod error;
 mod file;
+mod global;
 mod load;
 mod registry;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
+pub use global::{install, installed};
 pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};
 pub use registry::{PolicyRegistry, ReloadReport};
 pub use value::{Dsl, DslValue, Percent, Spec};
