@@ -394,6 +394,7 @@ mod runtime {
                     });
                 }
             }
+            crate::observe::retry(self.pipeline.metrics_name());
             Step::Sleep(delay)
         }
     }
@@ -486,8 +487,15 @@ mod runtime {
     }
 
     impl Pipeline {
-        /// The error of the limit of `kind`.
+        /// The name the pipeline's metrics carry: its breaker's name, `""` without a breaker.
+        fn metrics_name(&self) -> &str {
+            self.breaker.as_ref().map_or("", CircuitBreaker::name)
+        }
+
+        /// The error of the limit of `kind`, which has just passed (counted in the
+        /// [`TIMEOUTS_TOTAL`](crate::observe::TIMEOUTS_TOTAL) metric).
         fn elapsed(&self, kind: TimeoutKind) -> Elapsed {
+            crate::observe::timeout(self.metrics_name(), kind);
             let after = match kind {
                 TimeoutKind::Attempt => self.timeout,
                 TimeoutKind::Deadline => self.deadline,
