@@ -1107,13 +1107,17 @@ impl Inner {
         }
     }
 
+    /// Whether the call of `t`, ending at `now`, was slow under the slow-call rule in force.
+    fn is_slow(&self, t: &Ticket, now: u64) -> bool {
+        let limit = self.shared.hot.slow_nanos();
+        limit != 0
+            && t.start
+                .is_some_and(|start| now.saturating_sub(start) >= limit)
+    }
+
     fn record_window(&self, store: &WindowStore, t: Ticket, failure: bool, raw: u64) {
         let now = self.shared.clock.now_nanos();
-        let slow_nanos = self.shared.hot.slow_nanos();
-        let slow = match t.start {
-            Some(start) if slow_nanos != 0 => now.saturating_sub(start) >= slow_nanos,
-            _ => false,
-        };
+        let slow = self.is_slow(&t, now);
         let window = match store {
             WindowStore::Count(window) => window,
             WindowStore::Time(w) => {
@@ -1179,13 +1183,8 @@ impl Inner {
             }
             o => o,
         };
-        let slow = match (policy.slow_call, t.start) {
-            (Some(rule), Some(start)) => {
-                self.shared.clock.now_nanos().saturating_sub(start)
-                    >= rule.duration.as_nanos() as u64
-            }
-            _ => false,
-        };
+        // A ticket has a start only if a slow-call rule was set when it was admitted.
+        let slow = t.start.is_some() && self.is_slow(&t, self.shared.clock.now_nanos());
         let mut raw = self.state.load(Ordering::Acquire);
         loop {
             let w = Word::decode(raw);
