@@ -91,6 +91,8 @@
 #[cfg(feature = "tokio")]
 mod builder;
 mod classify;
+#[cfg(feature = "tokio")]
+mod ctx;
 
 #[cfg(feature = "tokio")]
 pub use builder::{BuildError, PipelineBuilder};
@@ -119,6 +121,7 @@ pub enum FallbackOn {
 
 #[cfg(feature = "tokio")]
 mod runtime {
+    use super::ctx::{Ctx, Limit};
     use super::*;
     use crate::breaker::CircuitBreaker;
     use crate::bulkhead::{Bulkhead, Wait};
@@ -157,78 +160,25 @@ mod runtime {
         pub(super) rng: Arc<Mutex<SmallRng>>,
     }
 
-    /// The earliest limit enclosing a point of the pipeline. Its length is the pipeline's
-    /// timeout or deadline, by `kind` (see `Pipeline::elapsed`): kept out of here so the
-    /// context copied into every layer stays small.
-    #[derive(Clone, Copy)]
-    struct Limit {
-        at: Instant,
-        kind: TimeoutKind,
-    }
-
-    /// The limits enclosing a point of the pipeline.
-    #[derive(Clone, Copy, Default)]
-    struct Ctx {
-        /// The earliest limit whose instant is known.
-        limit: Option<Limit>,
-        /// Whether the timeout layer's limit encloses nothing but one attempt and is not yet
-        /// anchored to an instant. The clock is read only when something needs the instant
-        /// (the attempt's first `Pending`, a bulkhead wait), so an attempt that completes in
-        /// its first poll reads no clock at all. The time that first poll takes is not counted
-        /// against the limit: a future cannot be stopped inside a poll anyway.
-        lazy: bool,
-    }
-
-    impl Ctx {
-        /// This context with a limit of `length` from now, if it ends before the current one.
-        #[inline]
-        fn tighten(self, length: Duration, kind: TimeoutKind) -> Ctx {
-            let Some(at) = Instant::now().checked_add(length) else {
-                return self;
-            };
-            match self.limit {
-                // Ties go to the outer limit.
-                Some(l) if l.at <= at => self,
-                _ => Ctx {
-                    limit: Some(Limit { at, kind }),
-                    ..self
-                },
-            }
-        }
-
-        /// This context with its lazy limit (the timeout layer's, if any) anchored at the
-        /// current instant. The lazy limit is always the innermost one, so ties go to the
-        /// known limit.
-        #[inline]
-        fn anchor(self, timeout: Option<Duration>) -> Ctx {
-            match (self.lazy, timeout) {
-                (true, Some(t)) => Ctx {
-                    lazy: false,
-                    ..self
-                }
-                .tighten(t, TimeoutKind::Attempt),
-                _ => self,
-            }
-        }
-    }
-
     pin_project_lite::pin_project! {
         /// One invocation of the operation under the earliest enclosing limit.
         ///
         /// The operation is polled before the limit is checked, so a result ready at the limit
         /// wins. The timer (and a lazy limit's clock read) is set up only when the operation
         /// first returns `Pending`.
-        struct Attempt<'p, F> {
+        struct Attempt<'p, 'c, F> {
             #[pin]
             inner: F,
             pipeline: &'p Pipeline,
-            ctx: Ctx,
+            // Borrowed, not copied: a copy of a context just written costs more than the
+            // rest of a fast call.
+            ctx: &'c mut Ctx,
             // Boxed: keeps the timer out of every call's future.
             sleep: Option<Pin<Box<Sleep>>>,
         }
     }
 
-    impl<T, E, F: Future<Output = Result<T, E>>> Future for Attempt<'_, F> {
+    impl<T, E, F: Future<Output = Result<T, E>>> Future for Attempt<'_, '_, F> {
         type Output = Result<T, Error<E>>;
 
         #[inline]
@@ -240,15 +190,15 @@ mod runtime {
             let sleep = match this.sleep {
                 Some(sleep) => sleep,
                 None => {
-                    *this.ctx = this.ctx.anchor(this.pipeline.timeout);
-                    let Some(l) = this.ctx.limit else {
+                    **this.ctx = this.ctx.anchor(this.pipeline.timeout);
+                    let Some(l) = this.ctx.limit() else {
                         return Poll::Pending;
                     };
                     this.sleep.insert(Box::pin(tokio::time::sleep_until(l.at)))
                 }
             };
             ready!(sleep.as_mut().poll(cx));
-            match this.ctx.limit {
+            match this.ctx.limit() {
                 Some(l) => Poll::Ready(Err(Error::Timeout(this.pipeline.elapsed(l.kind)))),
                 None => unreachable!("a timer is armed only under a limit"),
             }
@@ -310,29 +260,16 @@ mod runtime {
                 .unwrap_or(Duration::ZERO)
         }
 
-        /// Decides what follows an attempt's result. `limit` is the earliest limit enclosing
-        /// the retry layer.
+        /// Notes a successful attempt.
         #[inline]
-        fn step<T, E, C: ErrorClassifier<E> + ?Sized>(
-            &mut self,
-            result: Result<T, Error<E>>,
-            class: &C,
-            limit: Option<Limit>,
-        ) -> Step<T, E> {
-            self.attempts += 1;
-            let budget = self.pipeline.budget.as_ref();
-            let error = match result {
-                Ok(v) => {
-                    if let Some(b) = budget {
-                        b.deposit();
-                    }
-                    return Step::Done(Ok(v));
-                }
-                Err(e) => e,
-            };
-            self.after_error(error, class, limit)
+        fn succeeded(&self) {
+            if let Some(b) = &self.pipeline.budget {
+                b.deposit();
+            }
         }
 
+        /// Decides what follows an attempt's error. `limit` is the earliest limit enclosing
+        /// the retry layer.
         #[cold]
         fn after_error<T, E, C: ErrorClassifier<E> + ?Sized>(
             &mut self,
@@ -340,6 +277,7 @@ mod runtime {
             class: &C,
             limit: Option<Limit>,
         ) -> Step<T, E> {
+            self.attempts += 1;
             let budget = self.pipeline.budget.as_ref();
             let (transient, hint) = match &error {
                 Error::Inner(e) => (class.is_transient(e), class.retry_after(e)),
@@ -424,7 +362,7 @@ mod runtime {
                         Layer::Timeout => {
                             if let Some(t) = $self.timeout {
                                 $ctx = if $lazy {
-                                    Ctx { lazy: true, ..$ctx }
+                                    $ctx.lazy()
                                 } else {
                                     $ctx.tighten(t, TimeoutKind::Attempt)
                                 };
@@ -452,7 +390,8 @@ mod runtime {
                                 // Boxed: the waiting path must not grow every call's future.
                                 Err(_) => {
                                     $ctx = $ctx.anchor($self.timeout);
-                                    Box::pin(bulkhead.acquire_until($ctx.limit.map(|l| l.at))).await
+                                    Box::pin(bulkhead.acquire_until($ctx.limit().map(|l| l.at)))
+                                        .await
                                 }
                             };
                             match slot {
@@ -461,7 +400,7 @@ mod runtime {
                                     continue;
                                 }
                                 Err(Wait::Full(full)) => Error::Rejected(Rejection::Bulkhead(full)),
-                                Err(Wait::Deadline) => match $ctx.limit {
+                                Err(Wait::Deadline) => match $ctx.limit() {
                                     Some(l) => Error::Timeout($self.elapsed(l.kind)),
                                     None => unreachable!("waits end early only at a limit"),
                                 },
@@ -475,11 +414,11 @@ mod runtime {
                     break 'segment Err(refused);
                 }
                 let result = $core;
-                if let Some(p) = permit {
-                    match &result {
-                        Ok(_) => p.success(),
-                        Err(e) => p.record(error_outcome(e, $class)),
-                    }
+                if let Some(p) = &mut permit {
+                    p.record_in_place(match &result {
+                        Ok(_) => Outcome::Success,
+                        Err(e) => error_outcome(e, $class),
+                    });
                 }
                 result
             }
@@ -564,12 +503,17 @@ mod runtime {
         /// If it must sleep or wait (a backoff, a pending attempt under a timeout, a bulkhead
         /// wait) outside a tokio runtime with the time driver enabled. A panic inside `op`
         /// propagates; a breaker permit it held records a failure.
-        pub async fn call<T, E, F, Fut>(&self, op: F) -> Result<T, Error<E>>
+        pub fn call<'a, T: 'a, E: 'a, F, Fut>(
+            &'a self,
+            op: F,
+        ) -> impl Future<Output = Result<T, Error<E>>> + 'a
         where
-            F: FnMut() -> Fut,
-            Fut: Future<Output = Result<T, E>>,
+            F: FnMut() -> Fut + 'a,
+            Fut: Future<Output = Result<T, E>> + 'a,
         {
-            self.call_with(&AllErrors, op).await
+            // Not an `async fn` wrapping `call_with`: that would nest one future in another
+            // and move the result through both.
+            self.call_with(&AllErrors, op)
         }
 
         /// Runs `op` through the pipeline, judging its errors with `classifier`.
@@ -607,7 +551,7 @@ mod runtime {
                         Attempt {
                             inner: op(),
                             pipeline: self,
-                            ctx,
+                            ctx: &mut ctx,
                             sleep: None,
                         }
                         .await
@@ -615,7 +559,16 @@ mod runtime {
                     if self.retry_at.is_none() {
                         break result;
                     }
-                    match run.step(result, class, ctx.limit) {
+                    // The success path leaves the result where it is: moving it through a
+                    // decision value would copy it.
+                    let error = match result {
+                        Ok(v) => {
+                            run.succeeded();
+                            break Ok(v);
+                        }
+                        Err(e) => e,
+                    };
+                    match run.after_error(error, class, ctx.limit()) {
                         Step::Done(result) => break result,
                         Step::Sleep(d) if d.is_zero() => {}
                         // Boxed: keeps the timer out of every call's future.
