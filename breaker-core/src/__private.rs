@@ -780,18 +780,19 @@ mod runtime {
         true
     }
 
-    /// Runs one call.
-    pub async fn call<T, E, F, Fut, C>(
-        target: &Target<'_>,
-        classifier: &C,
+    /// Runs one call. Not an `async fn`: that would nest the pipeline's future in another
+    /// and move the result through both.
+    pub fn call<'a, T: 'a, E: 'a, F, Fut, C>(
+        target: &'a Target<'_>,
+        classifier: &'a C,
         op: F,
-    ) -> Result<T, Error<E>>
+    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
     where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
         C: ErrorClassifier<E>,
     {
-        target.call_with(classifier, op).await
+        target.call_with(classifier, op)
     }
 }
 
