@@ -43,10 +43,10 @@ use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason, Wind
 use breaker::circuit_breaker;
 use breaker::http::{status_is_transient, status_outcome, HttpClassifier, HttpFailure};
 use breaker::layer::Layer as PipelineLayer;
-use breaker::observe::{self, BreakerMetrics};
+use breaker::observe;
 use breaker::pipeline::{classifier, ErrorClassifier, PipelineBuilder};
 use breaker::policy::Policy;
-use breaker::{Error, Outcome, Pipeline, Rejection};
+use breaker::{Error, Outcome, Pipeline};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
@@ -507,7 +507,6 @@ struct Load {
     clients: [reqwest::Client; 2],
     url: String,
     live: Live,
-    metrics: BreakerMetrics,
 }
 
 /// The pause between the calls of one caller.
@@ -536,16 +535,6 @@ async fn caller(load: Arc<Load>, set: usize, idx: u32, n: u32) -> Vec<Record> {
             Err(Error::Rejected(_)) => Ended::Rejected,
             Err(_) => Ended::Failed,
         };
-        if set == WITH {
-            // The annotated function's pipeline does not record calls itself: count each
-            // logical call under the library's metric names.
-            match &result {
-                Ok(()) => load.metrics.outcome(Outcome::Success),
-                Err(Error::Rejected(Rejection::Breaker(r))) => load.metrics.rejected(r.reason()),
-                Err(Error::Rejected(_)) => {}
-                Err(_) => load.metrics.outcome(Outcome::Failure),
-            }
-        }
         load.live.add(phase, set, ended);
         records.push(Record {
             set,
@@ -634,8 +623,9 @@ impl Timeline {
 }
 
 /// A `tracing` layer that turns the breaker's `circuit breaker state transition` events into
-/// [`Transition`]s: the breaker built by `#[circuit_breaker]` has no listener of ours, but it
-/// reports every transition as an event. Every other event is disabled at its call site, so
+/// [`Transition`]s for the timeline: the breaker built by `#[circuit_breaker]` has no listener
+/// of ours (its metrics need none: the attribute publishes them), but it reports every
+/// transition as an event. Every other event is disabled at its call site, so
 /// rejections (a debug event) cost nothing.
 struct TransitionEvents(Arc<Timeline>);
 
@@ -666,7 +656,6 @@ impl<S: tracing::Subscriber> Layer<S> for TransitionEvents {
         let mut fields = EventFields::default();
         event.record(&mut fields);
         if let Some(t) = fields.transition() {
-            observe::record_transition(&t);
             self.0.push(t);
         }
     }
@@ -1194,21 +1183,15 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         clients: [client()?, client()?],
         url: format!("http://{addr}/work"),
         live: Live::new(script.phases.len()),
-        metrics: BreakerMetrics::new(BREAKER_NAME),
     });
 
     // Warm-up (not counted): one call per set, which also creates the annotated function's
-    // breaker, so the state gauge can track it.
+    // breaker (and its metrics, bound to the exporter installed above).
     for set in [WITH, WITHOUT] {
         load.callers[set]
             .call(&load.clients[set], &load.url, set)
             .await
             .map_err(|e| format!("warm-up call failed: {e}"))?;
-    }
-    if args.config.is_none() {
-        if let Some(b) = breaker::__private::breaker_named(BREAKER_NAME) {
-            observe::track(&b);
-        }
     }
 
     let n = callers_per_set(args.quick);

@@ -630,11 +630,14 @@ mod runtime {
         fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
             let mut builder = PipelineBuilder::from_policy(&policy);
             if let Some(b) = &policy.breaker {
-                let breaker = CircuitBreaker::builder(b.clone())
-                    .name(name)
-                    .clock(default_clock())
-                    .build()
-                    .expect("#[circuit_breaker]: validated at compile time");
+                let breaker = crate::observe::instrument(
+                    CircuitBreaker::builder(b.clone())
+                        .name(name)
+                        .clock(default_clock()),
+                )
+                .build()
+                .expect("#[circuit_breaker]: validated at compile time");
+                crate::observe::track(&breaker);
                 register(name, &breaker);
                 builder = builder.breaker(breaker);
             }
@@ -669,13 +672,15 @@ mod runtime {
             let registry = self.keyed.get_or_init(|| {
                 let factory = self.factory.clone().unwrap_or_else(|| {
                     let b = self.policy.breaker.clone().unwrap_or_default();
-                    CircuitBreaker::builder(b)
-                        .name(self.name)
-                        .clock(default_clock())
-                        .build_factory()
-                        .expect("#[circuit_breaker]: validated at compile time")
+                    crate::observe::instrument(
+                        CircuitBreaker::builder(b)
+                            .name(self.name)
+                            .clock(default_clock()),
+                    )
+                    .build_factory()
+                    .expect("#[circuit_breaker]: validated at compile time")
                 });
-                Registry::new(factory)
+                Registry::builder(factory).state_gauge(true).build()
             });
             let breaker = registry
                 .get_or_create(&key)

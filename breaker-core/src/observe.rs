@@ -15,8 +15,15 @@
 //!   [`crate::breaker::BreakerBuilder`] that counts [`TRANSITIONS_TOTAL`] and
 //!   moves the [`STATE`] gauge.
 //! - Calls and rejections: the breaker core has no per-call hook, so whoever drives the breaker
-//!   (the tower [`BreakerService`](crate::tower::breaker::BreakerService), the pipeline)
-//!   records them with a [`BreakerMetrics`] made once per breaker name.
+//!   records them with a [`BreakerMetrics`] made once per breaker name. The tower
+//!   [`BreakerService`](crate::tower::breaker::BreakerService) and the
+//!   [`Pipeline`](crate::pipeline::Pipeline) (so also `#[circuit_breaker]`) do it themselves,
+//!   under the name of the pipeline's breaker; a program driving a breaker by hand does it as
+//!   in the example below.
+//! - The breakers that a pipeline builds from a policy, that `#[circuit_breaker]` builds
+//!   (keyed ones included) and that a [`PolicyRegistry`](crate::config::PolicyRegistry) builds
+//!   are instrumented and tracked: their transitions and state gauge need no wiring. A breaker
+//!   you build yourself and hand over needs [`instrument`] and [`track`].
 //! - Retries and timeouts: [`retry`] and [`timeout`], called by the retry and timeout layers.
 //!
 //! # Metric names and labels
@@ -226,6 +233,22 @@ impl BreakerMetrics {
             let _ = (name, extra);
             BreakerMetrics {}
         }
+    }
+
+    /// A handle that counts nothing and registers nothing: for a pipeline without a breaker.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn noop() -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            BreakerMetrics {
+                handles: std::sync::Arc::new(Handles {
+                    calls: std::array::from_fn(|_| metrics::Counter::noop()),
+                    rejections: std::array::from_fn(|_| metrics::Counter::noop()),
+                }),
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        BreakerMetrics {}
     }
 
     /// Counts an admitted call that ended with `outcome`.

@@ -1,5 +1,6 @@
-//! The pipeline counts its retries and timeouts in the `metrics` facade, under its breaker's
-//! name (feature `metrics`).
+//! The pipeline counts its calls, rejections, retries and timeouts in the `metrics` facade under
+//! its breaker's name, and a breaker it builds from a policy counts its transitions and state
+//! (feature `metrics`). Exact values for scripted sequences, on tokio's paused clock.
 #![cfg(all(feature = "metrics", feature = "tokio"))]
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
@@ -10,7 +11,11 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-fn counters(recorder: &DebuggingRecorder) -> BTreeMap<String, u64> {
+type Result<T> = std::result::Result<T, breaker_core::Error<std::io::Error>>;
+
+/// Every series with a non-zero value, as `name{label=value,..}` (labels sorted) -> value.
+/// Counters registered but never incremented are left out.
+fn collect(recorder: &DebuggingRecorder) -> BTreeMap<String, f64> {
     recorder
         .snapshotter()
         .snapshot()
@@ -23,26 +28,39 @@ fn counters(recorder: &DebuggingRecorder) -> BTreeMap<String, u64> {
                 .map(|l| format!("{}={}", l.key(), l.value()))
                 .collect();
             labels.sort();
-            match value {
-                DebugValue::Counter(n) => {
-                    Some((format!("{}{{{}}}", key.name(), labels.join(",")), n))
-                }
-                _ => None,
-            }
+            let value = match value {
+                DebugValue::Counter(n) => n as f64,
+                DebugValue::Gauge(g) => g.into_inner(),
+                DebugValue::Histogram(_) => unreachable!("no histograms"),
+            };
+            (value != 0.0).then(|| (format!("{}{{{}}}", key.name(), labels.join(",")), value))
         })
         .collect()
 }
 
+fn expected(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+fn failed() -> std::io::Error {
+    std::io::Error::other("503")
+}
+
 #[test]
-fn retries_and_timeouts_are_counted_under_the_breaker_name() {
+fn retries_timeouts_and_calls_are_counted_under_the_breaker_name() {
     let recorder = DebuggingRecorder::new();
     metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        paused_runtime().block_on(async {
+            // A breaker built by hand and handed over: its transitions are not instrumented,
+            // but the pipeline counts its calls.
             let breaker = CircuitBreaker::builder(BreakerPolicy {
                 consecutive_failures: Some(100),
                 ..BreakerPolicy::default()
@@ -64,28 +82,103 @@ fn retries_and_timeouts_are_counted_under_the_breaker_name() {
                 .timeout(Duration::from_millis(100))
                 .build()
                 .unwrap();
-            // Every attempt hangs past the 100 ms timeout: 3 attempts, 2 retries, 3 timeouts.
-            let r: Result<(), breaker_core::Error<std::io::Error>> = pipeline
+            // Every attempt hangs past the 100 ms timeout: 3 attempts, 2 retries, 3 timeouts,
+            // 3 breaker failures (retry is outside the breaker).
+            let r: Result<()> = pipeline
                 .call(|| async {
                     tokio::time::sleep(Duration::from_secs(10)).await;
                     Ok(())
                 })
                 .await;
             assert_eq!(r.unwrap_err().attempts(), 3);
-            // A success on the first attempt adds nothing.
-            let ok: Result<u8, breaker_core::Error<std::io::Error>> =
-                pipeline.call(|| async { Ok(1) }).await;
+            // A success on the first attempt: one successful call, no retry.
+            let ok: Result<u8> = pipeline.call(|| async { Ok(1) }).await;
             assert_eq!(ok.unwrap(), 1);
         });
     });
-    let got = counters(&recorder);
     assert_eq!(
-        got.get("breaker_retries_total{breaker=inventory}"),
-        Some(&2)
+        collect(&recorder),
+        expected(&[
+            (
+                "breaker_calls_total{breaker=inventory,outcome=failure}",
+                3.0
+            ),
+            (
+                "breaker_calls_total{breaker=inventory,outcome=success}",
+                1.0
+            ),
+            ("breaker_retries_total{breaker=inventory}", 2.0),
+            (
+                "breaker_timeouts_total{breaker=inventory,kind=attempt}",
+                3.0
+            ),
+        ])
     );
+}
+
+#[test]
+fn a_pipeline_breaker_counts_outcomes_rejections_cancellations_transitions_and_state() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        paused_runtime().block_on(async {
+            let pipeline = Pipeline::builder()
+                .name("stock")
+                .breaker_policy(BreakerPolicy {
+                    consecutive_failures: Some(2),
+                    cooldown: Duration::from_secs(10),
+                    half_open_probes: 1,
+                    successes_to_close: 1,
+                    ..BreakerPolicy::default()
+                })
+                .clock(Clock::tokio())
+                .build()
+                .unwrap();
+            let fail = || async { Err::<u8, _>(failed()) };
+            // Two failures trip the breaker; the third call is rejected locally.
+            for _ in 0..2 {
+                assert!(matches!(
+                    pipeline.call(fail).await,
+                    Err(breaker_core::Error::Inner(_))
+                ));
+            }
+            assert!(matches!(
+                pipeline.call(fail).await,
+                Err(breaker_core::Error::Rejected(_))
+            ));
+            // After the cooldown one probe is admitted: the caller drops it while it is in
+            // flight (a cancellation, which frees the probe slot), then a probe succeeds and
+            // closes the breaker.
+            tokio::time::advance(Duration::from_secs(10)).await;
+            let dropped = tokio::time::timeout(
+                Duration::from_millis(1),
+                pipeline.call(std::future::pending::<Result<u8>>),
+            )
+            .await;
+            assert!(dropped.is_err(), "the caller gave up on the call");
+            let ok: Result<u8> = pipeline.call(|| async { Ok(7) }).await;
+            assert_eq!(ok.unwrap(), 7);
+        });
+    });
     assert_eq!(
-        got.get("breaker_timeouts_total{breaker=inventory,kind=attempt}"),
-        Some(&3)
+        collect(&recorder),
+        expected(&[
+            ("breaker_calls_total{breaker=stock,outcome=cancelled}", 1.0),
+            ("breaker_calls_total{breaker=stock,outcome=failure}", 2.0),
+            ("breaker_calls_total{breaker=stock,outcome=success}", 1.0),
+            ("breaker_rejections_total{breaker=stock,reason=open}", 1.0),
+            ("breaker_state{breaker=stock,state=closed}", 1.0),
+            (
+                "breaker_transitions_total{breaker=stock,from=closed,reason=consecutive_failures,to=open}",
+                1.0
+            ),
+            (
+                "breaker_transitions_total{breaker=stock,from=half_open,reason=probes_succeeded,to=closed}",
+                1.0
+            ),
+            (
+                "breaker_transitions_total{breaker=stock,from=open,reason=cooldown_elapsed,to=half_open}",
+                1.0
+            ),
+        ])
     );
-    assert_eq!(got.len(), 2, "no other counters: {got:?}");
 }

@@ -574,13 +574,22 @@ impl Permit<'_> {
     /// Records `outcome` without moving the permit, which is inert afterwards (dropping it
     /// records nothing). For the pipeline, whose permit lives in its call's future: moving it
     /// out to consume it would copy it.
+    /// Returns whether it recorded (`false` if an outcome was recorded before).
     #[cfg(feature = "tokio")]
     #[inline(always)]
-    pub(crate) fn record_in_place(&mut self, outcome: Outcome) {
-        if !self.ticket.done() {
-            self.ticket.set_done();
-            self.inner.finish(self.ticket, Some(outcome));
+    pub(crate) fn record_in_place(&mut self, outcome: Outcome) -> bool {
+        if self.ticket.done() {
+            return false;
         }
+        self.ticket.set_done();
+        self.inner.finish(self.ticket, Some(outcome));
+        true
+    }
+
+    /// Whether an outcome has been recorded.
+    #[cfg(all(feature = "tokio", feature = "metrics"))]
+    pub(crate) fn is_done(&self) -> bool {
+        self.ticket.done()
     }
 }
 

@@ -189,6 +189,13 @@ impl PolicyRegistry {
             .filter(|k| !next.contains_key(*k))
             .cloned()
             .collect();
+        // A breaker no entry keeps any more leaves the state gauge.
+        for (name, entry) in old.iter() {
+            let kept = next.get(name).is_some_and(|e| e.breaker.is_some());
+            if let (Some((_, breaker)), false) = (&entry.breaker, kept) {
+                crate::observe::untrack(breaker);
+            }
+        }
         self.entries.store(Arc::new(next));
         report
     }
@@ -206,10 +213,11 @@ impl PolicyRegistry {
         if let Some(clock) = &self.clock {
             builder = builder.clock(clock.clone());
         }
-        let factory = builder
+        let factory = crate::observe::instrument(builder)
             .build_factory()
             .expect("loaded policies are validated");
         let breaker = factory.create();
+        crate::observe::track(&breaker);
         (factory, breaker)
     }
 }

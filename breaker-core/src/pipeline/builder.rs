@@ -5,6 +5,7 @@ use crate::breaker::{BreakerPolicy, CircuitBreaker, ValidationError};
 use crate::bulkhead::{Bulkhead, BulkheadPolicy, InvalidBulkhead};
 use crate::clock::Clock;
 use crate::layer::Layer;
+use crate::observe::{self, BreakerMetrics};
 use crate::policy::Policy;
 use crate::retry::{RetryBudget, RetryPolicy};
 use rand::rngs::SmallRng;
@@ -63,6 +64,7 @@ enum BulkheadSource {
 #[derive(Default)]
 pub struct PipelineBuilder {
     breaker: Option<BreakerSource>,
+    name: Option<String>,
     clock: Option<Clock>,
     retry: Option<RetryPolicy>,
     budget: Option<RetryBudget>,
@@ -93,14 +95,17 @@ impl PipelineBuilder {
     }
 
     /// A circuit breaker built from `policy` at [`build`](Self::build), with the builder's
-    /// [`clock`](Self::clock).
+    /// [`clock`](Self::clock). With the `metrics` feature its transitions and state are
+    /// counted ([`observe::instrument`], [`observe::track`]).
     pub fn breaker_policy(mut self, policy: BreakerPolicy) -> Self {
         self.breaker = Some(BreakerSource::Policy(policy));
         self
     }
 
     /// An existing circuit breaker (for example one shared with other pipelines, or one from a
-    /// registry). Its own clock is kept.
+    /// registry). Its own clock and listeners are kept: for transition metrics, build it
+    /// through [`observe::instrument`]. The pipeline counts calls and rejections under its
+    /// name either way.
     pub fn breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.breaker = Some(BreakerSource::Handle(breaker));
         self
@@ -111,6 +116,14 @@ impl PipelineBuilder {
     /// timer.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// The name of a breaker built from a policy (default: empty), shown in its events, its
+    /// errors and the pipeline's metrics. A breaker given with [`breaker`](Self::breaker)
+    /// keeps its own.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
@@ -269,12 +282,17 @@ impl PipelineBuilder {
         let breaker = match self.breaker {
             None => None,
             Some(BreakerSource::Handle(b)) => Some(b),
-            Some(BreakerSource::Policy(p)) => Some(
-                CircuitBreaker::builder(p)
-                    .clock(self.clock.unwrap_or_default())
-                    .build()
-                    .map_err(BuildError::Breaker)?,
-            ),
+            Some(BreakerSource::Policy(p)) => {
+                let b = observe::instrument(
+                    CircuitBreaker::builder(p)
+                        .name(self.name.unwrap_or_default())
+                        .clock(self.clock.unwrap_or_default()),
+                )
+                .build()
+                .map_err(BuildError::Breaker)?;
+                observe::track(&b);
+                Some(b)
+            }
         };
         let bulkhead = match self.bulkhead {
             None => None,
@@ -286,6 +304,10 @@ impl PipelineBuilder {
         let rng = match self.seed {
             Some(s) => SmallRng::seed_from_u64(s),
             None => SmallRng::from_entropy(),
+        };
+        let metrics = match &breaker {
+            Some(b) => BreakerMetrics::new(b.name()),
+            None => BreakerMetrics::noop(),
         };
         let mut layers = [Layer::Breaker; 4];
         layers[..order.len()].copy_from_slice(&order);
@@ -302,6 +324,7 @@ impl PipelineBuilder {
             idempotent: self.idempotent,
             fallback_on: self.fallback_on,
             rng: Arc::new(Mutex::new(rng)),
+            metrics,
         })
     }
 }

@@ -61,6 +61,12 @@
 //!   when it exceeds the backoff's cap, as long as it fits before the deadline; without a
 //!   deadline it is always honoured.
 //!
+//! # Metrics
+//! With the `metrics` feature a pipeline counts, under the name of its breaker (see
+//! [`crate::observe`]): each call the breaker admitted, by outcome (a call dropped by its
+//! caller counts as cancelled), each rejection by reason, each retry and each timeout. A
+//! breaker the pipeline builds from a policy also counts its transitions and state.
+//!
 //! # Calling
 //! [`Pipeline::call`] takes a closure that returns a *fresh* future per attempt. Nothing on the
 //! success path is boxed or allocated: the layers are interpreted by one `async fn`, so a call
@@ -123,11 +129,12 @@ pub enum FallbackOn {
 mod runtime {
     use super::ctx::{Ctx, Limit};
     use super::*;
-    use crate::breaker::CircuitBreaker;
+    use crate::breaker::{CircuitBreaker, Permit};
     use crate::bulkhead::{Bulkhead, Wait};
     use crate::classify::Outcome;
     use crate::error::Rejection;
     use crate::layer::Layer;
+    use crate::observe::BreakerMetrics;
     use crate::retry::{Delays, RetryPolicy};
     use crate::timeout::{Elapsed, TimeoutKind};
     use rand::rngs::SmallRng;
@@ -158,6 +165,40 @@ mod runtime {
         pub(super) idempotent: bool,
         pub(super) fallback_on: FallbackOn,
         pub(super) rng: Arc<Mutex<SmallRng>>,
+        /// The call and rejection counters of the breaker's name (counting nothing without
+        /// a breaker or without the `metrics` feature).
+        pub(super) metrics: BreakerMetrics,
+    }
+
+    /// A breaker permit held by a call, with the counters its outcome goes to.
+    struct Held<'p> {
+        permit: Permit<'p>,
+        metrics: &'p BreakerMetrics,
+    }
+
+    impl Held<'_> {
+        /// Records `outcome` in the breaker and the metrics, unless already recorded.
+        #[inline(always)]
+        fn record(&mut self, outcome: Outcome) {
+            if self.permit.record_in_place(outcome) {
+                self.metrics.outcome(outcome);
+            }
+        }
+    }
+
+    /// Dropped unrecorded (the caller dropped the call's future, or the operation panicked):
+    /// the permit records a cancellation or a failure, and so do the metrics.
+    #[cfg(feature = "metrics")]
+    impl Drop for Held<'_> {
+        fn drop(&mut self) {
+            if !self.permit.is_done() {
+                if std::thread::panicking() {
+                    self.metrics.outcome(Outcome::Failure);
+                } else {
+                    self.metrics.cancelled();
+                }
+            }
+        }
     }
 
     pin_project_lite::pin_project! {
@@ -375,10 +416,16 @@ mod runtime {
                             };
                             match breaker.try_acquire() {
                                 Ok(p) => {
-                                    permit = Some(p);
+                                    permit = Some(Held {
+                                        permit: p,
+                                        metrics: &$self.metrics,
+                                    });
                                     continue;
                                 }
-                                Err(r) => Error::Rejected(Rejection::Breaker(r)),
+                                Err(r) => {
+                                    $self.metrics.rejected(r.reason());
+                                    Error::Rejected(Rejection::Breaker(r))
+                                }
                             }
                         }
                         Layer::Bulkhead => {
@@ -408,14 +455,14 @@ mod runtime {
                         }
                         Layer::Retry => unreachable!("retry is never inside a segment"),
                     };
-                    if let Some(p) = permit.take() {
+                    if let Some(mut p) = permit.take() {
                         p.record(error_outcome(&refused, $class));
                     }
                     break 'segment Err(refused);
                 }
                 let result = $core;
                 if let Some(p) = &mut permit {
-                    p.record_in_place(match &result {
+                    p.record(match &result {
                         Ok(_) => Outcome::Success,
                         Err(e) => error_outcome(e, $class),
                     });
@@ -473,7 +520,8 @@ mod runtime {
         /// `self`. Cheap (reference-count increments, no allocation): the way to run one
         /// pipeline with a breaker per key, the breaker taken from a
         /// [`Registry`](crate::registry::Registry) per call. A pipeline without a breaker
-        /// layer stays without one.
+        /// layer stays without one. Calls and rejections are still counted under the name of
+        /// `self`'s breaker (a registry's breakers share their factory's name).
         pub fn with_breaker(&self, breaker: CircuitBreaker) -> Pipeline {
             Pipeline {
                 breaker: self.breaker.is_some().then_some(breaker),
