@@ -5,8 +5,7 @@
 
 use breaker::circuit_breaker;
 use breaker::Error;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use std::collections::BTreeMap;
+use metrics_util::debugging::DebuggingRecorder;
 
 #[derive(Debug, Clone, PartialEq)]
 struct Down;
@@ -20,29 +19,9 @@ async fn quote(ok: bool) -> Result<u32, Down> {
     }
 }
 
-/// Every series with a non-zero value, as `name{label=value,..}` (labels sorted) -> value.
-fn collect(recorder: &DebuggingRecorder) -> BTreeMap<String, f64> {
-    recorder
-        .snapshotter()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter_map(|(key, _, _, value)| {
-            let key = key.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            let value = match value {
-                DebugValue::Counter(n) => n as f64,
-                DebugValue::Gauge(g) => g.into_inner(),
-                DebugValue::Histogram(_) => unreachable!("no histograms"),
-            };
-            (value != 0.0).then(|| (format!("{}{{{}}}", key.name(), labels.join(",")), value))
-        })
-        .collect()
-}
+#[path = "../breaker-core/tests/support/metrics.rs"]
+mod support;
+use support::{expected, nonzero};
 
 #[test]
 fn the_attribute_publishes_calls_rejections_transitions_and_state() {
@@ -60,8 +39,8 @@ fn the_attribute_publishes_calls_rejections_transitions_and_state() {
             assert!(matches!(quote(true).await, Err(Error::Rejected(_))));
         });
     });
-    let got = collect(&recorder);
-    let want: BTreeMap<String, f64> = [
+    let got = nonzero(&recorder);
+    let want = expected(&[
         ("breaker_calls_total{breaker=quotes,outcome=failure}", 2.0),
         ("breaker_calls_total{breaker=quotes,outcome=success}", 1.0),
         ("breaker_rejections_total{breaker=quotes,reason=open}", 1.0),
@@ -70,9 +49,6 @@ fn the_attribute_publishes_calls_rejections_transitions_and_state() {
             "breaker_transitions_total{breaker=quotes,from=closed,reason=consecutive_failures,to=open}",
             1.0,
         ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     assert_eq!(got, want);
 }

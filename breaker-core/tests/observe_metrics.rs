@@ -6,37 +6,12 @@ use breaker_core::clock::{Clock, ManualClock};
 use breaker_core::observe::{self, BreakerMetrics, TimeoutKind};
 use breaker_core::registry::Registry;
 use breaker_core::Outcome;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use std::collections::BTreeMap;
+use metrics_util::debugging::DebuggingRecorder;
 use std::time::Duration;
 
-/// Every series as `name{label=value,..}` (labels sorted) -> value.
-fn collect(recorder: &DebuggingRecorder) -> BTreeMap<String, f64> {
-    recorder
-        .snapshotter()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let key = key.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            let value = match value {
-                DebugValue::Counter(n) => n as f64,
-                DebugValue::Gauge(g) => g.into_inner(),
-                DebugValue::Histogram(_) => unreachable!("no histograms"),
-            };
-            (format!("{}{{{}}}", key.name(), labels.join(",")), value)
-        })
-        .collect()
-}
-
-fn expected(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-}
+#[path = "support/metrics.rs"]
+mod support;
+use support::{collect, expected};
 
 /// Drives `breaker` like the tower service does: acquire, then record the outcome on both the
 /// permit and the metrics; `None` drops the permit (cancellation).

@@ -7,40 +7,14 @@ use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker_core::clock::Clock;
 use breaker_core::pipeline::Pipeline;
 use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use std::collections::BTreeMap;
+use metrics_util::debugging::DebuggingRecorder;
 use std::time::Duration;
 
 type Result<T> = std::result::Result<T, breaker_core::Error<std::io::Error>>;
 
-/// Every series with a non-zero value, as `name{label=value,..}` (labels sorted) -> value.
-/// Counters registered but never incremented are left out.
-fn collect(recorder: &DebuggingRecorder) -> BTreeMap<String, f64> {
-    recorder
-        .snapshotter()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter_map(|(key, _, _, value)| {
-            let key = key.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            let value = match value {
-                DebugValue::Counter(n) => n as f64,
-                DebugValue::Gauge(g) => g.into_inner(),
-                DebugValue::Histogram(_) => unreachable!("no histograms"),
-            };
-            (value != 0.0).then(|| (format!("{}{{{}}}", key.name(), labels.join(",")), value))
-        })
-        .collect()
-}
-
-fn expected(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-}
+#[path = "support/metrics.rs"]
+mod support;
+use support::{expected, nonzero};
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -97,7 +71,7 @@ fn retries_timeouts_and_calls_are_counted_under_the_breaker_name() {
         });
     });
     assert_eq!(
-        collect(&recorder),
+        nonzero(&recorder),
         expected(&[
             (
                 "breaker_calls_total{breaker=inventory,outcome=failure}",
@@ -160,7 +134,7 @@ fn a_pipeline_breaker_counts_outcomes_rejections_cancellations_transitions_and_s
         });
     });
     assert_eq!(
-        collect(&recorder),
+        nonzero(&recorder),
         expected(&[
             ("breaker_calls_total{breaker=stock,outcome=cancelled}", 1.0),
             ("breaker_calls_total{breaker=stock,outcome=failure}", 2.0),
