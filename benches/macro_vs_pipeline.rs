@@ -12,7 +12,7 @@
 use breaker::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker::circuit_breaker;
 use breaker::clock::Clock;
-use breaker::pipeline::Pipeline;
+use breaker::pipeline::{AllErrors, Pipeline};
 use breaker::registry::Registry;
 use criterion::{criterion_group, Criterion};
 use std::future::Future;
@@ -99,7 +99,9 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|n| {
             timed(&rt, n, || async {
                 let breaker = keys.get_or_create(&host.to_string()).unwrap();
-                pipeline.with_breaker(breaker).call(|| op(7)).await
+                pipeline
+                    .call_with_breaker(&breaker, &AllErrors, || op(7))
+                    .await
             })
         })
     });

@@ -660,7 +660,7 @@ mod runtime {
 
         /// The pipeline with the breaker of `key`, created on first use. The other layers
         /// (the bulkhead, the retry budget and jitter source) are the function's own, shared
-        /// by every key; see [`pipeline::Pipeline::with_breaker`].
+        /// by every key; see [`pipeline::Pipeline::call_with_breaker`].
         ///
         /// # Panics
         /// If the registry of keys is full (it is unbounded by default).
@@ -685,7 +685,7 @@ mod runtime {
             let breaker = registry
                 .get_or_create(&key)
                 .expect("#[circuit_breaker]: the registry of keyed breakers is full");
-            Target::Keyed(self.shared.with_breaker(breaker))
+            Target::Keyed(&self.shared, breaker)
         }
 
         /// The breaker of `key`, if one has been created (for tests and metrics).
@@ -757,20 +757,19 @@ mod runtime {
             .cloned()
     }
 
-    /// The pipeline one call runs through.
+    /// The pipeline one call runs through, and the breaker it runs with.
     pub enum Target<'a> {
-        /// The function's own pipeline.
+        /// The function's own pipeline and breaker.
         Shared(&'a pipeline::Pipeline),
-        /// A pipeline around the breaker of one key.
-        Keyed(pipeline::Pipeline),
+        /// The function's own pipeline with the breaker of one key.
+        Keyed(&'a pipeline::Pipeline, CircuitBreaker),
     }
 
     impl Deref for Target<'_> {
         type Target = pipeline::Pipeline;
         fn deref(&self) -> &pipeline::Pipeline {
             match self {
-                Target::Shared(p) => p,
-                Target::Keyed(p) => p,
+                Target::Shared(p) | Target::Keyed(p, _) => p,
             }
         }
     }
@@ -797,7 +796,10 @@ mod runtime {
         Fut: Future<Output = Result<T, E>> + 'a,
         C: ErrorClassifier<E>,
     {
-        target.call_with(classifier, op)
+        match target {
+            Target::Shared(p) => p.run(p.breaker(), classifier, op),
+            Target::Keyed(p, b) => p.run(p.breaker().map(|_| b), classifier, op),
+        }
     }
 }
 

@@ -490,3 +490,52 @@ async fn clones_share_state_and_futures_are_send() {
     assert_eq!(e.rejection().unwrap().retry_after(), Some(secs(30)));
     let _ = Arc::new(p);
 }
+
+/// One pipeline, a breaker per key: `call_with_breaker` and `with_breaker` put the key's breaker
+/// in the breaker layer's place and leave the pipeline's own breaker alone.
+#[tokio::test(start_paused = true)]
+async fn a_key_breaker_takes_the_place_of_the_pipeline_breaker() {
+    let pipeline = Pipeline::builder()
+        .breaker_policy(consecutive(2))
+        .clock(Clock::tokio())
+        .retry(no_delay(3))
+        .idempotent(true)
+        .build()
+        .unwrap();
+    let key = || {
+        breaker_core::breaker::CircuitBreaker::builder(consecutive(2))
+            .clock(Clock::tokio())
+            .build()
+            .unwrap()
+    };
+    let (key_a, key_b) = (key(), key());
+    let class = breaker_core::pipeline::AllErrors;
+    let calls = AtomicU32::new(0);
+    let fail = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Err::<(), _>(Boom)
+    };
+    // Key A: 2 failed attempts trip its breaker; the 3rd attempt is rejected, not made.
+    let r = pipeline.call_with_breaker(&key_a, &class, fail).await;
+    assert!(matches!(r, Err(Error::Rejected(_))), "{r:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(key_a.state(), State::Open);
+    // Key B and the pipeline's own breaker saw nothing.
+    assert_eq!(key_b.state(), State::Closed);
+    assert_eq!(pipeline.breaker().unwrap().state(), State::Closed);
+    // The same through `with_breaker`: key B trips, the pipeline's own breaker stays closed.
+    let r = pipeline.with_breaker(key_b.clone()).call(fail).await;
+    assert!(matches!(r, Err(Error::Rejected(_))), "{r:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(key_b.state(), State::Open);
+    assert_eq!(pipeline.breaker().unwrap().state(), State::Closed);
+    // A pipeline without a breaker layer ignores the key's breaker: 3 attempts, no rejection.
+    let plain = Pipeline::builder()
+        .retry(no_delay(3))
+        .idempotent(true)
+        .build()
+        .unwrap();
+    let r = plain.call_with_breaker(&key_a, &class, fail).await;
+    assert!(matches!(r, Err(Error::GaveUp { attempts: 3, .. })), "{r:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 7);
+}
