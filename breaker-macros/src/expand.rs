@@ -199,8 +199,11 @@ fn attempt_closure(spec: &Spec) -> TokenStream {
     };
     let body = match func.kind {
         FnKind::Async => {
-            let block = &func.item.block;
-            quote!(#(#rebind)* #fake_return #block)
+            // The body's statements, not its block: a block whose only content is the tail
+            // expression, as the tail of the attempt's own block, trips `unused_braces` in the
+            // user's crate (with a suggested fix that is not valid Rust).
+            let stmts = &func.item.block.stmts;
+            quote!(#(#rebind)* #fake_return #(#stmts)*)
         }
         FnKind::AsyncTrait => {
             let inner = validate::async_trait_block(&func.item.block).expect("checked by validate");
