@@ -5,9 +5,14 @@
 //! | variant | the dependency was called? | what to do |
 //! |---|---|---|
 //! | [`Error::Inner`] | yes, it answered with `E` | handle `E` as without the pipeline |
-//! | [`Error::Rejected`] | no, a local layer refused | use a fallback, try later ([`Rejection::retry_after`]) |
+//! | [`Error::Rejected`] | not by the refused attempt (see below) | use a fallback, try later ([`Rejection::retry_after`]) |
 //! | [`Error::Timeout`] | yes, it did not answer in time | the call may or may not have taken effect |
 //! | [`Error::GaveUp`] | yes, several times | see the reason and the last error |
+//!
+//! A rejection says that the attempt it ended was not made. With retry *outside* the breaker,
+//! earlier attempts of the same call may have reached the dependency and failed, tripping the
+//! breaker that then refused the next attempt (case BR-42; the
+//! [pipeline docs](crate::pipeline) say what each order of the layers sees).
 //!
 //! Display strings are lowercase and `source()` is chained: `GaveUp` → its last error →
 //! `E`'s own sources.
@@ -20,7 +25,7 @@ use crate::timeout::{Elapsed, TimeoutKind};
 use std::fmt;
 use std::time::Duration;
 
-/// A call refused by a local layer: the dependency was not called.
+/// A call (or an attempt) refused by a local layer: that attempt was not made.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Rejection {
@@ -59,7 +64,9 @@ impl Rejection {
 pub enum Error<E> {
     /// The operation's own error, unchanged. Displayed as `E` is.
     Inner(E),
-    /// A local layer (breaker or bulkhead) refused the call; it was never retried.
+    /// A local layer (breaker or bulkhead) refused the call, or with retry outside that layer
+    /// one of its attempts after the first (see the [module docs](self)); a rejection is never
+    /// retried.
     Rejected(Rejection),
     /// A limit of the pipeline elapsed and the operation's future was dropped.
     Timeout(Elapsed),
@@ -119,7 +126,8 @@ impl<E> Error<E> {
     }
 
     /// Attempts made: the `attempts` of [`Error::GaveUp`], 1 for an inner error or a timeout,
-    /// 0 for a rejection before any attempt.
+    /// 0 for a rejection. A rejection of a retry (retry outside the refusing layer) also reads
+    /// 0, though earlier attempts were made: the error does not carry them.
     pub fn attempts(&self) -> u32 {
         match self {
             Error::GaveUp { attempts, .. } => *attempts,
@@ -158,6 +166,22 @@ impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
     }
 }
 
+/// A breaker's rejection as a pipeline error, for code that drives a
+/// [`CircuitBreaker`](crate::breaker::CircuitBreaker) by hand:
+/// `Err(rejected) => Err(rejected.into())`.
+impl<E> From<Rejected> for Error<E> {
+    fn from(r: Rejected) -> Self {
+        Error::Rejected(Rejection::Breaker(r))
+    }
+}
+
+/// A full bulkhead as a pipeline error.
+impl<E> From<BulkheadFull> for Error<E> {
+    fn from(r: BulkheadFull) -> Self {
+        Error::Rejected(Rejection::Bulkhead(r))
+    }
+}
+
 impl<E> From<Rejection> for Error<E> {
     fn from(r: Rejection) -> Self {
         Error::Rejected(r)
@@ -167,5 +191,24 @@ impl<E> From<Rejection> for Error<E> {
 impl<E> From<Elapsed> for Error<E> {
     fn from(t: Elapsed) -> Self {
         Error::Timeout(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::{BreakerPolicy, CircuitBreaker, RejectReason};
+
+    #[test]
+    fn a_breaker_rejection_converts_into_the_pipeline_error() {
+        let breaker = CircuitBreaker::new(BreakerPolicy::default()).unwrap();
+        breaker.force_open();
+        let rejected = breaker.try_acquire().unwrap_err();
+        let e: Error<std::io::Error> = rejected.into();
+        match e.rejection() {
+            Some(Rejection::Breaker(r)) => assert_eq!(r.reason(), RejectReason::ForcedOpen),
+            other => panic!("expected a breaker rejection, got {other:?}"),
+        }
+        assert_eq!(e.attempts(), 0);
     }
 }

@@ -21,7 +21,7 @@ pub fn default_min_calls(window: SlidingWindow) -> u32 {
     }
 }
 
-const KEYWORDS: [&str; 7] = [
+pub(super) const KEYWORDS: [&str; 7] = [
     "consecutive",
     "slow",
     "open",

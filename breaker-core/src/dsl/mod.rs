@@ -135,6 +135,16 @@ use crate::policy::BulkheadPolicy;
 use crate::retry::RetryPolicy;
 use std::time::Duration;
 
+/// Whether `word` is a word of one of the grammars, which may follow a number: never taken
+/// for a misspelt duration unit.
+pub(crate) fn is_keyword(word: &str) -> bool {
+    const OTHERS: [&str; 4] = ["max", "factor", "step", "after"];
+    retry::BACKOFFS.contains(&word)
+        || retry::JITTERS.contains(&word)
+        || breaker::KEYWORDS.contains(&word)
+        || OTHERS.contains(&word)
+}
+
 /// Parses a duration: one or more parts such as `250ms`, `30s`, `1m 30s` (humantime units).
 /// Zero (`0s`) is accepted here; the validators reject it where it makes no sense.
 ///

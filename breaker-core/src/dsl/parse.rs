@@ -274,6 +274,25 @@ impl<'a> Parser<'a> {
                 )
                 .expected([format!("`{}{}`", first.text, unit.text)]));
             }
+            // `30 parsecs`: a word meant as the unit, but not one.
+            if let Some(word) = self.peek_at(1).filter(|w| {
+                w.text.bytes().all(|b| b.is_ascii_alphabetic()) && !super::is_keyword(w.text)
+            }) {
+                let whole = first.span.start..word.span.end;
+                let err = DslError::new(
+                    self.src,
+                    word.span.clone(),
+                    format!(
+                        "unknown duration unit `{}` in `{}`",
+                        word.text, &self.src[whole]
+                    ),
+                )
+                .expected(UNITS.iter().map(|u| tick(u)));
+                return Err(match suggest(word.text, &ALL_UNITS) {
+                    Some(s) => err.help(format!("did you mean `{}{s}`?", first.text)),
+                    None => err,
+                });
+            }
             return Err(DslError::new(
                 self.src,
                 first.span.clone(),
@@ -390,6 +409,20 @@ mod tests {
              `ms`, `s`, `m`, `h`, `d` or `w`"
         );
         assert_eq!(parse_duration("").unwrap_err().span, 0..0);
+        // A word after the number is taken for the unit it was meant to be.
+        let e = parse_duration("30 parsecs").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown duration unit `parsecs` in `30 parsecs` at 3..10; expected one of `ns`, \
+             `us`, `ms`, `s`, `m`, `h`, `d` or `w`"
+        );
+        let e = parse_duration("2 secs").unwrap_err();
+        assert_eq!(e.help.as_deref(), Some("did you mean `2sec`?"));
+        // A keyword of a grammar is not a unit: the number lacks one.
+        assert!(crate::dsl::parse_retry("3x fixed 100 jitter")
+            .unwrap_err()
+            .to_string()
+            .starts_with("duration `100` has no unit"));
     }
 
     #[test]

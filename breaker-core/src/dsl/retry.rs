@@ -15,8 +15,8 @@ pub const DEFAULT_MAX: Duration = Duration::from_secs(10);
 /// Factor of `exp` when none is given.
 pub const DEFAULT_FACTOR: f64 = 2.0;
 
-const BACKOFFS: [&str; 4] = ["fixed", "linear", "exp", "exponential"];
-const JITTERS: [&str; 6] = [
+pub(super) const BACKOFFS: [&str; 4] = ["fixed", "linear", "exp", "exponential"];
+pub(super) const JITTERS: [&str; 6] = [
     "jitter",
     "full-jitter",
     "equal-jitter",
