@@ -215,7 +215,8 @@ impl InlinePolicy<'_> {
                     "`retry` runs the function again, but `idempotent = false` says it must run \
                      at most once (case BR-35); remove `retry` or set `idempotent = true`",
                 ));
-                false
+                // Said once, here: the policy's own check of the same rule must not repeat it.
+                true
             }
             (Some(flag), _) => flag,
             (None, retry) => retry.is_some(),

@@ -37,7 +37,9 @@ pub struct Policy {
     /// [`Layer::DEFAULT_ORDER`] restricted to the configured layers.
     pub order: Option<Vec<Layer>>,
     /// Whether the operation is idempotent. Non-idempotent operations are attempted once even
-    /// when a retry policy is set, unless this is `true` (case BR-35).
+    /// when a retry policy is set, unless this is `true` (case BR-35); so
+    /// [`validate`](Self::validate) refuses a retry of more than one attempt without it
+    /// (config files and `policy = ".."` go through it), where it would do nothing.
     pub idempotent: bool,
 }
 
@@ -172,6 +174,18 @@ impl Policy {
         }
         if let Some(retry) = &self.retry {
             check_retry(retry, &mut errors);
+            // Only idempotent operations are retried (case BR-35): a retry policy on a
+            // policy not declared idempotent would silently make one attempt.
+            if retry.max_attempts > 1 && !self.idempotent {
+                errors.push(FieldError {
+                    field: "max_attempts",
+                    message: format!(
+                        "{} attempts, but only operations declared idempotent are retried and \
+                         this policy is not; add `idempotent = true`, or `retry = \"none\"`",
+                        retry.max_attempts
+                    ),
+                });
+            }
         }
         let mut push =
             |field: &'static str, message: String| errors.push(FieldError { field, message });
@@ -311,6 +325,7 @@ mod tests {
             }),
             timeout: Some(Duration::ZERO),
             deadline: Some(Duration::ZERO),
+            idempotent: true,
             ..Policy::default()
         };
         let got: Vec<_> = fields(&p).into_iter().map(|(f, _)| f).collect();
@@ -318,5 +333,43 @@ mod tests {
             got,
             ["max_attempts", "backoff", "backoff", "timeout", "deadline"]
         );
+    }
+
+    /// BR-35 in a policy: a retry that could never retry (not idempotent) is an error, not a
+    /// silent single attempt; a single-attempt retry needs no idempotency.
+    #[test]
+    fn retry_without_idempotency_is_refused() {
+        let retry = |max_attempts| {
+            Some(RetryPolicy {
+                max_attempts,
+                ..RetryPolicy::default()
+            })
+        };
+        let p = Policy {
+            retry: retry(3),
+            ..Policy::default()
+        };
+        assert_eq!(
+            fields(&p),
+            [(
+                "max_attempts",
+                "3 attempts, but only operations declared idempotent are retried and this \
+                 policy is not; add `idempotent = true`, or `retry = \"none\"`"
+                    .to_owned()
+            )]
+        );
+        for ok in [
+            Policy {
+                retry: retry(3),
+                idempotent: true,
+                ..Policy::default()
+            },
+            Policy {
+                retry: retry(1),
+                ..Policy::default()
+            },
+        ] {
+            assert_eq!(fields(&ok), []);
+        }
     }
 }

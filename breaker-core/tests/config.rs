@@ -110,8 +110,10 @@ fn br_39_count_window_of_zero_is_rejected() {
 
 #[test]
 fn br_39_every_optional_key_omitted_loads_with_defaults() {
+    // `idempotent` is the one key a retry table cannot do without: a retry that may not
+    // retry is refused (see the next test); every other key is omitted.
     let policies = config::load_str(
-        "[policies.a.breaker]\n[policies.a.retry]\n[policies.b]\n",
+        "[policies.a]\nidempotent = true\n[policies.a.breaker]\n[policies.a.retry]\n[policies.b]\n",
         Format::Toml,
     )
     .unwrap();
@@ -130,14 +132,33 @@ fn br_39_every_optional_key_omitted_loads_with_defaults() {
         })
     );
     assert_eq!(
-        (a.timeout, a.deadline, a.bulkhead, &a.order, a.idempotent),
-        (None, None, None, &None, false)
+        (a.timeout, a.deadline, a.bulkhead, &a.order),
+        (None, None, None, &None)
     );
     let b = policies.get("b").unwrap();
     assert_eq!(*b, breaker_core::policy::Policy::default());
     // An empty file is an empty config.
     assert!(config::load_str("", Format::Toml).unwrap().is_empty());
     assert!(config::load_str("{}", Format::Json).unwrap().is_empty());
+}
+
+/// BR-35 in a config file: a retry on a policy not declared idempotent would silently make one
+/// attempt; it is an error at the retry key instead.
+#[test]
+fn br_35_retry_without_idempotent_is_an_error_at_the_retry_key() {
+    let err = toml_err("[policies.a]\nretry = \"3x exp jitter\"\n");
+    assert_eq!(
+        err.to_string(),
+        "2:9: policies.a.retry: `max_attempts`: 3 attempts, but only operations declared \
+         idempotent are retried and this policy is not; add `idempotent = true`, or \
+         `retry = \"none\"`"
+    );
+    let ok = config::load_str(
+        "[policies.a]\nretry = \"3x exp jitter\"\nidempotent = true\n[policies.b]\nretry = \"none\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    assert_eq!(ok.get("a").unwrap().retry.unwrap().max_attempts, 3);
 }
 
 // ---- BR-18 from serde ----

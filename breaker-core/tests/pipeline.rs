@@ -539,3 +539,30 @@ async fn a_key_breaker_takes_the_place_of_the_pipeline_breaker() {
     assert!(matches!(r, Err(Error::GaveUp { attempts: 3, .. })), "{r:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 7);
 }
+
+/// A policy written as a struct literal with a long constant cooldown is valid (the default
+/// `cooldown_max` bounds only a growing cooldown), and an invalid one says why in its message.
+#[test]
+fn build_errors_name_the_field_and_a_long_constant_cooldown_is_valid() {
+    let long = Pipeline::builder()
+        .breaker_policy(BreakerPolicy {
+            consecutive_failures: Some(3),
+            cooldown: Duration::from_secs(600),
+            ..BreakerPolicy::default()
+        })
+        .build();
+    assert!(long.is_ok(), "{:?}", long.err());
+    let growing = Pipeline::builder()
+        .breaker_policy(BreakerPolicy {
+            cooldown: Duration::from_secs(600),
+            cooldown_multiplier: 2.0,
+            ..BreakerPolicy::default()
+        })
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        growing.to_string(),
+        "invalid breaker policy: `cooldown_max`: must be >= cooldown (600s), got 30s"
+    );
+    assert!(std::error::Error::source(&growing).is_none());
+}

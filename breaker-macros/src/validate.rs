@@ -129,6 +129,7 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
     if let Some(f) = &func {
         if reruns {
             check_receiver_reusable(cx, f, &args);
+            check_no_mut_ref_arguments(cx, f, &args);
         }
     }
     let func = func?;
@@ -653,6 +654,52 @@ fn key_argument(cx: &Ctxt, key: &Ident, func: &FnShape) -> Option<Ident> {
 }
 
 /// A receiver taken by value or by `&mut` cannot be handed to a second attempt.
+/// A `&mut` argument cannot be handed to several attempts: said here, at the argument, rather
+/// than by the `Reusable` bound, whose error names the hidden support module and ends with a
+/// suggestion that does not compile.
+fn check_no_mut_ref_arguments(cx: &Ctxt, func: &FnShape, args: &Args) {
+    for arg in &func.args {
+        let Type::Reference(r) = &arg.ty else {
+            continue;
+        };
+        if r.mutability.is_none() {
+            continue;
+        }
+        let shared = Type::Reference(syn::TypeReference {
+            mutability: None,
+            ..r.clone()
+        });
+        let mut err = syn::Error::new_spanned(
+            &arg.ty,
+            format!(
+                "retry runs `{}` more than once, but argument `{}` is a `{}`, which only one \
+                 attempt can hold; take `{}`, an owned `Clone` value, or remove `retry`",
+                func.item.sig.ident,
+                arg.pat.to_token_stream(),
+                type_text(&arg.ty),
+                type_text(&shared),
+            ),
+        );
+        if let Some(retry) = &args.retry {
+            err.combine(syn::Error::new(retry.key, "retry is configured here"));
+        }
+        cx.syn_error(err);
+    }
+}
+
+/// `ty` as written, near enough: its tokens without the spaces `to_string` puts around
+/// `&`, `<`, `>`, `::` and `,`.
+fn type_text(ty: &Type) -> String {
+    ty.to_token_stream()
+        .to_string()
+        .replace("& ", "&")
+        .replace(" < ", "<")
+        .replace(" <", "<")
+        .replace(" >", ">")
+        .replace(" :: ", "::")
+        .replace(" ,", ",")
+}
+
 fn check_receiver_reusable(cx: &Ctxt, func: &FnShape, args: &Args) {
     let Some(r) = &func.receiver else { return };
     let shared_ref = r.reference.is_some() && r.mutability.is_none();

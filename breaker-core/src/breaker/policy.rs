@@ -88,7 +88,9 @@ pub struct BreakerPolicy {
     /// Each time a probe fails and the breaker re-opens, the cooldown is multiplied by this
     /// factor (1.0 = constant). Range `1.0..=1000.0`.
     pub cooldown_multiplier: f64,
-    /// Upper bound of the grown cooldown. At least `cooldown`.
+    /// Upper bound of the grown cooldown, read only when `cooldown_multiplier` is above 1.0,
+    /// and then at least `cooldown`. With a constant cooldown it is ignored, so a policy
+    /// written as `BreakerPolicy { cooldown, ..Default::default() }` is valid for any cooldown.
     pub cooldown_max: Duration,
     /// Jitter as a fraction of the cooldown: the actual cooldown is drawn uniformly from
     /// `[d * (1 - jitter), d]`, so it never exceeds `cooldown_max`. Range `0.0..=1.0`.
@@ -259,7 +261,7 @@ impl BreakerPolicy {
                 format!("must be in 1.0..=1000.0, got {}", self.cooldown_multiplier),
             );
         }
-        if self.cooldown_max < self.cooldown {
+        if self.cooldown_multiplier != 1.0 && self.cooldown_max < self.cooldown {
             push(
                 "cooldown_max",
                 format!(

@@ -29,12 +29,13 @@ pub enum BuildError {
     /// A configured layer is missing from an explicit order.
     #[error("layer `{0}` is configured but missing from the order")]
     MissingFromOrder(Layer),
-    /// The breaker policy is invalid.
-    #[error("invalid breaker policy")]
-    Breaker(#[source] ValidationError),
+    /// The breaker policy is invalid. The message names every wrong field (so the policy's
+    /// error is in the message, not repeated as the `source()`).
+    #[error("invalid breaker policy: {}", field_errors(.0))]
+    Breaker(ValidationError),
     /// The bulkhead policy is invalid.
-    #[error("invalid bulkhead policy")]
-    Bulkhead(#[source] InvalidBulkhead),
+    #[error("invalid bulkhead policy: {0}")]
+    Bulkhead(InvalidBulkhead),
     /// Another value is out of range.
     #[error("invalid `{field}`: {reason}")]
     Invalid {
@@ -43,6 +44,12 @@ pub enum BuildError {
         /// What is wrong, lowercase.
         reason: &'static str,
     },
+}
+
+/// `` `field`: message; `field`: message ``.
+fn field_errors(e: &ValidationError) -> String {
+    let fields: Vec<String> = e.errors.iter().map(ToString::to_string).collect();
+    fields.join("; ")
 }
 
 enum BreakerSource {
