@@ -42,7 +42,9 @@ fn check(files: &[String]) -> ExitCode {
         }
         match Loader::file(file).load() {
             Ok(policies) => {
-                println!("# {file}: {} valid policies", policies.len());
+                let n = policies.len();
+                let noun = if n == 1 { "policy" } else { "policies" };
+                println!("# {file}: {n} valid {noun}");
                 print!("{policies}");
             }
             Err(errors) => {
