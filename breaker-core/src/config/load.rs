@@ -91,7 +91,8 @@ enum Env {
 ///
 /// ```
 /// use breaker_core::config::{Format, Loader};
-/// let policies = Loader::text("[policies.inventory]\nretry = \"3x exp jitter\"\n", Format::Toml)
+/// let text = "[policies.inventory]\nretry = \"3x exp jitter\"\nidempotent = true\n";
+/// let policies = Loader::text(text, Format::Toml)
 ///     .env_vars([("BREAKER__POLICIES__INVENTORY__TIMEOUT", "2s")])
 ///     .load()?;
 /// let inventory = policies.get("inventory").unwrap();

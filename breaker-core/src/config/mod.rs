@@ -12,6 +12,7 @@
 //! [default]                        # every named policy inherits these
 //! timeout = "2s"
 //! retry = "3x exp(100ms, max 2s) full-jitter"
+//! idempotent = true                # required by a retry: only idempotent calls are retried
 //!
 //! [default.breaker]                # a breaker as a table ...
 //! failure_rate = "50%"
@@ -68,6 +69,7 @@
 //!     breaker = "5 consecutive, open 30s"
 //!     [policies.inventory]
 //!     retry = "3x exp jitter"
+//!     idempotent = true
 //!     "#,
 //!     Format::Toml,
 //! )?;
