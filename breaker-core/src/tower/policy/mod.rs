@@ -108,6 +108,7 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
+        // The ready service goes with the call; `self` keeps a fresh clone (tower's idiom).
         let template = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, template.clone());
         super::retry::call(

@@ -2,7 +2,7 @@
 //!
 //! # Why
 //! tower's own `Retry` leaves the schedule to a hand-written `Policy`. This one is the same
-//! retry layer as a [`Pipeline`]'s (the same [`RetryPolicy`](crate::retry::RetryPolicy), the
+//! retry layer as a [`Pipeline`](crate::pipeline::Pipeline)'s (the same [`RetryPolicy`](crate::retry::RetryPolicy), the
 //! same capped and jittered delays, the same [`RetryBudget`](crate::retry::RetryBudget) and
 //! `Retry-After` handling; there is no second
 //! implementation of backoff), so a service and an attribute-guarded function configured
@@ -62,71 +62,9 @@ pub use layer::RetryLayer;
 
 pub(crate) use future::call;
 
-use crate::pipeline::{AllErrors, ErrorClassifier, Pipeline};
-use std::task::{Context, Poll};
-use tower_service::Service;
+use crate::pipeline::AllErrors;
 
-/// A [`Service`] whose calls are retried; see the [module docs](self).
-#[derive(Clone, Debug)]
-pub struct RetryService<S, C = AllErrors> {
-    inner: S,
-    pipeline: Pipeline,
-    classifier: C,
-}
-
-impl<S, C> RetryService<S, C> {
-    pub(super) fn from_parts(inner: S, pipeline: Pipeline, classifier: C) -> Self {
-        RetryService {
-            inner,
-            pipeline,
-            classifier,
-        }
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S, C, Req> Service<Req> for RetryService<S, C>
-where
-    S: Service<Req> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Response: Send + 'static,
-    S::Error: Send + 'static,
-    Req: Clone + Send + 'static,
-    C: ErrorClassifier<S::Error> + Clone + Send + Sync + 'static,
-{
-    type Response = S::Response;
-    type Error = crate::Error<S::Error>;
-    type Future = ResponseFuture<S::Response, S::Error>;
-
-    /// Forwards to the inner service's `poll_ready`.
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(crate::Error::Inner)
-    }
-
-    fn call(&mut self, req: Req) -> Self::Future {
-        // The ready service goes with the call; `self` keeps a fresh clone (tower's idiom).
-        let template = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, template.clone());
-        call(
-            self.pipeline.clone(),
-            self.classifier.clone(),
-            ready,
-            template,
-            req,
-        )
-    }
-}
+/// A [`Service`](tower_service::Service) whose calls are retried; see the
+/// [module docs](self). It is a [`PolicyService`](super::policy::PolicyService) whose pipeline
+/// has the retry layer alone: one service type, one way to run a call through a pipeline.
+pub type RetryService<S, C = AllErrors> = super::policy::PolicyService<S, C>;
