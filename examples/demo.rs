@@ -700,31 +700,11 @@ impl tracing::field::Visit for EventFields {
 }
 
 fn parse_state(s: &str) -> Option<State> {
-    [
-        State::Closed,
-        State::Open,
-        State::HalfOpen,
-        State::ForcedOpen,
-        State::ForcedClosed,
-    ]
-    .into_iter()
-    .find(|st| st.as_str() == s)
+    State::ALL.into_iter().find(|st| st.as_str() == s)
 }
 
 fn parse_reason(s: &str) -> Option<TransitionReason> {
-    use TransitionReason::*;
-    [
-        ConsecutiveFailures,
-        FailureRate,
-        SlowCallRate,
-        CooldownElapsed,
-        ProbeFailed,
-        ProbesSucceeded,
-        ProbeExpired,
-        Manual,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == s)
+    TransitionReason::ALL.into_iter().find(|r| r.as_str() == s)
 }
 
 impl EventFields {

@@ -29,6 +29,19 @@ pub enum TransitionReason {
 }
 
 impl TransitionReason {
+    /// Every reason, in declaration order (for example to read a reason back from its
+    /// [`as_str`](Self::as_str) name in a log or a metric label).
+    pub const ALL: [TransitionReason; 8] = [
+        TransitionReason::ConsecutiveFailures,
+        TransitionReason::FailureRate,
+        TransitionReason::SlowCallRate,
+        TransitionReason::CooldownElapsed,
+        TransitionReason::ProbeFailed,
+        TransitionReason::ProbesSucceeded,
+        TransitionReason::ProbeExpired,
+        TransitionReason::Manual,
+    ];
+
     /// A lowercase, snake_case name for logs and metric labels.
     pub const fn as_str(self) -> &'static str {
         match self {

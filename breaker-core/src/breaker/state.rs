@@ -35,6 +35,16 @@ pub enum State {
 }
 
 impl State {
+    /// Every state, in declaration order (for example to read a state back from its
+    /// [`as_str`](Self::as_str) name).
+    pub const ALL: [State; 5] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::ForcedClosed,
+    ];
+
     pub(crate) const fn tag(self) -> u64 {
         match self {
             State::Closed => 0,

@@ -267,3 +267,33 @@ fn invalid_policy_is_rejected_at_build() {
         "invalid policy: `failure_rate`: must be a percentage in (0, 100], got 101"
     );
 }
+
+/// `State::ALL` and `TransitionReason::ALL` hold every variant once, in declaration order (a
+/// new variant breaks the exhaustive matches here until it is added to the list).
+#[test]
+fn all_lists_hold_every_variant_in_order() {
+    let state_index = |s: State| match s {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+        State::ForcedOpen => 3,
+        State::ForcedClosed => 4,
+    };
+    let got: Vec<usize> = State::ALL.into_iter().map(state_index).collect();
+    assert_eq!(got, [0, 1, 2, 3, 4]);
+    let reason_index = |r: TransitionReason| match r {
+        TransitionReason::ConsecutiveFailures => 0,
+        TransitionReason::FailureRate => 1,
+        TransitionReason::SlowCallRate => 2,
+        TransitionReason::CooldownElapsed => 3,
+        TransitionReason::ProbeFailed => 4,
+        TransitionReason::ProbesSucceeded => 5,
+        TransitionReason::ProbeExpired => 6,
+        TransitionReason::Manual => 7,
+    };
+    let got: Vec<usize> = TransitionReason::ALL
+        .into_iter()
+        .map(reason_index)
+        .collect();
+    assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7]);
+}
