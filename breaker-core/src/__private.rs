@@ -799,7 +799,7 @@ mod runtime {
     {
         match target {
             Target::Shared(p) => p.run(p.breaker(), classifier, op),
-            Target::Keyed(p, b) => p.run(p.breaker().map(|_| b), classifier, op),
+            Target::Keyed(p, b) => p.run(p.layer_breaker(b), classifier, op),
         }
     }
 }

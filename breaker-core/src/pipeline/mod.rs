@@ -620,7 +620,16 @@ mod runtime {
             Fut: Future<Output = Result<T, E>> + 'a,
             C: ErrorClassifier<E> + ?Sized,
         {
-            self.run(self.breaker.as_ref().map(|_| breaker), classifier, op)
+            self.run(self.layer_breaker(breaker), classifier, op)
+        }
+
+        /// `breaker` as the breaker layer's breaker, or `None` for a pipeline without a breaker
+        /// layer (which ignores a key's breaker).
+        pub(crate) fn layer_breaker<'a>(
+            &self,
+            breaker: &'a CircuitBreaker,
+        ) -> Option<&'a CircuitBreaker> {
+            self.breaker.is_some().then_some(breaker)
         }
 
         /// The one implementation of a call, with `breaker` as the breaker layer's breaker.
