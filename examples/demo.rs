@@ -724,6 +724,7 @@ impl EventFields {
             },
             consecutive_failures: n(self.consecutive_failures),
             cooldown: None,
+            origin: None,
         })
     }
 }

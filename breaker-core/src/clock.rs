@@ -18,8 +18,8 @@
 //! Readings are nanoseconds since an arbitrary origin. A reading that goes backwards (a
 //! misbehaving source) is never an error: every elapsed-time computation saturates at zero.
 
+use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -141,7 +141,8 @@ impl fmt::Debug for Clock {
 
 /// A monotonic clock moved by hand, for tests.
 ///
-/// It starts at zero. Clones share the same time.
+/// It starts at zero. Clones share the same time. Its reading is an atomic of `crate::sync`, so
+/// under loom every clock read is a point where the model may switch threads.
 ///
 /// ```
 /// use breaker_core::clock::{Clock, ManualClock};

@@ -1,14 +1,26 @@
 //! Atomics and locks, swapped for loom's model-checked versions under `--cfg loom`.
+//!
+//! Every atomic of the breaker's state (the word, its stamps, the counters, the mirrored policy
+//! values, the striped window and totals, the manual clock) comes from here, so the loom models
+//! in `tests/loom.rs` check the code that runs. The one exception is [`process`]: counters in
+//! `static`s, which loom cannot model (they outlive any model run) and which hold no breaker
+//! state.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
+
+/// Process-wide atomics for `static`s that hold no breaker state (the per-thread stripe
+/// picker): always `std`'s, also under loom.
+pub(crate) mod process {
+    pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+}
 
 /// Locks a mutex, ignoring poisoning: the data behind our locks (window counters) is always left
 /// consistent between statements, so a panic elsewhere never makes it unusable.

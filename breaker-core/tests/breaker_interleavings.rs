@@ -1,12 +1,16 @@
 //! Deterministic interleavings of the breaker's transitions: **no dead end** whatever the
 //! order (issue "never wedged").
 //!
-//! A [`ParkingClock`] parks one chosen thread at its next clock read, on a real thread; while it
-//! is parked the test thread changes the breaker (a probe fails, a reset, a new trip, ...), then
-//! lets it go. There is one test per transition that writes after its compare-and-swap:
-//! open -> half-open promotion, a probe slot reservation, the expired-probe takeover, a probe
-//! failure that re-opens, a trip, a manual change and half-open -> closed. Channels order the
-//! threads; nothing sleeps (the only timeout is a guard against a test that would hang).
+//! A [`ParkingClock`] parks one chosen thread at its `n`-th clock read, on a real thread; while
+//! it is parked the test thread changes the breaker (a probe fails, a reset, a new trip, ...),
+//! then lets it go. Each test runs its scenario once for every clock read the parked caller
+//! makes (`n` = 1, 2, ... until the caller finishes without reaching its `n`-th read), so
+//! whichever point of a transition reads the clock (before or after its compare-and-swap), the
+//! other thread gets to run there. There is one test per transition that writes after its
+//! compare-and-swap: open -> half-open promotion, a probe slot reservation, the expired-probe
+//! takeover, a probe failure that re-opens, a trip, a manual change and half-open -> closed.
+//! Channels order the threads; nothing sleeps (the only timeout is a guard against a test that
+//! would hang).
 //!
 //! After each interleaving, with no call in flight, the test checks the invariants:
 //! - *no dead end*: once the longest cooldown plus the probe wait has passed, the next call is
@@ -34,11 +38,13 @@ enum Event {
 
 struct Target {
     thread: ThreadId,
+    /// Readings to let through before parking.
+    skip: usize,
     events: mpsc::Sender<Event>,
     resume: mpsc::Receiver<()>,
 }
 
-/// A manual clock that parks one armed thread at its next reading until the test resumes it.
+/// A manual clock that parks one armed thread at its `n`-th reading until the test resumes it.
 #[derive(Default)]
 struct ParkingClock {
     nanos: AtomicU64,
@@ -47,8 +53,7 @@ struct ParkingClock {
 
 impl ParkingClock {
     fn advance(&self, by: Duration) {
-        self.nanos
-            .fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
+        self.nanos.fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
     }
 
     fn now(&self) -> Duration {
@@ -61,10 +66,13 @@ impl MonotonicSource for ParkingClock {
         let me = thread::current().id();
         let target = {
             let mut t = self.target.lock().unwrap();
-            if t.as_ref().is_some_and(|t| t.thread == me) {
-                t.take()
-            } else {
-                None
+            match t.as_mut() {
+                Some(target) if target.thread == me && target.skip > 0 => {
+                    target.skip -= 1;
+                    None
+                }
+                Some(target) if target.thread == me => t.take(),
+                _ => None,
             }
         };
         if let Some(t) = target {
@@ -76,13 +84,15 @@ impl MonotonicSource for ParkingClock {
     }
 }
 
-/// Runs `caller` on its own thread. When it calls `arm`, its next clock reading parks it; then
-/// `meanwhile` runs on this thread, the caller is resumed, and its result is returned.
+/// Runs `caller` on its own thread. Once it calls `arm`, its `read`-th clock reading (from 1)
+/// parks it; then `meanwhile` runs on this thread, the caller is resumed, and its result is
+/// returned. `None` if the caller finished before that reading (`meanwhile` did not run).
 fn interleave<T: Send>(
     clock: &ParkingClock,
+    read: usize,
     caller: impl FnOnce(&dyn Fn()) -> T + Send,
     meanwhile: impl FnOnce(),
-) -> T {
+) -> Option<T> {
     let (events_tx, events) = mpsc::channel();
     let (resume_tx, resume_rx) = mpsc::channel::<()>();
     // `move`: if `meanwhile` panics, `resume_tx` is dropped while unwinding, which wakes the
@@ -95,23 +105,39 @@ fn interleave<T: Send>(
                 let (events, resume) = target.lock().unwrap().take().expect("armed once");
                 *clock.target.lock().unwrap() = Some(Target {
                     thread: thread::current().id(),
+                    skip: read - 1,
                     events,
                     resume,
                 });
             };
             let out = caller(&arm);
+            clock.target.lock().unwrap().take();
             let _ = done.send(Event::Finished);
             out
         });
         match events.recv_timeout(GUARD) {
             Ok(Event::Parked) => {}
-            Ok(Event::Finished) => panic!("the caller never read the clock after arming"),
-            Err(e) => panic!("the caller did not reach the clock: {e}"),
+            Ok(Event::Finished) => {
+                drop(handle.join().unwrap());
+                return None;
+            }
+            Err(e) => panic!("the caller neither parked nor finished: {e}"),
         }
         meanwhile();
         resume_tx.send(()).unwrap();
-        handle.join().unwrap()
+        Some(handle.join().unwrap())
     })
+}
+
+/// Runs `scenario(read)` for read = 1, 2, ... until it reports (with `None`) that the caller
+/// finished before that clock reading.
+fn at_every_clock_read(mut scenario: impl FnMut(usize) -> Option<()>) {
+    let mut read = 1;
+    while scenario(read).is_some() {
+        read += 1;
+        assert!(read < 20, "the caller keeps reading the clock");
+    }
+    assert!(read > 1, "the caller never read the clock after arming");
 }
 
 const COOLDOWN: Duration = Duration::from_secs(10);
@@ -201,6 +227,11 @@ impl Rig {
                 }
             }
         }
+        if let Some(left) = s.retry_after.filter(|left| *left > COOLDOWN) {
+            broken.push(format!(
+                "the deadline is {left:?} away, beyond the cooldown"
+            ));
+        }
         // No dead end: after the longest cooldown plus the probe wait, a call is admitted.
         let before = self.breaker.snapshot();
         self.clock.advance(COOLDOWN + PROBE_WAIT);
@@ -234,190 +265,230 @@ impl Rig {
 /// written, the first probe fails and re-opens the breaker with a new deadline.
 #[test]
 fn slot_reservation_parked_while_a_probe_failure_reopens() {
-    let r = rig(policy(2, 2));
-    let first = r.half_open();
-    let got = interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            r.breaker.try_acquire().map(|p| drop(p)).map_err(|e| e.state())
-        },
-        || first.failure(),
-    );
-    // A was either admitted in the old half-open period (its probe is stale) or rejected by
-    // the new open period.
-    assert!(matches!(got, Ok(()) | Err(State::Open)), "{got:?}");
-    assert_eq!(r.breaker.state(), State::Open);
-    assert_eq!(
-        r.breaker.snapshot().retry_after,
-        Some(COOLDOWN),
-        "the new deadline stands"
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(2, 2));
+        let first = r.half_open();
+        let got = interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                r.breaker.try_acquire().map(drop).map_err(|e| e.state())
+            },
+            || first.failure(),
+        )?;
+        // A was either admitted in the old half-open period (its probe is stale) or rejected
+        // by the new open period.
+        assert!(matches!(got, Ok(()) | Err(State::Open)), "{got:?}");
+        assert_eq!(r.breaker.state(), State::Open);
+        assert_eq!(
+            r.breaker.snapshot().retry_after,
+            Some(COOLDOWN),
+            "the new deadline stands"
+        );
+        r.check();
+        Some(())
+    });
 }
 
 /// Open -> half-open promotion, parked while another caller promotes and its probe fails.
 #[test]
 fn promotion_parked_while_another_promotion_and_a_probe_failure() {
-    let r = rig(policy(1, 1));
-    r.trip();
-    r.clock.advance(COOLDOWN);
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            drop(r.breaker.try_acquire());
-        },
-        || {
-            let p = r.breaker.try_acquire().expect("promoted");
-            assert!(p.is_probe());
-            p.failure();
-        },
-    );
-    assert_eq!(r.breaker.state(), State::Open);
-    assert_eq!(r.breaker.snapshot().retry_after, Some(COOLDOWN));
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        r.trip();
+        r.clock.advance(COOLDOWN);
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                drop(r.breaker.try_acquire());
+            },
+            || {
+                // Promoted here, unless the parked caller promoted first and is parked ending
+                // its own probe.
+                if let Ok(p) = r.breaker.try_acquire() {
+                    assert!(p.is_probe());
+                    p.failure();
+                }
+            },
+        )?;
+        r.check();
+        Some(())
+    });
 }
 
 /// The expired-probe takeover, parked while the hung probe fails and re-opens.
 #[test]
 fn expired_probe_takeover_parked_while_the_hung_probe_fails() {
-    let r = rig(policy(1, 1));
-    let hung = r.half_open();
-    r.clock.advance(PROBE_WAIT);
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            drop(r.breaker.try_acquire());
-        },
-        || hung.failure(),
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        let hung = r.half_open();
+        r.clock.advance(PROBE_WAIT);
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                drop(r.breaker.try_acquire());
+            },
+            || hung.failure(),
+        )?;
+        r.check();
+        Some(())
+    });
 }
 
 /// The expired-probe takeover, parked while another caller takes over and its probe fails.
 #[test]
 fn expired_probe_takeover_parked_while_another_takeover() {
-    let r = rig(policy(1, 1));
-    let hung = r.half_open();
-    r.clock.advance(PROBE_WAIT);
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            drop(r.breaker.try_acquire());
-        },
-        || {
-            let p = r.breaker.try_acquire().expect("takeover");
-            assert!(p.is_probe());
-            p.failure();
-        },
-    );
-    drop(hung);
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        let hung = r.half_open();
+        r.clock.advance(PROBE_WAIT);
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                drop(r.breaker.try_acquire());
+            },
+            || {
+                // Taken over here, unless the parked caller took over first and is parked
+                // ending its own probe.
+                if let Ok(p) = r.breaker.try_acquire() {
+                    assert!(p.is_probe());
+                    p.failure();
+                }
+            },
+        )?;
+        drop(hung);
+        r.check();
+        Some(())
+    });
 }
 
 /// A probe failure re-opening, parked while the breaker is reset and trips again.
 #[test]
 fn probe_failure_reopen_parked_while_reset_and_a_new_trip() {
-    let r = rig(policy(1, 1));
-    let probe = r.half_open();
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            probe.failure();
-        },
-        || {
-            r.breaker.reset();
-            r.trip();
-        },
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        let probe = r.half_open();
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                probe.failure();
+            },
+            || {
+                r.breaker.reset();
+                r.trip();
+            },
+        )?;
+        r.check();
+        Some(())
+    });
 }
 
 /// A trip, parked while the breaker is reset and trips again.
 #[test]
 fn trip_parked_while_reset_and_a_new_trip() {
-    let r = rig(policy(1, 1));
-    let p = r.breaker.try_acquire().expect("closed");
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            p.failure();
-        },
-        || {
-            r.breaker.reset();
-            r.trip();
-        },
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        let p = r.breaker.try_acquire().expect("closed");
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                p.failure();
+            },
+            || {
+                r.breaker.reset();
+                r.trip();
+            },
+        )?;
+        r.check();
+        Some(())
+    });
 }
 
 /// A trip parked in the middle: while it is parked, the breaker must not answer "just opened"
 /// for longer than one cooldown.
 #[test]
 fn a_trip_parked_mid_way_holds_the_breaker_for_at_most_one_cooldown() {
-    let r = rig(policy(1, 1));
-    let p = r.breaker.try_acquire().expect("closed");
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            p.failure();
-        },
-        || {
-            // Whatever the parked trip has done so far, the breaker has a bounded way out.
-            r.clock.advance(COOLDOWN);
-            let _first_look = r.breaker.try_acquire();
-            r.clock.advance(COOLDOWN + PROBE_WAIT);
-            let admitted = r.breaker.try_acquire();
-            assert!(
-                admitted.is_ok(),
-                "still rejected while a transition is parked: {admitted:?}"
-            );
-        },
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        let p = r.breaker.try_acquire().expect("closed");
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                p.failure();
+            },
+            || {
+                // Whatever the parked trip has done so far, the breaker has a bounded way out.
+                r.clock.advance(COOLDOWN);
+                let _first_look = r.breaker.try_acquire();
+                r.clock.advance(COOLDOWN + PROBE_WAIT);
+                let admitted = r.breaker.try_acquire();
+                assert!(
+                    admitted.is_ok(),
+                    "still rejected while a transition is parked: {admitted:?}"
+                );
+            },
+        )?;
+        r.check();
+        Some(())
+    });
 }
 
 /// A manual change (reset), parked while the breaker trips.
 #[test]
 fn manual_change_parked_while_a_trip() {
-    let r = rig(policy(1, 1));
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            r.breaker.reset();
-        },
-        || {
-            r.clock.advance(Duration::from_secs(1));
-            r.trip();
-        },
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                r.breaker.reset();
+            },
+            || {
+                r.clock.advance(Duration::from_secs(1));
+                r.trip();
+            },
+        )?;
+        r.check();
+        Some(())
+    });
 }
 
 /// Half-open -> closed, parked while the breaker is forced open, reset and trips again.
 #[test]
 fn close_parked_while_forced_reset_and_a_new_trip() {
-    let r = rig(policy(1, 1));
-    let probe = r.half_open();
-    interleave(
-        &r.clock,
-        |arm| {
-            arm();
-            probe.success();
-        },
-        || {
-            r.breaker.force_open();
-            r.breaker.reset();
-            r.clock.advance(Duration::from_secs(1));
-            r.trip();
-        },
-    );
-    r.check();
+    at_every_clock_read(|read| {
+        let r = rig(policy(1, 1));
+        let probe = r.half_open();
+        interleave(
+            &r.clock,
+            read,
+            |arm| {
+                arm();
+                probe.success();
+            },
+            || {
+                r.breaker.force_open();
+                r.breaker.reset();
+                r.clock.advance(Duration::from_secs(1));
+                r.trip();
+            },
+        )?;
+        r.check();
+        Some(())
+    });
 }

@@ -113,3 +113,128 @@ fn racing_probe_outcomes_leave_no_slot_held() {
         assert_eq!(s.probes_in_flight, 0);
     });
 }
+
+// --- No dead end ------------------------------------------------------------------------------
+//
+// In these models the clock is a `ManualClock`, whose reading is a loom atomic: every clock
+// read is a point where loom may switch threads, and every stamp the breaker writes after a
+// transition is a loom atomic too. After the threads are joined (no call in flight) each model
+// checks the invariant: once the longest cooldown plus the probe wait has passed, the next call
+// is admitted.
+
+const COOLDOWN: Duration = Duration::from_secs(1);
+const PROBE_WAIT: Duration = Duration::from_secs(1);
+
+fn with_clock(probes: u32, close: u32) -> (CircuitBreaker, ManualClock) {
+    let time = ManualClock::new();
+    let b = CircuitBreaker::builder(BreakerPolicy {
+        consecutive_failures: Some(1),
+        half_open_probes: probes,
+        successes_to_close: close,
+        cooldown: COOLDOWN,
+        cooldown_max: COOLDOWN,
+        max_probe_wait: Some(PROBE_WAIT),
+        ..BreakerPolicy::default()
+    })
+    .clock(Clock::manual(&time))
+    .totals(false)
+    .build()
+    .unwrap();
+    (b, time)
+}
+
+fn assert_no_dead_end(b: &CircuitBreaker, time: &ManualClock) {
+    let s = b.snapshot();
+    assert_eq!(s.probes_in_flight, 0, "no call in flight: {s:?}");
+    time.advance(COOLDOWN + PROBE_WAIT);
+    assert!(
+        b.try_acquire().is_ok(),
+        "dead end: {s:?} -> {:?}",
+        b.snapshot()
+    );
+}
+
+/// The reported wedge: a probe slot reserved while another probe fails and re-opens.
+#[test]
+fn no_dead_end_when_a_probe_fails_while_a_slot_is_reserved() {
+    loom::model(|| {
+        let (b, time) = with_clock(2, 2);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let first = b.try_acquire_owned().unwrap();
+        let b2 = b.clone();
+        let t = thread::spawn(move || drop(b2.try_acquire()));
+        first.record(Outcome::Failure);
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Open);
+        assert_no_dead_end(&b, &time);
+    });
+}
+
+/// A trip racing a reset and a second trip.
+#[test]
+fn no_dead_end_when_a_trip_races_a_reset_and_a_new_trip() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 1);
+        let p = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || p.record(Outcome::Failure));
+        b.reset();
+        if let Ok(p) = b.try_acquire() {
+            p.failure();
+        }
+        t.join().unwrap();
+        assert_no_dead_end(&b, &time);
+    });
+}
+
+/// The expired-probe takeover racing the hung probe's failure.
+#[test]
+fn no_dead_end_when_a_takeover_races_the_hung_probe() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 1);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let hung = b.try_acquire_owned().unwrap();
+        time.advance(PROBE_WAIT);
+        let b2 = b.clone();
+        let t = thread::spawn(move || drop(b2.try_acquire()));
+        hung.record(Outcome::Failure);
+        t.join().unwrap();
+        assert_no_dead_end(&b, &time);
+    });
+}
+
+/// Two promotions from open racing, one probe failing.
+#[test]
+fn no_dead_end_when_promotions_race() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 1);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let b2 = b.clone();
+        let t = thread::spawn(move || {
+            if let Ok(p) = b2.try_acquire() {
+                p.failure();
+            }
+        });
+        drop(b.try_acquire());
+        t.join().unwrap();
+        assert_no_dead_end(&b, &time);
+    });
+}
+
+/// Half-open -> closed racing a manual change.
+#[test]
+fn no_dead_end_when_a_close_races_a_manual_change() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 1);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let probe = b.try_acquire_owned().unwrap();
+        let t = thread::spawn(move || probe.record(Outcome::Success));
+        b.force_open();
+        b.reset();
+        t.join().unwrap();
+        assert_no_dead_end(&b, &time);
+    });
+}

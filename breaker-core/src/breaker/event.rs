@@ -84,8 +84,13 @@ pub struct Transition {
     pub consecutive_failures: u32,
     /// When entering open: how long until a probe may be admitted.
     pub cooldown: Option<Duration>,
+    /// Who decided the transition when it was not this process: the id of the replica whose
+    /// decision was applied from shared state. `None` for a transition decided here.
+    pub origin: Option<Arc<str>>,
 }
 
 /// A state-change listener. Listeners run synchronously on the thread that made the transition,
-/// after the transition, with no lock held; exactly once per transition.
+/// after the transition, with no lock held; exactly once per transition. Listeners of
+/// transitions made by different threads may run in either order: order them by
+/// [`Transition::generation`].
 pub type Listener = Arc<dyn Fn(&Transition) + Send + Sync>;

@@ -83,14 +83,20 @@ pub struct BreakerPolicy {
     /// Range `1..=n` for a count window of `n` calls (case BR-18), `1..=u32::MAX` for a time
     /// window.
     pub min_calls: u32,
-    /// How long the breaker stays open before it admits a probe. Must be non-zero.
+    /// How long the breaker stays open before it admits a probe. Range: non-zero, at most
+    /// [`MAX_COOLDOWN`] (365 days).
     pub cooldown: Duration,
     /// Each time a probe fails and the breaker re-opens, the cooldown is multiplied by this
     /// factor (1.0 = constant). Range `1.0..=1000.0`.
     pub cooldown_multiplier: f64,
     /// Upper bound of the grown cooldown, read only when `cooldown_multiplier` is above 1.0,
-    /// and then at least `cooldown`. With a constant cooldown it is ignored, so a policy
-    /// written as `BreakerPolicy { cooldown, ..Default::default() }` is valid for any cooldown.
+    /// and then in `cooldown..=`[`MAX_COOLDOWN`].
+    ///
+    /// With a constant cooldown (multiplier 1.0) it is ignored and not checked, even below
+    /// `cooldown` or zero: the cooldown never grows, so there is nothing to cap, and the
+    /// breaker stays open exactly `cooldown` every time. Checking it would make a policy
+    /// written as `BreakerPolicy { cooldown, ..Default::default() }` (whose `cooldown_max` is
+    /// the default 30 s) invalid for every cooldown above 30 s.
     pub cooldown_max: Duration,
     /// Jitter as a fraction of the cooldown: the actual cooldown is drawn uniformly from
     /// `[d * (1 - jitter), d]`, so it never exceeds `cooldown_max`. Range `0.0..=1.0`.
@@ -102,7 +108,7 @@ pub struct BreakerPolicy {
     /// A half-open breaker whose probe slots are all taken admits a fresh probe anyway once the
     /// newest probe has been outstanding this long; the older probes' late results are then
     /// ignored (a hung probe must not wedge the breaker; case BR-04). `None` means "the current
-    /// cooldown". Must be non-zero.
+    /// cooldown". Range: non-zero, at most [`MAX_COOLDOWN`] (365 days).
     pub max_probe_wait: Option<Duration>,
     /// What an ignored probe outcome means.
     pub neutral_probe: NeutralProbe,
@@ -157,6 +163,11 @@ pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
 pub const MAX_HALF_OPEN_PROBES: u32 = 65_535;
 /// Largest `successes_to_close` accepted.
 pub const MAX_SUCCESSES_TO_CLOSE: u32 = 8_191;
+/// Longest `cooldown` accepted, and longest `cooldown_max` (when the cooldown grows) and
+/// `max_probe_wait`: 365 days. A breaker keeps its deadlines in microseconds on a 48-bit circle
+/// (about 8.9 years around, spans told apart up to about 4.46 years); the bound keeps every
+/// deadline well inside that, so a long cooldown can never wrap into an early admission.
+pub const MAX_COOLDOWN: Duration = Duration::from_secs(365 * 86_400);
 
 pub(crate) fn check_percent(errors: &mut Vec<FieldError>, field: &'static str, p: f64) {
     if !(p > 0.0 && p <= 100.0) {
@@ -172,8 +183,8 @@ impl BreakerPolicy {
     ///
     /// # Errors
     /// A [`ValidationError`] listing each invalid field, for example `consecutive_failures` of
-    /// 0, a rate of 0% or above 100%, a zero cooldown, `min_calls` larger than a count window
-    /// (BR-18), or no trip rule at all.
+    /// 0, a rate of 0% or above 100%, a zero cooldown or one above [`MAX_COOLDOWN`] (365 days),
+    /// `min_calls` larger than a count window (BR-18), or no trip rule at all.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let mut errors = Vec::new();
         let mut push =
@@ -252,6 +263,15 @@ impl BreakerPolicy {
                         .into(),
             });
         }
+        if self.cooldown > MAX_COOLDOWN {
+            rate_errors.push(FieldError {
+                field: "cooldown",
+                message: format!(
+                    "must be at most 365 days ({MAX_COOLDOWN:?}), got {:?}",
+                    self.cooldown
+                ),
+            });
+        }
         errors.append(&mut rate_errors);
         let mut push =
             |field: &'static str, message: String| errors.push(FieldError { field, message });
@@ -267,6 +287,14 @@ impl BreakerPolicy {
                 format!(
                     "must be >= cooldown ({:?}), got {:?}",
                     self.cooldown, self.cooldown_max
+                ),
+            );
+        } else if self.cooldown_multiplier != 1.0 && self.cooldown_max > MAX_COOLDOWN {
+            push(
+                "cooldown_max",
+                format!(
+                    "must be at most 365 days ({MAX_COOLDOWN:?}), got {:?}",
+                    self.cooldown_max
                 ),
             );
         }
@@ -299,6 +327,11 @@ impl BreakerPolicy {
         }
         if self.max_probe_wait == Some(Duration::ZERO) {
             push("max_probe_wait", "must be non-zero".into());
+        } else if let Some(wait) = self.max_probe_wait.filter(|w| *w > MAX_COOLDOWN) {
+            push(
+                "max_probe_wait",
+                format!("must be at most 365 days ({MAX_COOLDOWN:?}), got {wait:?}"),
+            );
         }
         if errors.is_empty() {
             Ok(())
@@ -350,6 +383,75 @@ mod tests {
         assert_eq!(p.cooldown_for(3), Duration::from_secs(40));
         assert_eq!(p.cooldown_for(4), Duration::from_secs(60));
         assert_eq!(p.cooldown_for(u32::MAX), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn cooldowns_above_365_days_are_rejected_where_they_are_used() {
+        let day = Duration::from_secs(86_400);
+        let ok = BreakerPolicy {
+            cooldown: MAX_COOLDOWN,
+            cooldown_max: MAX_COOLDOWN,
+            max_probe_wait: Some(MAX_COOLDOWN),
+            ..BreakerPolicy::default()
+        };
+        assert_eq!(ok.validate(), Ok(()), "the bound itself is accepted");
+        let nine_years = BreakerPolicy {
+            cooldown: 9 * 365 * day,
+            cooldown_max: 9 * 365 * day,
+            ..BreakerPolicy::default()
+        };
+        assert_eq!(
+            nine_years.validate().unwrap_err().to_string(),
+            "invalid policy: `cooldown`: must be at most 365 days (31536000s), got 283824000s"
+        );
+        let grown = BreakerPolicy {
+            cooldown_multiplier: 2.0,
+            cooldown_max: MAX_COOLDOWN + Duration::from_secs(1),
+            max_probe_wait: Some(366 * day),
+            ..BreakerPolicy::default()
+        };
+        let errors = grown.validate().unwrap_err().errors;
+        assert_eq!(
+            errors,
+            [
+                FieldError {
+                    field: "cooldown_max",
+                    message: "must be at most 365 days (31536000s), got 31536001s".into()
+                },
+                FieldError {
+                    field: "max_probe_wait",
+                    message: "must be at most 365 days (31536000s), got 31622400s".into()
+                },
+            ]
+        );
+    }
+
+    /// Why `cooldown_max` below the cooldown is accepted with a constant cooldown: it is never
+    /// read, and the cooldown stays exactly `cooldown` on every opening.
+    #[test]
+    fn cooldown_max_is_unused_and_unchecked_with_a_constant_cooldown() {
+        for max in [Duration::ZERO, Duration::from_secs(5), MAX_COOLDOWN * 2] {
+            let p = BreakerPolicy {
+                cooldown: Duration::from_secs(60),
+                cooldown_max: max,
+                ..BreakerPolicy::default()
+            };
+            assert_eq!(p.validate(), Ok(()), "cooldown_max {max:?}");
+            for streak in [1, 2, 10, u32::MAX] {
+                assert_eq!(p.cooldown_for(streak), Duration::from_secs(60));
+            }
+        }
+        // With growth it is read, so it is checked.
+        let grows = BreakerPolicy {
+            cooldown: Duration::from_secs(60),
+            cooldown_max: Duration::ZERO,
+            cooldown_multiplier: 2.0,
+            ..BreakerPolicy::default()
+        };
+        assert_eq!(
+            grows.validate().unwrap_err().errors[0].field,
+            "cooldown_max"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! The state word: the breaker's whole state machine position in one `u64`, and the pure
-//! decisions taken on it.
+//! The state word, the stamps beside it, and the pure decisions taken on them.
 //!
-//! Layout (low to high bits):
+//! # The word
+//! The breaker's whole position in its state machine is one `u64` (low to high bits):
 //!
 //! | bits   | field                                                   |
 //! |--------|---------------------------------------------------------|
@@ -13,10 +13,36 @@
 //!
 //! Because the tag, the generation and the probe counts share one word, admitting a probe is a
 //! single compare-and-swap that both checks and reserves a slot (no check-then-increment race),
-//! and a permit from an older generation can never touch the counts of the current one. The
-//! functions here are pure: they compute the next word from the current one. Where the word
-//! lives (an `AtomicU64` in this process today, a shared store later) is the caller's business.
+//! and a permit from an older generation can never touch the counts of the current one.
+//!
+//! # Stamps
+//! Two more values belong to a generation but do not fit in the word: when it was entered, and
+//! `at` (open: the deadline; half-open: when the newest probe was admitted). Each is kept as a
+//! *stamp*: microseconds in 48 bits tagged with the generation's low 16 bits, so a reader can
+//! tell a stamp of the generation in force from one left by an earlier one. Times are compared
+//! in serial-number arithmetic on the 48-bit circle ([`span`]): a difference is exact up to
+//! 2^47 µs (about 4.46 years) either way, so the absolute clock reading never matters (a
+//! custom clock counting from 1970 is fine) and a reading past 2^48 µs never wraps into an
+//! early admission. Cooldowns and probe waits are validated to at most
+//! [`MAX_COOLDOWN`](super::MAX_COOLDOWN) (365 days), well inside that range.
+//!
+//! # Decisions
+//! The functions below are pure: they take a word, the stamp they need, `now` and the limits
+//! of the policy in force, and return what to do — the next word and what happened — without
+//! touching an atomic, a clock or a policy. The machine (`machine.rs`) applies them with one
+//! compare-and-swap loop. Nothing here knows where the word lives: an `AtomicU64` in this
+//! process today, a key in a shared store (Redis) for a fleet-wide breaker, where the same
+//! functions decide over the word read from the store and the caller applies the result with
+//! the store's own compare-and-set.
+//!
+//! - [`admit`]: may a call go ahead now (closed, a probe, a rejection)?
+//! - [`end_probe`]: a half-open probe ended; re-open, close, or release its slot?
+//! - [`trip`]: a closed-state rule fired; open, unless the closed period has already ended?
+//! - [`manual`]: `force_open`, `force_closed`, `reset`, and transitions decided elsewhere.
 
+use super::event::TransitionReason;
+use super::policy::BreakerPolicy;
+use super::rejected::RejectReason;
 use std::fmt;
 
 /// The position of a circuit breaker in its state machine.
@@ -139,14 +165,47 @@ impl Word {
     }
 }
 
-/// A timestamp tagged with the low 16 bits of the generation it belongs to: microseconds since
-/// the clock's origin in the high 48 bits (about 8.9 years). The tag lets a reader notice that
-/// the transition which will write the timestamp has not written it yet.
+// ---------------------------------------------------------------------------------------------
+// Time on the 48-bit circle, and stamps.
+
+const MICROS_MASK: u64 = (1 << 48) - 1;
+
+/// The longest span told apart from a negative one: 2^47 - 1 µs, about 4.46 years.
+pub(crate) const MAX_SPAN_MICROS: u64 = (1 << 47) - 1;
+
+/// A clock reading (nanoseconds) as microseconds on the 48-bit circle.
 #[inline]
-pub(crate) fn pack_stamp(micros: u64, generation: u32) -> u64 {
-    (micros << 16) | u64::from(generation & 0xffff)
+pub(crate) fn micros(nanos: u64) -> u64 {
+    (nanos / 1_000) & MICROS_MASK
 }
 
+/// `to - from` in microseconds on the 48-bit circle, as a signed span (serial-number
+/// arithmetic): negative when `to` is before `from`.
+#[inline]
+pub(crate) fn span(from: u64, to: u64) -> i64 {
+    let d = to.wrapping_sub(from) & MICROS_MASK;
+    if d > MAX_SPAN_MICROS {
+        d as i64 - (1i64 << 48)
+    } else {
+        d as i64
+    }
+}
+
+/// `at + by` microseconds on the 48-bit circle (`by` capped at [`MAX_SPAN_MICROS`], so the
+/// result is always after `at`).
+#[inline]
+pub(crate) fn later(at: u64, by: u64) -> u64 {
+    at.wrapping_add(by.min(MAX_SPAN_MICROS)) & MICROS_MASK
+}
+
+/// A stamp: microseconds on the 48-bit circle, tagged with the low 16 bits of the generation it
+/// belongs to.
+#[inline]
+pub(crate) fn pack_stamp(micros: u64, generation: u32) -> u64 {
+    ((micros & MICROS_MASK) << 16) | u64::from(generation & 0xffff)
+}
+
+/// The time in `stamp` if it belongs to `generation`.
 #[inline]
 pub(crate) fn unpack_stamp(stamp: u64, generation: u32) -> Option<u64> {
     if stamp & 0xffff == u64::from(generation & 0xffff) {
@@ -176,9 +235,240 @@ pub(crate) fn newer(a: u32, b: u32) -> bool {
     d != 0 && d < (1 << 23)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decisions.
+
+/// The limits of the policy in force that the half-open decisions read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// At most this many probes in flight.
+    pub half_open_probes: u32,
+    /// Close after this many successful probes.
+    pub successes_to_close: u32,
+    /// Microseconds the newest probe may be outstanding, with every slot taken, before a new
+    /// half-open period takes the slots over.
+    pub probe_wait: u64,
+}
+
+impl Limits {
+    /// The limits of `policy` for a half-open period of open streak `streak` (the probe wait
+    /// defaults to that streak's cooldown).
+    pub(crate) fn new(policy: &BreakerPolicy, streak: u32) -> Limits {
+        let wait = policy
+            .max_probe_wait
+            .unwrap_or_else(|| policy.cooldown_for(streak));
+        Limits {
+            half_open_probes: policy.half_open_probes,
+            successes_to_close: policy.successes_to_close,
+            probe_wait: u64::try_from(wait.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// A decision's effect on the word: the word to swap in, if any.
+pub(crate) trait Decision {
+    /// The next word, or `None` if the decision writes nothing.
+    fn next(&self) -> Option<Word>;
+}
+
+/// What [`admit`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Closed: admitted, nothing to write.
+    Closed,
+    /// Forced closed: admitted, nothing recorded.
+    Unrecorded,
+    /// Rejected; `retry_after` is the rest of the cooldown in microseconds when open.
+    Reject {
+        reason: RejectReason,
+        retry_after: Option<u64>,
+    },
+    /// Admitted as a probe of `next`'s generation once `next` is swapped in; `entered` is set
+    /// when that swap is a transition (a new half-open period).
+    Probe {
+        next: Word,
+        entered: Option<TransitionReason>,
+    },
+}
+
+impl Decision for Admit {
+    fn next(&self) -> Option<Word> {
+        match self {
+            Admit::Probe { next, .. } => Some(*next),
+            _ => None,
+        }
+    }
+}
+
+/// What [`end_probe`], [`trip`] and [`manual`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The word has moved past the generation the outcome belongs to: nothing to do (a late
+    /// result).
+    Stale,
+    /// Swap in this word; no transition (a probe slot released, a success counted).
+    Update(Word),
+    /// Swap in this word: a transition, for this reason.
+    Enter(Word, TransitionReason),
+}
+
+impl Decision for Step {
+    fn next(&self) -> Option<Word> {
+        match self {
+            Step::Stale => None,
+            Step::Update(w) | Step::Enter(w, _) => Some(*w),
+        }
+    }
+}
+
+/// May a call go ahead at `now`? `at` is the stamp of `w`'s generation: the deadline when
+/// open, the newest probe's admission when half-open (unused otherwise). All times are
+/// microseconds on the 48-bit circle.
+pub(crate) fn admit(w: Word, at: u64, now: u64, limits: &Limits) -> Admit {
+    match w.state {
+        State::Closed => Admit::Closed,
+        State::ForcedClosed => Admit::Unrecorded,
+        State::ForcedOpen => Admit::Reject {
+            reason: RejectReason::ForcedOpen,
+            retry_after: None,
+        },
+        State::Open => admit_open(w, at, now),
+        State::HalfOpen => admit_half_open(w, at, now, limits),
+    }
+}
+
+/// [`admit`] for an open word whose deadline is `until`: rejected with the rest of the
+/// cooldown, or, once it has passed, promoted to half-open with this call as the first probe
+/// (the lazy promotion: no timer).
+#[inline]
+pub(crate) fn admit_open(w: Word, until: u64, now: u64) -> Admit {
+    debug_assert_eq!(w.state, State::Open);
+    let left = span(now, until);
+    if left > 0 {
+        return Admit::Reject {
+            reason: RejectReason::Open,
+            retry_after: Some(left as u64),
+        };
+    }
+    let mut next = w.transition(State::HalfOpen, w.streak);
+    next.in_flight = 1;
+    Admit::Probe {
+        next,
+        entered: Some(TransitionReason::CooldownElapsed),
+    }
+}
+
+/// [`admit`] for a half-open word whose newest probe was admitted at `newest`: a free slot is
+/// reserved; with every slot taken, a probe outstanding for `probe_wait` or more is taken over
+/// by a new half-open period (a hung probe must not wedge the breaker, case BR-04).
+pub(crate) fn admit_half_open(w: Word, newest: u64, now: u64, limits: &Limits) -> Admit {
+    debug_assert_eq!(w.state, State::HalfOpen);
+    if w.in_flight < limits.half_open_probes {
+        return Admit::Probe {
+            next: Word {
+                in_flight: w.in_flight + 1,
+                ..w
+            },
+            entered: None,
+        };
+    }
+    let waited = span(newest, now).max(0) as u64;
+    if waited < limits.probe_wait {
+        return Admit::Reject {
+            reason: RejectReason::HalfOpenFull,
+            retry_after: None,
+        };
+    }
+    let mut next = w.transition(State::HalfOpen, w.streak);
+    next.in_flight = 1;
+    Admit::Probe {
+        next,
+        entered: Some(TransitionReason::ProbeExpired),
+    }
+}
+
+/// How a half-open probe ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProbeEnd {
+    Success,
+    Failure,
+    /// A success that took at least the slow-call duration: a failed probe.
+    Slow,
+    /// Ignored or cancelled: the slot is released, no verdict (BR-01, BR-03, BR-08).
+    Neutral,
+}
+
+/// A probe of `generation` ended with `end`.
+pub(crate) fn end_probe(w: Word, generation: u32, end: ProbeEnd, limits: &Limits) -> Step {
+    if w.state != State::HalfOpen || w.generation != generation {
+        // A probe of an earlier half-open period: it holds no slot of this one (BR-12).
+        return Step::Stale;
+    }
+    let release = Word {
+        in_flight: w.in_flight.saturating_sub(1),
+        ..w
+    };
+    match end {
+        ProbeEnd::Failure => Step::Enter(reopen(w), TransitionReason::ProbeFailed),
+        ProbeEnd::Slow => Step::Enter(reopen(w), TransitionReason::SlowCallRate),
+        ProbeEnd::Success if w.successes + 1 >= limits.successes_to_close => Step::Enter(
+            w.transition(State::Closed, 0),
+            TransitionReason::ProbesSucceeded,
+        ),
+        ProbeEnd::Success => Step::Update(Word {
+            successes: w.successes + 1,
+            ..release
+        }),
+        ProbeEnd::Neutral => Step::Update(release),
+    }
+}
+
+/// A closed-state rule fired on evidence from closed `generation`: open, unless that closed
+/// period has already ended.
+pub(crate) fn trip(w: Word, generation: u32, reason: TransitionReason) -> Step {
+    if w.state == State::Closed && w.generation == generation {
+        Step::Enter(reopen(w), reason)
+    } else {
+        Step::Stale
+    }
+}
+
+/// A manual change to `to` (`force_open`, `force_closed`, `reset`): always a transition, and
+/// the open streak starts over.
+pub(crate) fn manual(w: Word, to: State) -> Step {
+    Step::Enter(w.transition(to, 0), TransitionReason::Manual)
+}
+
+/// The open word after `w`: the streak is 1 after a closed period and grows by one on each
+/// re-opening (capped at 255; it picks the grown cooldown).
+pub(crate) fn reopen(w: Word) -> Word {
+    let streak = if w.state == State::Closed {
+        1
+    } else {
+        w.streak.saturating_add(1).min(0xff)
+    };
+    w.transition(State::Open, streak)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn word(state: State, generation: u32) -> Word {
+        Word {
+            state,
+            successes: 0,
+            in_flight: 0,
+            streak: 1,
+            generation,
+        }
+    }
+
+    const LIMITS: Limits = Limits {
+        half_open_probes: 2,
+        successes_to_close: 2,
+        probe_wait: 3_000_000,
+    };
 
     #[test]
     fn word_round_trips() {
@@ -201,5 +491,189 @@ mod tests {
         let s = pack_stamp(123_456, 7);
         assert_eq!(unpack_stamp(s, 7), Some(123_456));
         assert_eq!(unpack_stamp(s, 8), None);
+    }
+
+    #[test]
+    fn spans_are_serial_on_the_48_bit_circle() {
+        let top = (1u64 << 48) - 1;
+        assert_eq!(span(10, 25), 15);
+        assert_eq!(span(25, 10), -15);
+        // Across the wrap: a deadline 5 µs after a reading just below 2^48.
+        let until = later(top - 2, 5);
+        assert_eq!(until, 2);
+        assert_eq!(span(top - 2, until), 5);
+        assert_eq!(span(until, top - 2), -5);
+        // A year of cooldown from a reading past 2^48 µs (a clock counting from 1970).
+        let year = 365 * 86_400 * 1_000_000u64;
+        let now = micros(1_700_000_000_000_000_000);
+        assert_eq!(span(now, later(now, year)), year as i64);
+        // `later` never goes past the representable span.
+        assert_eq!(span(0, later(0, u64::MAX)), MAX_SPAN_MICROS as i64);
+    }
+
+    #[test]
+    fn admit_open_rejects_until_the_deadline_then_promotes() {
+        let w = word(State::Open, 4);
+        assert_eq!(
+            admit(w, 10_000, 4_000, &LIMITS),
+            Admit::Reject {
+                reason: RejectReason::Open,
+                retry_after: Some(6_000)
+            }
+        );
+        let Admit::Probe { next, entered } = admit(w, 10_000, 10_000, &LIMITS) else {
+            panic!("promoted at the deadline");
+        };
+        assert_eq!(entered, Some(TransitionReason::CooldownElapsed));
+        assert_eq!(
+            (next.state, next.generation, next.in_flight, next.streak),
+            (State::HalfOpen, 5, 1, 1)
+        );
+    }
+
+    #[test]
+    fn admit_half_open_reserves_then_waits_then_takes_over() {
+        let w = Word {
+            in_flight: 1,
+            ..word(State::HalfOpen, 9)
+        };
+        let Admit::Probe { next, entered } = admit(w, 0, 0, &LIMITS) else {
+            panic!("a free slot");
+        };
+        assert_eq!((next.in_flight, next.generation, entered), (2, 9, None));
+        assert_eq!(
+            admit(next, 1_000, 3_000_999, &LIMITS),
+            Admit::Reject {
+                reason: RejectReason::HalfOpenFull,
+                retry_after: None
+            }
+        );
+        // A newest-probe stamp *after* now (a reading that went backwards) waits, no panic.
+        assert!(matches!(
+            admit(next, 9_000_000, 1_000, &LIMITS),
+            Admit::Reject { .. }
+        ));
+        let Admit::Probe {
+            next: taken,
+            entered,
+        } = admit(next, 1_000, 3_001_000, &LIMITS)
+        else {
+            panic!("taken over after the probe wait");
+        };
+        assert_eq!(entered, Some(TransitionReason::ProbeExpired));
+        assert_eq!((taken.generation, taken.in_flight), (10, 1));
+    }
+
+    #[test]
+    fn admit_closed_and_forced_states_write_nothing() {
+        assert_eq!(admit(word(State::Closed, 0), 0, 0, &LIMITS), Admit::Closed);
+        assert_eq!(
+            admit(word(State::ForcedClosed, 0), 0, 0, &LIMITS),
+            Admit::Unrecorded
+        );
+        let forced = admit(word(State::ForcedOpen, 0), 0, 0, &LIMITS);
+        assert_eq!(forced.next(), None);
+        assert_eq!(
+            forced,
+            Admit::Reject {
+                reason: RejectReason::ForcedOpen,
+                retry_after: None
+            }
+        );
+    }
+
+    #[test]
+    fn end_probe_counts_releases_closes_and_reopens() {
+        let w = Word {
+            in_flight: 2,
+            ..word(State::HalfOpen, 3)
+        };
+        let Step::Update(one) = end_probe(w, 3, ProbeEnd::Success, &LIMITS) else {
+            panic!("one success of two");
+        };
+        assert_eq!((one.successes, one.in_flight, one.generation), (1, 1, 3));
+        assert_eq!(
+            end_probe(one, 3, ProbeEnd::Success, &LIMITS),
+            Step::Enter(
+                Word {
+                    state: State::Closed,
+                    successes: 0,
+                    in_flight: 0,
+                    streak: 0,
+                    generation: 4
+                },
+                TransitionReason::ProbesSucceeded
+            )
+        );
+        assert_eq!(
+            end_probe(w, 3, ProbeEnd::Neutral, &LIMITS),
+            Step::Update(Word { in_flight: 1, ..w })
+        );
+        let Step::Enter(open, reason) = end_probe(w, 3, ProbeEnd::Failure, &LIMITS) else {
+            panic!("a failed probe re-opens");
+        };
+        assert_eq!(reason, TransitionReason::ProbeFailed);
+        assert_eq!(
+            (open.state, open.streak, open.generation),
+            (State::Open, 2, 4)
+        );
+        assert_eq!(
+            end_probe(w, 3, ProbeEnd::Slow, &LIMITS)
+                .next()
+                .map(|w| w.state),
+            Some(State::Open)
+        );
+        assert_eq!(end_probe(w, 2, ProbeEnd::Failure, &LIMITS), Step::Stale);
+        assert_eq!(
+            end_probe(word(State::Open, 3), 3, ProbeEnd::Success, &LIMITS),
+            Step::Stale
+        );
+    }
+
+    #[test]
+    fn trip_only_from_its_own_closed_period() {
+        let closed = Word {
+            streak: 0,
+            ..word(State::Closed, 7)
+        };
+        let Step::Enter(open, reason) = trip(closed, 7, TransitionReason::FailureRate) else {
+            panic!("trips");
+        };
+        assert_eq!(reason, TransitionReason::FailureRate);
+        assert_eq!(
+            (open.state, open.streak, open.generation),
+            (State::Open, 1, 8)
+        );
+        assert_eq!(trip(closed, 6, TransitionReason::FailureRate), Step::Stale);
+        assert_eq!(trip(open, 8, TransitionReason::FailureRate), Step::Stale);
+    }
+
+    #[test]
+    fn manual_always_enters_and_clears_the_streak() {
+        let w = Word {
+            streak: 9,
+            in_flight: 3,
+            ..word(State::HalfOpen, GEN_MASK)
+        };
+        let Step::Enter(next, reason) = manual(w, State::ForcedOpen) else {
+            panic!("manual changes always apply");
+        };
+        assert_eq!(reason, TransitionReason::Manual);
+        assert_eq!(
+            (next.state, next.streak, next.in_flight, next.generation),
+            (State::ForcedOpen, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn the_open_streak_grows_and_caps() {
+        let closed = word(State::Closed, 0);
+        assert_eq!(reopen(closed).streak, 1);
+        let half_open = Word {
+            streak: 254,
+            ..word(State::HalfOpen, 0)
+        };
+        assert_eq!(reopen(half_open).streak, 255);
+        assert_eq!(reopen(reopen(half_open)).streak, 255);
     }
 }

@@ -22,8 +22,7 @@
 
 use super::totals::thread_index;
 use super::window::WindowCounts;
-use crate::sync::{AtomicU64, Ordering};
-use std::sync::atomic::AtomicU32;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 const INDEX_BITS: u32 = 40;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
@@ -108,18 +107,17 @@ impl StripedTimeWindow {
                     .compare_exchange(have, want, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                b.calls.store(0, std::sync::atomic::Ordering::Relaxed);
-                b.failures.store(0, std::sync::atomic::Ordering::Relaxed);
-                b.slow.store(0, std::sync::atomic::Ordering::Relaxed);
+                b.calls.store(0, Ordering::Relaxed);
+                b.failures.store(0, Ordering::Relaxed);
+                b.slow.store(0, Ordering::Relaxed);
             }
         }
-        b.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        b.calls.fetch_add(1, Ordering::Relaxed);
         if failure {
-            b.failures
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            b.failures.fetch_add(1, Ordering::Relaxed);
         }
         if slow {
-            b.slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            b.slow.fetch_add(1, Ordering::Relaxed);
         }
         if !failure && !slow && self.last_eval.load(Ordering::Acquire) == (want << 1) | 1 {
             return None;
@@ -146,9 +144,9 @@ impl StripedTimeWindow {
                 let t = b.tag.load(Ordering::Acquire);
                 let i = t & INDEX_MASK;
                 if (t >> INDEX_BITS) as u32 == generation && i >= oldest && i <= index {
-                    c.calls += b.calls.load(std::sync::atomic::Ordering::Relaxed);
-                    c.failures += b.failures.load(std::sync::atomic::Ordering::Relaxed);
-                    c.slow += b.slow.load(std::sync::atomic::Ordering::Relaxed);
+                    c.calls += b.calls.load(Ordering::Relaxed);
+                    c.failures += b.failures.load(Ordering::Relaxed);
+                    c.slow += b.slow.load(Ordering::Relaxed);
                 }
             }
         }

@@ -1,9 +1,9 @@
 //! Lifetime totals of a breaker, striped per thread so that counting never makes threads fight
 //! over one cache line (the idea of Java's `LongAdder`, with a fixed stripe count).
 
+use crate::sync::process::{self, AtomicUsize};
 use crate::sync::{AtomicU64, Ordering};
 use std::cell::Cell;
-use std::sync::atomic::AtomicUsize;
 
 /// Lifetime totals of one breaker. Every admitted call ends in exactly one of `succeeded`,
 /// `failed`, `ignored` and `cancelled`; `late` counts those outcomes (already included in the
@@ -73,7 +73,7 @@ pub(crate) fn thread_index() -> usize {
         if v != usize::MAX {
             return v;
         }
-        let v = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let v = NEXT.fetch_add(1, process::Ordering::Relaxed);
         i.set(v);
         v
     })

@@ -107,26 +107,6 @@ impl Window {
         }
     }
 
-    /// Whether this window has the given shape (so a policy reload can keep it).
-    pub(crate) fn has_shape(&self, shape: SlidingWindow) -> bool {
-        match (self, shape) {
-            (Window::Count { ring, .. }, SlidingWindow::Count(n)) => ring.len() == n as usize,
-            (
-                Window::Time {
-                    bucket_nanos,
-                    buckets: b,
-                    ..
-                },
-                SlidingWindow::Time { length, buckets },
-            ) => {
-                b.len() == buckets as usize
-                    && *bucket_nanos
-                        == (length.as_nanos() / u128::from(buckets.max(1))).max(1) as u64
-            }
-            _ => false,
-        }
-    }
-
     pub(crate) fn clear(&mut self) {
         match self {
             Window::Count { ring, next, counts } => {

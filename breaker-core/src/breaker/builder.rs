@@ -1,0 +1,280 @@
+//! Building breakers: [`BreakerBuilder`], and [`BreakerFactory`] for many breakers that share
+//! one configuration (a keyed registry), with run-time policy reloads.
+
+use super::closed::WindowSlot;
+use super::event::{Listener, Transition};
+use super::machine::{Heavy, Inner};
+use super::policy::{BreakerPolicy, ValidationError};
+use super::state::Word;
+use super::totals::Striped;
+use super::CircuitBreaker;
+use crate::clock::Clock;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use arc_swap::ArcSwap;
+use std::sync::Arc;
+
+/// What all breakers built from one [`BreakerBuilder`] share: the policy (swappable at run
+/// time), the clock, the name and the listeners.
+pub(crate) struct Shared {
+    pub(crate) policy: ArcSwap<BreakerPolicy>,
+    pub(crate) hot: Hot,
+    pub(crate) clock: Clock,
+    /// Interned, so a rejection can name its breaker without touching a shared refcount.
+    pub(crate) name: &'static str,
+    pub(crate) listeners: Vec<Listener>,
+    pub(crate) totals: bool,
+}
+
+/// The policy values that the success and admission paths read, mirrored from `policy` so those
+/// paths never load the `ArcSwap` (a few nanoseconds and a shared debt list each time).
+pub(crate) struct Hot {
+    /// `consecutive_failures`, or 0 when that rule is off.
+    consecutive: AtomicU32,
+    min_calls: AtomicU32,
+    /// The slow-call duration in nanoseconds, or 0 when that rule is off (then admission does
+    /// not read the clock).
+    slow_nanos: AtomicU64,
+    /// Bumped by every reload that changes the window's shape; a breaker's window store
+    /// remembers the value it was built for (see `closed.rs`).
+    window_epoch: AtomicU32,
+}
+
+impl Hot {
+    fn new(p: &BreakerPolicy) -> Hot {
+        let hot = Hot {
+            consecutive: AtomicU32::new(0),
+            min_calls: AtomicU32::new(0),
+            slow_nanos: AtomicU64::new(0),
+            window_epoch: AtomicU32::new(0),
+        };
+        hot.set(p);
+        hot
+    }
+
+    fn set(&self, p: &BreakerPolicy) {
+        self.consecutive
+            .store(p.consecutive_failures.unwrap_or(0), Ordering::Relaxed);
+        self.min_calls.store(p.min_calls, Ordering::Relaxed);
+        let slow = p.slow_call.map_or(0, |s| {
+            u64::try_from(s.duration.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1)
+        });
+        self.slow_nanos.store(slow, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    pub(crate) fn consecutive(&self) -> u32 {
+        self.consecutive.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    pub(crate) fn min_calls(&self) -> u32 {
+        self.min_calls.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    pub(crate) fn slow_nanos(&self) -> u64 {
+        self.slow_nanos.load(Ordering::Relaxed)
+    }
+
+    /// The window epoch, for the fast check that a breaker's window store still has the shape
+    /// in force (a stale value only delays the switch to a new store by a call or two).
+    #[inline(always)]
+    pub(crate) fn window_epoch_relaxed(&self) -> u32 {
+        self.window_epoch.load(Ordering::Relaxed)
+    }
+
+    /// The window epoch, ordered before a policy load that follows it: a store built from that
+    /// policy has the shape of this epoch or a newer one.
+    pub(crate) fn window_epoch(&self) -> u32 {
+        self.window_epoch.load(Ordering::Acquire)
+    }
+}
+
+/// Interns a breaker name: names are few (one per policy, not per key), so each distinct name
+/// is leaked once and shared from then on.
+fn intern(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::OnceLock;
+    static NAMES: OnceLock<std::sync::Mutex<HashSet<&'static str>>> = OnceLock::new();
+    if name.is_empty() {
+        return "";
+    }
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
+///
+/// ```
+/// use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+/// let breaker = CircuitBreaker::builder(BreakerPolicy::default()).name("inventory").build()?;
+/// # Ok::<(), breaker_core::breaker::ValidationError>(())
+/// ```
+pub struct BreakerBuilder {
+    policy: BreakerPolicy,
+    clock: Option<Clock>,
+    name: Arc<str>,
+    listeners: Vec<Listener>,
+    totals: bool,
+}
+
+impl BreakerBuilder {
+    pub(super) fn new(policy: BreakerPolicy) -> BreakerBuilder {
+        BreakerBuilder {
+            policy,
+            clock: None,
+            name: Arc::from(""),
+            listeners: Vec::new(),
+            totals: true,
+        }
+    }
+
+    /// Uses `clock` instead of [`Clock::system`].
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Names the breaker (shown in events, errors and metrics).
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Adds a state-change listener; see [`Listener`].
+    pub fn on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
+        self.listeners.push(Arc::new(f));
+        self
+    }
+
+    /// Whether to keep lifetime [`Totals`](super::Totals) (default `true`). Totals are striped
+    /// per thread (64 bytes per stripe, one stripe per CPU rounded up to a power of two, at most
+    /// 64), so counting never contends; turning them off saves that memory and one uncontended
+    /// atomic add per call.
+    pub fn totals(mut self, on: bool) -> Self {
+        self.totals = on;
+        self
+    }
+
+    /// Validates the policy and builds the breaker.
+    ///
+    /// # Errors
+    /// The policy's [`ValidationError`] if it is invalid.
+    pub fn build(self) -> Result<CircuitBreaker, ValidationError> {
+        Ok(self.build_factory()?.create())
+    }
+
+    /// Validates the policy and returns a factory that creates any number of breakers sharing
+    /// this policy, clock, name and listeners (a keyed registry uses it: one allocation of
+    /// configuration for all keys).
+    ///
+    /// # Errors
+    /// The policy's [`ValidationError`] if it is invalid.
+    pub fn build_factory(self) -> Result<BreakerFactory, ValidationError> {
+        self.policy.validate()?;
+        Ok(BreakerFactory {
+            shared: Arc::new(Shared {
+                hot: Hot::new(&self.policy),
+                policy: ArcSwap::from_pointee(self.policy),
+                clock: self.clock.unwrap_or_default(),
+                name: intern(&self.name),
+                listeners: self.listeners,
+                totals: self.totals,
+            }),
+        })
+    }
+}
+
+/// Creates breakers that share one policy, clock, name and listener set; see
+/// [`BreakerBuilder::build_factory`]. Cloning is cheap.
+#[derive(Clone)]
+pub struct BreakerFactory {
+    shared: Arc<Shared>,
+}
+
+impl BreakerFactory {
+    /// A new breaker, closed, with its own state.
+    pub fn create(&self) -> CircuitBreaker {
+        self.create_with_key(None)
+    }
+
+    /// Like [`create`](Self::create), for one key of a keyed set (one breaker per host or
+    /// tenant): the key is kept with the breaker and named in its `tracing` events
+    /// (`key = "..."`). It costs one heap block per breaker; metric labels do not include it.
+    pub fn create_keyed(&self, key: impl Into<String>) -> CircuitBreaker {
+        self.create_with_key(Some(key.into().into_boxed_str()))
+    }
+
+    fn create_with_key(&self, key: Option<Box<str>>) -> CircuitBreaker {
+        // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
+        let epoch = self.shared.hot.window_epoch();
+        let policy = self.shared.policy.load();
+        let window = policy
+            .uses_window()
+            .then(|| WindowSlot::new(policy.window, epoch));
+        let totals = self.shared.totals.then(Striped::new);
+        let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
+            Box::new(Heavy {
+                window,
+                totals,
+                key,
+            })
+        });
+        CircuitBreaker {
+            inner: triomphe::Arc::new(Inner {
+                state: AtomicU64::new(Word::INITIAL),
+                at: AtomicU64::new(0),
+                since: AtomicU64::new(0),
+                consecutive: AtomicU64::new(0),
+                shared: Arc::clone(&self.shared),
+                heavy,
+            }),
+        }
+    }
+
+    /// Replaces the policy of every breaker made by this factory, keeping their state: an open
+    /// breaker stays open, counts are kept.
+    ///
+    /// If the window's shape changed (another count, length or bucket count, or a count window
+    /// for a time window or back), each breaker starts a new, empty window of the new shape at
+    /// its next recorded outcome; the old window's calls are not carried over (a window of
+    /// another shape cannot hold them faithfully). A rate rule added to a policy that had none
+    /// applies to breakers created afterwards.
+    ///
+    /// # Errors
+    /// The new policy's [`ValidationError`]; the old policy stays in force.
+    pub fn set_policy(&self, policy: BreakerPolicy) -> Result<(), ValidationError> {
+        policy.validate()?;
+        let hot = &self.shared.hot;
+        hot.set(&policy);
+        let window = policy.window;
+        let old = self.shared.policy.swap(Arc::new(policy));
+        if old.window != window {
+            // After the swap: whoever reads the new epoch then loads the policy sees this
+            // policy or a newer one.
+            hot.window_epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<BreakerPolicy> {
+        self.shared.policy.load_full()
+    }
+
+    /// The clock every breaker of this factory reads (a keyed registry measures idle time
+    /// with it).
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+}

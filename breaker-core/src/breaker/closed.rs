@@ -1,0 +1,313 @@
+//! The closed state's bookkeeping: the consecutive-failure count and the sliding window, and
+//! the trips they decide.
+//!
+//! # Window stores and reloads
+//! A breaker keeps its window in a [`WindowStore`] of one shape: a count window behind a short
+//! lock (the last `n` calls have one global order), or a lock-free time window striped per
+//! thread (`striped.rs`). A reload ([`BreakerFactory::set_policy`](super::BreakerFactory::set_policy))
+//! that changes the shape bumps the factory's *window epoch*; each breaker notices at its next
+//! recorded outcome that its store was built for an older epoch and puts a new, empty store of
+//! the new shape in its [`WindowSlot`]. The check is one relaxed load of the epoch on the
+//! recording path, and only a breaker that has been reshaped pays an `ArcSwap` load per
+//! recorded outcome from then on.
+
+use super::builder::Shared;
+use super::event::TransitionReason;
+use super::machine::{Cause, Inner};
+use super::permit::Ticket;
+use super::policy::{BreakerPolicy, SlidingWindow};
+use super::state::{newer, pack_count, unpack_count, Word};
+use super::striped::StripedTimeWindow;
+use super::totals::{self, Counter};
+use super::window::{GenWindow, Sample, Window, WindowCounts};
+use crate::classify::Outcome;
+use crate::sync::{lock, Mutex, Ordering};
+use arc_swap::ArcSwapOption;
+use std::sync::Arc;
+
+/// A sliding window of one shape, built for one window epoch.
+pub(crate) struct WindowStore {
+    epoch: u32,
+    kind: StoreKind,
+}
+
+enum StoreKind {
+    /// A count window, tagged with the closed-state generation its data belongs to.
+    Count(Mutex<GenWindow>),
+    /// A time window: lock-free, striped per thread.
+    Time(StripedTimeWindow),
+}
+
+impl WindowStore {
+    fn new(shape: SlidingWindow, epoch: u32) -> WindowStore {
+        let kind = match shape {
+            SlidingWindow::Count(_) => StoreKind::Count(Mutex::new(GenWindow {
+                generation: 0,
+                window: Window::new(shape),
+            })),
+            SlidingWindow::Time { length, buckets } => {
+                let buckets = buckets.max(1);
+                StoreKind::Time(StripedTimeWindow::new(
+                    (length.as_nanos() / u128::from(buckets)) as u64,
+                    buckets,
+                    totals::stripe_count(),
+                ))
+            }
+        };
+        WindowStore { epoch, kind }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match &self.kind {
+            StoreKind::Count(w) => match &lock(w).window {
+                Window::Count { ring, .. } => ring.len(),
+                Window::Time { buckets, .. } => std::mem::size_of_val(&**buckets),
+            },
+            StoreKind::Time(w) => w.heap_bytes(),
+        }
+    }
+
+    fn counts(&self, generation: u32, now: u64) -> WindowCounts {
+        match &self.kind {
+            StoreKind::Count(m) => {
+                let mut g = lock(m);
+                if g.generation == generation {
+                    g.window.counts(now)
+                } else {
+                    WindowCounts::default()
+                }
+            }
+            StoreKind::Time(s) => s.counts(generation, now),
+        }
+    }
+}
+
+/// Whether epoch `a` is `b` or newer (wrapping).
+fn at_least(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// A breaker's window: the store built with the breaker, and the one that replaced it after a
+/// reload changed the shape.
+pub(crate) struct WindowSlot {
+    first: WindowStore,
+    reshaped: ArcSwapOption<WindowStore>,
+}
+
+impl WindowSlot {
+    pub(crate) fn new(shape: SlidingWindow, epoch: u32) -> WindowSlot {
+        WindowSlot {
+            first: WindowStore::new(shape, epoch),
+            reshaped: ArcSwapOption::empty(),
+        }
+    }
+
+    /// Runs `f` on the store of the shape in force, making it first if a reload changed the
+    /// shape since the last recorded outcome.
+    #[inline(always)]
+    fn with<R>(&self, shared: &Shared, f: impl FnOnce(&WindowStore) -> R) -> R {
+        if self.first.epoch == shared.hot.window_epoch_relaxed() {
+            return f(&self.first);
+        }
+        self.with_reshaped(shared, f)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn with_reshaped<R>(&self, shared: &Shared, f: impl FnOnce(&WindowStore) -> R) -> R {
+        let epoch = shared.hot.window_epoch();
+        if epoch == self.first.epoch {
+            return f(&self.first);
+        }
+        loop {
+            let cur = self.reshaped.load();
+            if let Some(store) = cur.as_ref().filter(|s| at_least(s.epoch, epoch)) {
+                return f(store);
+            }
+            // Loaded after the epoch: this policy has the epoch's shape or a newer one.
+            let shape = shared.policy.load().window;
+            let fresh = Arc::new(WindowStore::new(shape, epoch));
+            let prev = self
+                .reshaped
+                .compare_and_swap(&cur, Some(Arc::clone(&fresh)));
+            let won = match (prev.as_ref(), cur.as_ref()) {
+                (Some(p), Some(c)) => Arc::ptr_eq(p, c),
+                (None, None) => true,
+                _ => false,
+            };
+            if won {
+                return f(&fresh);
+            }
+        }
+    }
+
+    /// The window's totals for closed `generation` at `now` (zero if no outcome has been
+    /// recorded since the shape last changed).
+    pub(crate) fn counts(&self, shared: &Shared, generation: u32, now: u64) -> WindowCounts {
+        let epoch = shared.hot.window_epoch();
+        if epoch == self.first.epoch {
+            return self.first.counts(generation, now);
+        }
+        match self.reshaped.load().as_ref() {
+            Some(store) if at_least(store.epoch, epoch) => store.counts(generation, now),
+            _ => WindowCounts::default(),
+        }
+    }
+
+    /// Heap bytes of the window's stores.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.first.heap_bytes()
+            + self
+                .reshaped
+                .load()
+                .as_ref()
+                .map_or(0, |s| std::mem::size_of::<WindowStore>() + s.heap_bytes())
+    }
+}
+
+impl Inner {
+    /// Applies a closed call's end: updates the counts and trips if a rule fires.
+    #[inline(always)]
+    pub(super) fn finish_closed(&self, t: Ticket, outcome: Option<Outcome>) {
+        let failure = match outcome {
+            Some(Outcome::Success) => false,
+            Some(Outcome::Failure) => true,
+            // Ignored and cancelled calls are neutral in closed state.
+            _ => return,
+        };
+        let raw = self.state.load(Ordering::Acquire);
+        if !Word::raw_is_closed(raw) || Word::raw_generation(raw) != t.generation() {
+            self.count(Counter::Late);
+            return;
+        }
+        let threshold = self.shared.hot.consecutive();
+        if threshold != 0 {
+            if let Some(count) = self.bump_consecutive(t.generation(), failure) {
+                if count >= threshold
+                    && self.trip(
+                        raw,
+                        TransitionReason::ConsecutiveFailures,
+                        Cause {
+                            consecutive_failures: count,
+                            ..Cause::default()
+                        },
+                        None,
+                    )
+                {
+                    return;
+                }
+            }
+        }
+        if let Some(slot) = self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
+            self.record_window(slot, t, failure, raw);
+        }
+    }
+
+    /// Updates the consecutive-failure count of `generation`; returns the count after a
+    /// failure, `None` after a success or if the count belongs to a newer generation.
+    #[inline]
+    fn bump_consecutive(&self, generation: u32, failure: bool) -> Option<u32> {
+        let mut cur = self.consecutive.load(Ordering::Acquire);
+        loop {
+            let (g, n) = unpack_count(cur);
+            let n = if g == generation {
+                n
+            } else if newer(generation, g) {
+                0 // first touch in this closed period: the count starts over (BR-25)
+            } else {
+                return None; // a newer period owns the counter
+            };
+            let next = if failure {
+                pack_count(generation, n.saturating_add(1))
+            } else if n == 0 {
+                return None; // the common success path: nothing to write
+            } else {
+                pack_count(generation, 0)
+            };
+            match self.consecutive.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return failure.then_some(n + 1),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// The consecutive failures of closed `generation`.
+    pub(super) fn consecutive_failures(&self, generation: u32) -> u32 {
+        let (g, n) = unpack_count(self.consecutive.load(Ordering::Acquire));
+        if g == generation {
+            n
+        } else {
+            0
+        }
+    }
+
+    /// Whether the call of `t`, ending at `now`, was slow under the slow-call rule in force.
+    pub(super) fn is_slow(&self, t: &Ticket, now: u64) -> bool {
+        let limit = self.shared.hot.slow_nanos();
+        limit != 0
+            && t.start()
+                .is_some_and(|start| now.saturating_sub(start) >= limit)
+    }
+
+    fn record_window(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
+        let now = self.shared.clock.now_nanos();
+        let slow = self.is_slow(&t, now);
+        let counts = slot.with(&self.shared, |store| match &store.kind {
+            StoreKind::Time(w) => w.record(
+                t.generation(),
+                now,
+                failure,
+                slow,
+                self.shared.hot.min_calls(),
+            ),
+            StoreKind::Count(window) => {
+                let mut g = lock(window);
+                if g.generation != t.generation() {
+                    if !newer(t.generation(), g.generation) {
+                        drop(g);
+                        self.count(Counter::Late);
+                        return None;
+                    }
+                    g.generation = t.generation();
+                    g.window.clear();
+                }
+                Some(g.window.record(Sample { failure, slow }, now))
+            }
+        });
+        if let Some(counts) = counts {
+            self.evaluate(&self.shared.policy.load(), counts, raw, now);
+        }
+    }
+
+    /// Checks the rate rules against `counts`, after an outcome recorded at `now` in the closed
+    /// state `raw`, and trips if one fires.
+    fn evaluate(&self, policy: &BreakerPolicy, counts: WindowCounts, raw: u64, now: u64) {
+        if counts.calls < policy.min_calls {
+            return;
+        }
+        // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
+        let reason = if policy
+            .failure_rate_percent
+            .is_some_and(|p| counts.failure_rate() >= p)
+        {
+            TransitionReason::FailureRate
+        } else if policy
+            .slow_call
+            .is_some_and(|s| counts.slow_rate() >= s.rate_percent)
+        {
+            TransitionReason::SlowCallRate
+        } else {
+            return;
+        };
+        let cause = Cause {
+            window: counts,
+            ..Cause::default()
+        };
+        self.trip(raw, reason, cause, Some(now));
+    }
+}

@@ -1,0 +1,529 @@
+//! The atomic machine: where the state word lives in this process, and the one path every
+//! transition takes.
+//!
+//! - **Decide, then swap.** Every change of the word is a pure decision from `state.rs` applied
+//!   by [`Inner::update`], one compare-and-swap loop (governor's `measure_and_replace_one`): read
+//!   the word, decide, swap; if another thread changed the word first, decide again on the word
+//!   that won. The clock is read *before* the loop, so nothing written after the swap depends
+//!   on a later reading.
+//! - **One `entered`.** The thread whose swap made a transition calls [`Inner::entered`], which
+//!   does what every transition does, in one place: the entry stamp, the deadline or first
+//!   probe stamp, the totals, the `tracing` event and the listeners.
+//! - **Fenced stamps.** A stamp is written by [`Inner::stamp`] with a compare-and-swap that
+//!   never replaces a stamp of the generation in force and never writes once the word has moved
+//!   past the writer's generation, so a writer delayed after its swap cannot clobber a newer
+//!   generation's deadline (the stuck-open fault of issue 11).
+//! - **No "not stamped yet" forever.** A reader that finds the generation in force without its
+//!   stamp (the winner of the swap has not written it yet) writes it itself, once, from its own
+//!   reading: an open breaker then admits a probe at most one cooldown later, whatever happened
+//!   to the winner.
+
+use super::builder::Shared;
+use super::closed::WindowSlot;
+use super::event::{Transition, TransitionReason};
+use super::permit::{Kind, Ticket};
+use super::policy::{NeutralProbe, MAX_COOLDOWN};
+use super::rejected::{RejectReason, Rejected};
+use super::state::{
+    self, later, micros, pack_stamp, span, unpack_stamp, Admit, Decision, Limits, ProbeEnd, State,
+    Step, Word,
+};
+use super::totals::{Counter, Striped};
+use super::window::WindowCounts;
+use crate::classify::Outcome;
+use crate::sync::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a breaker keeps only when it needs it (so a consecutive-rule breaker without totals
+/// stays at 64 bytes).
+pub(crate) struct Heavy {
+    /// The sliding window.
+    pub(crate) window: Option<WindowSlot>,
+    pub(crate) totals: Option<Striped>,
+    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events.
+    pub(crate) key: Option<Box<str>>,
+}
+
+/// One breaker's state: the word, its stamps and counters.
+pub(crate) struct Inner {
+    /// The state word; see `state.rs`.
+    pub(crate) state: AtomicU64,
+    /// Open: when the cooldown ends. Half-open: when the newest probe was admitted. Closed and
+    /// forced: when the state was entered. A stamp (`pack_stamp`), written by [`Inner::stamp`].
+    pub(crate) at: AtomicU64,
+    /// When the current state was entered (a stamp).
+    pub(crate) since: AtomicU64,
+    /// Consecutive failures while closed (`pack_count`).
+    pub(crate) consecutive: AtomicU64,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) heavy: Option<Box<Heavy>>,
+}
+
+/// What caused a transition beyond its reason: the counts that tripped it, and for a
+/// transition decided elsewhere, its deadline and who decided it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cause {
+    /// The window's totals that caused a rate trip.
+    pub(crate) window: WindowCounts,
+    /// The consecutive failures that caused a trip.
+    pub(crate) consecutive_failures: u32,
+    /// An open state's deadline (nanoseconds on this breaker's clock) decided elsewhere;
+    /// `None`: from the policy, here.
+    pub(crate) open_until: Option<u64>,
+    /// Who decided the transition, if not this process (a replica id).
+    pub(crate) origin: Option<Arc<str>>,
+}
+
+/// How [`Inner::stamp`] treats a stamp already written for the same generation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// Keep it: the first writer of a generation wins (entry time, deadline).
+    Once,
+    /// Keep the later time (the newest probe's admission).
+    Latest,
+}
+
+/// A deterministic draw in `[0, 1)` from a seed, for cooldown jitter (SplitMix64 finaliser).
+/// Deterministic under a manual clock, which keeps tests exact.
+fn unit_draw(seed: u64) -> f64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Inner {
+    pub(crate) fn key(&self) -> &str {
+        self.heavy
+            .as_ref()
+            .and_then(|h| h.key.as_deref())
+            .unwrap_or("")
+    }
+
+    #[inline(always)]
+    pub(crate) fn count(&self, c: Counter) {
+        if let Some(h) = &self.heavy {
+            if let Some(t) = &h.totals {
+                t.add(c);
+            }
+        }
+    }
+
+    // --- The update loop and the stamps -------------------------------------------------------
+
+    /// The one compare-and-swap loop. `decide` sees the word (first `raw`) and returns a
+    /// decision, or `None` to have the word read again (a stamp it needed belonged to a newer
+    /// generation); a decision with a next word is swapped in, and if another thread changed
+    /// the word first, `decide` runs again on the word that won. Returns the word the decision
+    /// was taken on and the decision.
+    #[inline]
+    pub(crate) fn update<D: Decision>(
+        &self,
+        mut raw: u64,
+        mut decide: impl FnMut(Word) -> Option<D>,
+    ) -> (Word, D) {
+        loop {
+            let w = Word::decode(raw);
+            let Some(d) = decide(w) else {
+                raw = self.state.load(Ordering::Acquire);
+                continue;
+            };
+            let Some(next) = d.next() else {
+                return (w, d);
+            };
+            match self.state.compare_exchange(
+                raw,
+                next.encode(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return (w, d),
+                Err(actual) => raw = actual,
+            }
+        }
+    }
+
+    /// Writes `value` as `generation`'s stamp in `cell`, fenced by the generation: a stamp of
+    /// `generation` already there is kept (`Once`) or kept if later (`Latest`), and nothing is
+    /// written once the word has moved past `generation`, so a delayed writer never replaces a
+    /// newer generation's stamp. Returns the time `cell` holds for `generation` afterwards, or
+    /// `None` if `generation` is no longer the one in force and its stamp was not written.
+    ///
+    /// Why this is enough: a newer generation's writer swaps the word *before* it stamps. If
+    /// this writer's compare-and-swap of `cell` succeeds, it read the cell before the newer
+    /// stamp landed (else the swap would fail on the changed value), and the newer writer, which
+    /// stamps with the same loop, then replaces it. If it fails, it re-reads the cell; having
+    /// seen the newer stamp (acquire), it sees the newer word and stops.
+    pub(crate) fn stamp(
+        &self,
+        cell: &AtomicU64,
+        generation: u32,
+        value: u64,
+        write: Write,
+    ) -> Option<u64> {
+        let mut cur = cell.load(Ordering::Acquire);
+        loop {
+            if let Some(have) = unpack_stamp(cur, generation) {
+                if write == Write::Once || span(value, have) >= 0 {
+                    return Some(have);
+                }
+            }
+            if Word::raw_generation(self.state.load(Ordering::Acquire)) != generation {
+                return None;
+            }
+            match cell.compare_exchange(
+                cur,
+                pack_stamp(value, generation),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(value),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// The deadline of open word `w`. If its transition has not stamped it yet, this reader
+    /// stamps the entry time and deadline itself (once), from `now`: the bounded way out of
+    /// "not stamped yet". `None` if the word has moved on.
+    #[inline]
+    fn deadline(&self, w: Word, now: u64) -> Option<u64> {
+        match unpack_stamp(self.at.load(Ordering::Acquire), w.generation) {
+            Some(until) => Some(until),
+            None => self.fill_deadline(w, now),
+        }
+    }
+
+    #[cold]
+    fn fill_deadline(&self, w: Word, now: u64) -> Option<u64> {
+        let since = self.stamp(&self.since, w.generation, now, Write::Once)?;
+        let cooldown = self.cooldown(w, since);
+        let until = later(since, duration_micros(cooldown));
+        self.stamp(&self.at, w.generation, until, Write::Once)
+    }
+
+    /// The newest probe's admission in half-open word `w`; if not stamped yet, stamped now
+    /// (then the probe wait runs from this reading: at most one wait).
+    fn newest_probe(&self, w: Word, now: u64) -> Option<u64> {
+        match unpack_stamp(self.at.load(Ordering::Acquire), w.generation) {
+            Some(t) => Some(t),
+            None => self.stamp(&self.at, w.generation, now, Write::Once),
+        }
+    }
+
+    /// The cooldown of open word `w` entered at `since` (µs): the policy's cooldown for the
+    /// streak, less a jitter drawn from the entry time and the generation.
+    fn cooldown(&self, w: Word, since: u64) -> Duration {
+        let policy = self.shared.policy.load();
+        let base = policy.cooldown_for(w.streak);
+        if policy.cooldown_jitter > 0.0 {
+            let u = unit_draw(since ^ (u64::from(w.generation) << 40));
+            base.mul_f64(1.0 - policy.cooldown_jitter * u)
+        } else {
+            base
+        }
+    }
+
+    // --- Admission ------------------------------------------------------------------------------
+
+    #[inline(always)]
+    pub(crate) fn acquire(&self) -> Result<Ticket, Rejected> {
+        let w = self.state.load(Ordering::Acquire);
+        if Word::raw_is_closed(w) {
+            let start = if self.shared.hot.slow_nanos() != 0 {
+                Some(self.shared.clock.now_nanos())
+            } else {
+                None
+            };
+            return Ok(Ticket::new(Word::raw_generation(w), Kind::Closed, start));
+        }
+        self.acquire_slow(w)
+    }
+
+    fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        self.count(Counter::Rejected);
+        tracing::debug!(
+            target: "breaker",
+            breaker = self.shared.name,
+            key = self.key(),
+            reason = reason.as_str(),
+            retry_after = ?retry_after,
+            "call rejected"
+        );
+        Rejected::new(reason, retry_after, self.shared.name)
+    }
+
+    #[cold]
+    fn acquire_slow(&self, raw: u64) -> Result<Ticket, Rejected> {
+        // Read once, before any swap: the stamps written after it come from this reading.
+        let now = self.shared.clock.now_nanos();
+        let now_us = micros(now);
+        let mut policy = None;
+        let (from, admit) = self.update(raw, |w| match w.state {
+            State::Open => Some(state::admit_open(w, self.deadline(w, now_us)?, now_us)),
+            State::HalfOpen => {
+                let p = policy.get_or_insert_with(|| self.shared.policy.load());
+                let newest = self.newest_probe(w, now_us)?;
+                Some(state::admit_half_open(
+                    w,
+                    newest,
+                    now_us,
+                    &Limits::new(p, w.streak),
+                ))
+            }
+            // Closed and forced: no stamp and no limit is read.
+            _ => Some(state::admit(w, 0, now_us, &NO_LIMITS)),
+        });
+        let slow_start = (self.shared.hot.slow_nanos() != 0).then_some(now);
+        match admit {
+            Admit::Closed => Ok(Ticket::new(from.generation, Kind::Closed, slow_start)),
+            Admit::Unrecorded => Ok(Ticket::new(from.generation, Kind::Unrecorded, None)),
+            Admit::Reject {
+                reason,
+                retry_after,
+            } => Err(self.reject(reason, retry_after.map(Duration::from_micros))),
+            Admit::Probe { next, entered } => {
+                match entered {
+                    Some(reason) => self.entered(from, next, reason, now, Cause::default()),
+                    None => {
+                        self.stamp(&self.at, next.generation, now_us, Write::Latest);
+                    }
+                }
+                Ok(Ticket::new(next.generation, Kind::Probe, slow_start))
+            }
+        }
+    }
+
+    // --- Ends of calls --------------------------------------------------------------------------
+
+    /// Applies a permit's end: `None` is a cancellation.
+    #[inline(always)]
+    pub(crate) fn finish(&self, t: Ticket, outcome: Option<Outcome>) {
+        self.count(match outcome {
+            Some(Outcome::Success) => Counter::Succeeded,
+            Some(Outcome::Failure) => Counter::Failed,
+            Some(Outcome::Ignored) => Counter::Ignored,
+            None => Counter::Cancelled,
+        });
+        match t.kind() {
+            Kind::Unrecorded => {}
+            Kind::Closed => self.finish_closed(t, outcome),
+            Kind::Probe => self.finish_probe(t, outcome),
+        }
+    }
+
+    fn finish_probe(&self, t: Ticket, outcome: Option<Outcome>) {
+        let policy = self.shared.policy.load();
+        let now = self.shared.clock.now_nanos();
+        let outcome = match outcome {
+            Some(Outcome::Ignored) if policy.neutral_probe == NeutralProbe::CountAsSuccess => {
+                Some(Outcome::Success)
+            }
+            o => o,
+        };
+        let end = match outcome {
+            Some(Outcome::Failure) => ProbeEnd::Failure,
+            // A slow probe counts as a failed probe when a slow-call rule is set.
+            Some(Outcome::Success) if self.is_slow(&t, now) => ProbeEnd::Slow,
+            Some(Outcome::Success) => ProbeEnd::Success,
+            _ => ProbeEnd::Neutral,
+        };
+        let raw = self.state.load(Ordering::Acquire);
+        let (from, step) = self.update(raw, |w| {
+            Some(state::end_probe(
+                w,
+                t.generation(),
+                end,
+                &Limits::new(&policy, w.streak),
+            ))
+        });
+        match step {
+            // Cancellations of stale probes are not "late results".
+            Step::Stale if outcome.is_some() => self.count(Counter::Late),
+            Step::Enter(next, reason) => self.entered(from, next, reason, now, Cause::default()),
+            Step::Stale | Step::Update(_) => {}
+        }
+    }
+
+    /// Trips closed word `raw` for `reason`, if it is still in force; `now` is the reading the
+    /// outcome was recorded at, if one was taken. Returns whether this thread tripped it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn trip(
+        &self,
+        raw: u64,
+        reason: TransitionReason,
+        cause: Cause,
+        now: Option<u64>,
+    ) -> bool {
+        let now = now.unwrap_or_else(|| self.shared.clock.now_nanos());
+        let generation = Word::raw_generation(raw);
+        let (from, step) = self.update(raw, |w| Some(state::trip(w, generation, reason)));
+        match step {
+            Step::Enter(next, reason) => {
+                self.entered(from, next, reason, now, cause);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A manual change to `to`, always applied.
+    pub(crate) fn manual(&self, to: State) {
+        self.force(to, TransitionReason::Manual, Cause::default());
+    }
+
+    /// Moves to `to` whatever the state (a manual change, or a transition decided elsewhere).
+    /// Returns the word entered.
+    pub(crate) fn force(&self, to: State, reason: TransitionReason, cause: Cause) -> Word {
+        let now = self.shared.clock.now_nanos();
+        let raw = self.state.load(Ordering::Acquire);
+        let (from, step) = self.update(raw, |w| {
+            Some(match state::manual(w, to) {
+                Step::Enter(next, _) if to == State::Open => {
+                    // An open state keeps growing its streak, as a local trip would.
+                    Step::Enter(
+                        Word {
+                            streak: state::reopen(w).streak,
+                            ..next
+                        },
+                        reason,
+                    )
+                }
+                Step::Enter(next, _) => Step::Enter(next, reason),
+                other => other,
+            })
+        });
+        let Step::Enter(next, reason) = step else {
+            unreachable!("a forced change always enters")
+        };
+        self.entered(from, next, reason, now, cause);
+        next
+    }
+
+    // --- What every transition does -----------------------------------------------------------
+
+    /// Everything that follows a transition this thread won, from `from` to `to` at `now`
+    /// (nanoseconds, read before the swap): the entry stamp and `at` (the deadline, the first
+    /// probe, or the entry time), the opened total, the `tracing` event and the listeners.
+    /// Adding a field to a transition event is a change here and in [`Transition`].
+    pub(crate) fn entered(
+        &self,
+        from: Word,
+        to: Word,
+        reason: TransitionReason,
+        now: u64,
+        cause: Cause,
+    ) {
+        let now_us = micros(now);
+        let g = to.generation;
+        // If the word has already moved past `g`, its stamps are not written (the newer
+        // generation's are in force); the event still fires: the transition happened.
+        let since = self
+            .stamp(&self.since, g, now_us, Write::Once)
+            .unwrap_or(now_us);
+        let cooldown = match to.state {
+            State::Open => {
+                let (until, cooldown) = match cause.open_until {
+                    Some(until) => {
+                        let cooldown =
+                            Duration::from_nanos(until.saturating_sub(now)).min(MAX_COOLDOWN);
+                        (later(now_us, duration_micros(cooldown)), cooldown)
+                    }
+                    None => {
+                        let cooldown = self.cooldown(to, since);
+                        (later(since, duration_micros(cooldown)), cooldown)
+                    }
+                };
+                self.stamp(&self.at, g, until, Write::Once);
+                self.count(Counter::Opened);
+                Some(cooldown)
+            }
+            State::HalfOpen => {
+                self.stamp(&self.at, g, now_us, Write::Latest);
+                None
+            }
+            _ => {
+                self.stamp(&self.at, g, since, Write::Once);
+                None
+            }
+        };
+        self.emit(from.state, to, reason, now, cooldown, cause);
+    }
+
+    fn emit(
+        &self,
+        from: State,
+        to: Word,
+        reason: TransitionReason,
+        now: u64,
+        cooldown: Option<Duration>,
+        cause: Cause,
+    ) {
+        let window = cause.window;
+        match &cause.origin {
+            None => tracing::info!(
+                target: "breaker",
+                breaker = self.shared.name,
+                key = self.key(),
+                from = from.as_str(),
+                to = to.state.as_str(),
+                reason = reason.as_str(),
+                generation = to.generation,
+                consecutive_failures = cause.consecutive_failures,
+                window_calls = window.calls,
+                window_failures = window.failures,
+                window_slow = window.slow,
+                cooldown = ?cooldown,
+                "circuit breaker state transition"
+            ),
+            Some(origin) => tracing::info!(
+                target: "breaker",
+                breaker = self.shared.name,
+                key = self.key(),
+                from = from.as_str(),
+                to = to.state.as_str(),
+                reason = reason.as_str(),
+                generation = to.generation,
+                consecutive_failures = cause.consecutive_failures,
+                window_calls = window.calls,
+                window_failures = window.failures,
+                window_slow = window.slow,
+                cooldown = ?cooldown,
+                origin = &**origin,
+                "circuit breaker state transition"
+            ),
+        }
+        if self.shared.listeners.is_empty() {
+            return;
+        }
+        let event = Transition {
+            name: Arc::from(self.shared.name),
+            from,
+            to: to.state,
+            reason,
+            at: Duration::from_nanos(now),
+            generation: to.generation,
+            window,
+            consecutive_failures: cause.consecutive_failures,
+            cooldown,
+            origin: cause.origin,
+        };
+        for l in &self.shared.listeners {
+            l(&event);
+        }
+    }
+}
+
+/// Limits for the decisions that read none (closed and forced states).
+const NO_LIMITS: Limits = Limits {
+    half_open_probes: 0,
+    successes_to_close: 0,
+    probe_wait: 0,
+};
+
+fn duration_micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}

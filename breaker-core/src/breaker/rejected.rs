@@ -1,0 +1,96 @@
+//! Rejections: a call the breaker did not let through.
+
+use super::state::State;
+use std::time::Duration;
+
+/// Why a call was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The breaker is open and its cooldown has not ended.
+    Open,
+    /// The breaker is half-open and every probe slot is taken.
+    HalfOpenFull,
+    /// The breaker was forced open.
+    ForcedOpen,
+}
+
+impl RejectReason {
+    /// A lowercase, snake_case name for logs and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Open => "open",
+            RejectReason::HalfOpenFull => "half_open_full",
+            RejectReason::ForcedOpen => "forced_open",
+        }
+    }
+}
+
+/// A call rejected locally by a breaker: the dependency was not called.
+///
+/// This is never a failure of the dependency: it is not recorded by any breaker, it is never
+/// retried, and it is a distinct variant of the pipeline's error so callers can pick a
+/// fallback and metrics can tell it apart.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct Rejected {
+    reason: RejectReason,
+    retry_after: Option<Duration>,
+    name: &'static str,
+}
+
+impl Rejected {
+    pub(super) fn new(
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+        name: &'static str,
+    ) -> Rejected {
+        Rejected {
+            reason,
+            retry_after,
+            name,
+        }
+    }
+
+    /// Why.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// The state that rejected the call.
+    pub fn state(&self) -> State {
+        match self.reason {
+            RejectReason::Open => State::Open,
+            RejectReason::HalfOpenFull => State::HalfOpen,
+            RejectReason::ForcedOpen => State::ForcedOpen,
+        }
+    }
+
+    /// How long until a probe may be admitted: the rest of the cooldown when open, `None` when
+    /// half-open (a slot frees when a probe completes) or forced open.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The breaker's name (empty if it has none).
+    pub fn name(&self) -> &str {
+        self.name
+    }
+
+    fn describe(&self) -> String {
+        let who = if self.name.is_empty() {
+            "circuit breaker".to_string()
+        } else {
+            format!("circuit breaker `{}`", self.name)
+        };
+        match (self.reason, self.retry_after) {
+            (RejectReason::Open, Some(d)) => {
+                format!("{who} is open; a probe may be admitted in {d:?}")
+            }
+            (RejectReason::Open, None) => format!("{who} is open"),
+            (RejectReason::HalfOpenFull, _) => {
+                format!("{who} is half-open and every probe slot is taken")
+            }
+            (RejectReason::ForcedOpen, _) => format!("{who} was forced open"),
+        }
+    }
+}

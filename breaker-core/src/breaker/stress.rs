@@ -1,0 +1,213 @@
+//! A multi-threaded stress test of the state machine with random pauses: threads admit calls,
+//! end them at random (success, failure, ignored, dropped), move a shared manual clock and
+//! reset the breaker now and then, on a clock that yields the thread at random readings. After
+//! every round (all threads joined: no call in flight) it asserts the invariants of the module
+//! docs; during a round it asserts the probe bound per half-open generation.
+//!
+//! Bounded: a fixed number of rounds and operations, and a wall-clock cap that ends the run
+//! early on a slow machine (it never waits on the clock).
+
+use super::*;
+use crate::clock::MonotonicSource;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering as StdOrdering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 60;
+const THREADS: usize = 4;
+const OPS: usize = 150;
+const WALL_CAP: Duration = Duration::from_secs(20);
+
+/// xorshift64*: a small deterministic generator per thread.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+thread_local! {
+    static PAUSES: std::cell::RefCell<Rng> = std::cell::RefCell::new(Rng(0x9e37_79b9_7f4a_7c15));
+}
+
+/// A shared manual clock whose readings pause the reading thread at random (a yield), so other
+/// threads run in the middle of a decision.
+#[derive(Default)]
+struct PausingClock(AtomicU64);
+
+impl MonotonicSource for PausingClock {
+    fn now_nanos(&self) -> u64 {
+        let pause = PAUSES.with(|r| r.borrow_mut().below(3) == 0);
+        if pause {
+            std::thread::yield_now();
+        }
+        self.0.load(StdOrdering::SeqCst)
+    }
+}
+
+/// Probes in flight per half-open generation, as the callers see them.
+#[derive(Default)]
+struct ProbeBook(Mutex<HashMap<u32, u32>>);
+
+impl ProbeBook {
+    fn admitted(&self, generation: u32, bound: u32) {
+        let mut m = self.0.lock().unwrap();
+        let n = m.entry(generation).or_default();
+        *n += 1;
+        assert!(
+            *n <= bound,
+            "probe bound: {n} probes of generation {generation} in flight, bound {bound}"
+        );
+    }
+
+    fn ended(&self, generation: u32) {
+        *self.0.lock().unwrap().get_mut(&generation).unwrap() -= 1;
+    }
+}
+
+fn policies() -> Vec<BreakerPolicy> {
+    let ms = Duration::from_millis;
+    vec![
+        BreakerPolicy {
+            consecutive_failures: Some(2),
+            cooldown: ms(10),
+            cooldown_max: ms(10),
+            half_open_probes: 3,
+            successes_to_close: 2,
+            max_probe_wait: Some(ms(5)),
+            ..BreakerPolicy::default()
+        },
+        BreakerPolicy {
+            consecutive_failures: Some(1),
+            cooldown: ms(10),
+            cooldown_multiplier: 2.0,
+            cooldown_max: ms(40),
+            cooldown_jitter: 0.5,
+            half_open_probes: 2,
+            successes_to_close: 1,
+            max_probe_wait: None, // the cooldown
+            ..BreakerPolicy::default()
+        },
+        BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window: SlidingWindow::Time {
+                length: ms(20),
+                buckets: 4,
+            },
+            min_calls: 4,
+            cooldown: ms(10),
+            cooldown_max: ms(10),
+            half_open_probes: 1,
+            successes_to_close: 1,
+            max_probe_wait: Some(ms(3)),
+            ..BreakerPolicy::default()
+        },
+    ]
+}
+
+/// The longest a breaker of `p` can refuse a call once none is in flight.
+fn longest_wait(p: &BreakerPolicy) -> Duration {
+    let cooldown = if p.cooldown_multiplier > 1.0 {
+        p.cooldown_max
+    } else {
+        p.cooldown
+    };
+    cooldown + p.max_probe_wait.unwrap_or(cooldown)
+}
+
+#[test]
+fn stress_rounds_keep_the_invariants() {
+    let started = Instant::now();
+    let mut rounds = 0;
+    for (pi, policy) in policies().into_iter().enumerate() {
+        let clock = Arc::new(PausingClock::default());
+        let bound = policy.half_open_probes;
+        let wait = longest_wait(&policy);
+        let b = CircuitBreaker::builder(policy.clone())
+            .clock(Clock::custom(clock.clone()))
+            .build()
+            .unwrap();
+        let book = ProbeBook::default();
+        for round in 0..ROUNDS {
+            if started.elapsed() > WALL_CAP {
+                break;
+            }
+            rounds += 1;
+            std::thread::scope(|s| {
+                for t in 0..THREADS {
+                    let (b, clock, book) = (&b, &clock, &book);
+                    let seed = (pi * 1_000_003 + round * 1_009 + t * 7 + 1) as u64;
+                    s.spawn(move || {
+                        PAUSES.with(|r| *r.borrow_mut() = Rng(seed.wrapping_mul(0x9e37)));
+                        let mut rng = Rng(seed);
+                        for _ in 0..OPS {
+                            match b.try_acquire() {
+                                Ok(p) => {
+                                    let g = p.ticket.generation();
+                                    let probe = p.is_probe();
+                                    if probe {
+                                        book.admitted(g, bound);
+                                    }
+                                    if rng.below(4) == 0 {
+                                        std::thread::yield_now();
+                                    }
+                                    if probe {
+                                        book.ended(g);
+                                    }
+                                    match rng.below(10) {
+                                        0..=3 => p.success(),
+                                        4..=7 => p.failure(),
+                                        8 => p.ignored(),
+                                        _ => drop(p),
+                                    }
+                                }
+                                Err(_) => {}
+                            }
+                            match rng.below(40) {
+                                0 => b.reset(),
+                                1..=12 => {
+                                    clock.0.fetch_add(rng.below(3_000_000), StdOrdering::SeqCst);
+                                }
+                                _ => {}
+                            }
+                        }
+                    });
+                }
+            });
+            // No call in flight: the invariants.
+            let s = b.snapshot();
+            assert!(
+                s.state != State::HalfOpen || s.probes_in_flight == 0,
+                "exactly-once release: {s:?} (policy {pi}, round {round})"
+            );
+            if s.state == State::Open {
+                let left = s.retry_after.expect("an open breaker knows its deadline");
+                assert!(
+                    left <= wait,
+                    "deadline {left:?} beyond the longest cooldown"
+                );
+            }
+            clock
+                .0
+                .fetch_add(wait.as_nanos() as u64 + 1_000, StdOrdering::SeqCst);
+            match b.try_acquire() {
+                Ok(p) => p.success(),
+                Err(r) => panic!(
+                    "dead end after the longest wait: {r:?}, {:?} (policy {pi}, round {round})",
+                    b.snapshot()
+                ),
+            }
+        }
+    }
+    assert!(rounds >= 3, "at least one round per policy ran");
+}
