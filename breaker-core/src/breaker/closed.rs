@@ -39,10 +39,11 @@ enum StoreKind {
 }
 
 impl WindowStore {
-    fn new(shape: SlidingWindow, epoch: u32) -> WindowStore {
+    /// A store of `shape` for window `epoch`, empty, for closed `generation` onwards.
+    fn new(shape: SlidingWindow, epoch: u32, generation: u32) -> WindowStore {
         let kind = match shape {
             SlidingWindow::Count(_) => StoreKind::Count(Mutex::new(GenWindow {
-                generation: 0,
+                generation,
                 window: Window::new(shape),
             })),
             SlidingWindow::Time { length, buckets } => {
@@ -97,24 +98,29 @@ pub(crate) struct WindowSlot {
 impl WindowSlot {
     pub(crate) fn new(shape: SlidingWindow, epoch: u32) -> WindowSlot {
         WindowSlot {
-            first: WindowStore::new(shape, epoch),
+            first: WindowStore::new(shape, epoch, 0),
             reshaped: ArcSwapOption::empty(),
         }
     }
 
-    /// Runs `f` on the store of the shape in force, making it first if a reload changed the
-    /// shape since the last recorded outcome.
+    /// Runs `f` on the store of the shape in force, making it first (for closed `generation`)
+    /// if a reload changed the shape since the last recorded outcome.
     #[inline(always)]
-    fn with<R>(&self, shared: &Shared, f: impl FnOnce(&WindowStore) -> R) -> R {
+    fn with<R>(&self, shared: &Shared, generation: u32, f: impl FnOnce(&WindowStore) -> R) -> R {
         if self.first.epoch == shared.hot.window_epoch_relaxed() {
             return f(&self.first);
         }
-        self.with_reshaped(shared, f)
+        self.with_reshaped(shared, generation, f)
     }
 
     #[cold]
     #[inline(never)]
-    fn with_reshaped<R>(&self, shared: &Shared, f: impl FnOnce(&WindowStore) -> R) -> R {
+    fn with_reshaped<R>(
+        &self,
+        shared: &Shared,
+        generation: u32,
+        f: impl FnOnce(&WindowStore) -> R,
+    ) -> R {
         let epoch = shared.hot.window_epoch();
         if epoch == self.first.epoch {
             return f(&self.first);
@@ -126,7 +132,7 @@ impl WindowSlot {
             }
             // Loaded after the epoch: this policy has the epoch's shape or a newer one.
             let shape = shared.policy.load().window;
-            let fresh = Arc::new(WindowStore::new(shape, epoch));
+            let fresh = Arc::new(WindowStore::new(shape, epoch, generation));
             let prev = self
                 .reshaped
                 .compare_and_swap(&cur, Some(Arc::clone(&fresh)));
@@ -257,7 +263,7 @@ impl Inner {
     fn record_window(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
         let now = self.shared.clock.now_nanos();
         let slow = self.is_slow(&t, now);
-        let counts = slot.with(&self.shared, |store| match &store.kind {
+        let counts = slot.with(&self.shared, t.generation(), |store| match &store.kind {
             StoreKind::Time(w) => w.record(
                 t.generation(),
                 now,
