@@ -1,0 +1,226 @@
+//! Unit tests of the pure decisions: words in, words out, no atomics.
+
+use super::*;
+
+fn word(state: State, generation: u32) -> Word {
+    Word {
+        state,
+        successes: 0,
+        in_flight: 0,
+        streak: 1,
+        generation,
+    }
+}
+
+const LIMITS: Limits = Limits {
+    half_open_probes: 2,
+    successes_to_close: 2,
+    probe_wait: 3_000_000,
+};
+
+#[test]
+fn word_round_trips() {
+    let w = Word {
+        state: State::HalfOpen,
+        successes: 8191,
+        in_flight: 65535,
+        streak: 255,
+        generation: GEN_MASK,
+    };
+    assert_eq!(Word::decode(w.encode()), w);
+    let next = w.transition(State::Closed, 0);
+    assert_eq!(next.generation, 0, "generation wraps at 24 bits");
+    assert!(newer(0, GEN_MASK));
+    assert!(!newer(GEN_MASK, 0));
+}
+
+#[test]
+fn stamp_tag_detects_generation() {
+    let s = pack_stamp(123_456, 7);
+    assert_eq!(unpack_stamp(s, 7), Some(123_456));
+    assert_eq!(unpack_stamp(s, 8), None);
+}
+
+#[test]
+fn spans_are_serial_on_the_48_bit_circle() {
+    let top = (1u64 << 48) - 1;
+    assert_eq!(span(10, 25), 15);
+    assert_eq!(span(25, 10), -15);
+    // Across the wrap: a deadline 5 µs after a reading just below 2^48.
+    let until = later(top - 2, 5);
+    assert_eq!(until, 2);
+    assert_eq!(span(top - 2, until), 5);
+    assert_eq!(span(until, top - 2), -5);
+    // A year of cooldown from a reading past 2^48 µs (a clock counting from 1970).
+    let year = 365 * 86_400 * 1_000_000u64;
+    let now = micros(1_700_000_000_000_000_000);
+    assert_eq!(span(now, later(now, year)), year as i64);
+    // `later` never goes past the representable span.
+    assert_eq!(span(0, later(0, u64::MAX)), MAX_SPAN_MICROS as i64);
+}
+
+#[test]
+fn admit_open_rejects_until_the_deadline_then_promotes() {
+    let w = word(State::Open, 4);
+    assert_eq!(
+        admit(w, 10_000, 4_000, &LIMITS),
+        Admit::Reject {
+            reason: RejectReason::Open,
+            retry_after: Some(6_000)
+        }
+    );
+    let Admit::Probe { next, entered } = admit(w, 10_000, 10_000, &LIMITS) else {
+        panic!("promoted at the deadline");
+    };
+    assert_eq!(entered, Some(TransitionReason::CooldownElapsed));
+    assert_eq!(
+        (next.state, next.generation, next.in_flight, next.streak),
+        (State::HalfOpen, 5, 1, 1)
+    );
+}
+
+#[test]
+fn admit_half_open_reserves_then_waits_then_takes_over() {
+    let w = Word {
+        in_flight: 1,
+        ..word(State::HalfOpen, 9)
+    };
+    let Admit::Probe { next, entered } = admit(w, 0, 0, &LIMITS) else {
+        panic!("a free slot");
+    };
+    assert_eq!((next.in_flight, next.generation, entered), (2, 9, None));
+    assert_eq!(
+        admit(next, 1_000, 3_000_999, &LIMITS),
+        Admit::Reject {
+            reason: RejectReason::HalfOpenFull,
+            retry_after: None
+        }
+    );
+    // A newest-probe stamp *after* now (a reading that went backwards) waits, no panic.
+    assert!(matches!(
+        admit(next, 9_000_000, 1_000, &LIMITS),
+        Admit::Reject { .. }
+    ));
+    let Admit::Probe {
+        next: taken,
+        entered,
+    } = admit(next, 1_000, 3_001_000, &LIMITS)
+    else {
+        panic!("taken over after the probe wait");
+    };
+    assert_eq!(entered, Some(TransitionReason::ProbeExpired));
+    assert_eq!((taken.generation, taken.in_flight), (10, 1));
+}
+
+#[test]
+fn admit_closed_and_forced_states_write_nothing() {
+    assert_eq!(admit(word(State::Closed, 0), 0, 0, &LIMITS), Admit::Closed);
+    assert_eq!(
+        admit(word(State::ForcedClosed, 0), 0, 0, &LIMITS),
+        Admit::Unrecorded
+    );
+    let forced = admit(word(State::ForcedOpen, 0), 0, 0, &LIMITS);
+    assert_eq!(forced.next(), None);
+    assert_eq!(
+        forced,
+        Admit::Reject {
+            reason: RejectReason::ForcedOpen,
+            retry_after: None
+        }
+    );
+}
+
+#[test]
+fn end_probe_counts_releases_closes_and_reopens() {
+    let w = Word {
+        in_flight: 2,
+        ..word(State::HalfOpen, 3)
+    };
+    let Step::Update(one) = end_probe(w, 3, ProbeEnd::Success, &LIMITS) else {
+        panic!("one success of two");
+    };
+    assert_eq!((one.successes, one.in_flight, one.generation), (1, 1, 3));
+    assert_eq!(
+        end_probe(one, 3, ProbeEnd::Success, &LIMITS),
+        Step::Enter(
+            Word {
+                state: State::Closed,
+                successes: 0,
+                in_flight: 0,
+                streak: 0,
+                generation: 4
+            },
+            TransitionReason::ProbesSucceeded
+        )
+    );
+    assert_eq!(
+        end_probe(w, 3, ProbeEnd::Neutral, &LIMITS),
+        Step::Update(Word { in_flight: 1, ..w })
+    );
+    let Step::Enter(open, reason) = end_probe(w, 3, ProbeEnd::Failure, &LIMITS) else {
+        panic!("a failed probe re-opens");
+    };
+    assert_eq!(reason, TransitionReason::ProbeFailed);
+    assert_eq!(
+        (open.state, open.streak, open.generation),
+        (State::Open, 2, 4)
+    );
+    assert_eq!(
+        end_probe(w, 3, ProbeEnd::Slow, &LIMITS)
+            .next()
+            .map(|w| w.state),
+        Some(State::Open)
+    );
+    assert_eq!(end_probe(w, 2, ProbeEnd::Failure, &LIMITS), Step::Stale);
+    assert_eq!(
+        end_probe(word(State::Open, 3), 3, ProbeEnd::Success, &LIMITS),
+        Step::Stale
+    );
+}
+
+#[test]
+fn trip_only_from_its_own_closed_period() {
+    let closed = Word {
+        streak: 0,
+        ..word(State::Closed, 7)
+    };
+    let Step::Enter(open, reason) = trip(closed, 7, TransitionReason::FailureRate) else {
+        panic!("trips");
+    };
+    assert_eq!(reason, TransitionReason::FailureRate);
+    assert_eq!(
+        (open.state, open.streak, open.generation),
+        (State::Open, 1, 8)
+    );
+    assert_eq!(trip(closed, 6, TransitionReason::FailureRate), Step::Stale);
+    assert_eq!(trip(open, 8, TransitionReason::FailureRate), Step::Stale);
+}
+
+#[test]
+fn manual_always_enters_and_clears_the_streak() {
+    let w = Word {
+        streak: 9,
+        in_flight: 3,
+        ..word(State::HalfOpen, GEN_MASK)
+    };
+    let Step::Enter(next, reason) = manual(w, State::ForcedOpen) else {
+        panic!("manual changes always apply");
+    };
+    assert_eq!(reason, TransitionReason::Manual);
+    assert_eq!(
+        (next.state, next.streak, next.in_flight, next.generation),
+        (State::ForcedOpen, 0, 0, 0)
+    );
+}
+
+#[test]
+fn the_open_streak_grows_and_caps() {
+    let closed = word(State::Closed, 0);
+    assert_eq!(reopen(closed).streak, 1);
+    let half_open = Word {
+        streak: 254,
+        ..word(State::HalfOpen, 0)
+    };
+    assert_eq!(reopen(half_open).streak, 255);
+    assert_eq!(reopen(reopen(half_open)).streak, 255);
+}
