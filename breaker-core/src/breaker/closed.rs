@@ -4,8 +4,8 @@
 //! # Window stores and reloads
 //! A breaker keeps its window in a [`WindowStore`] of one shape: a count window behind a short
 //! lock (the last `n` calls have one global order), or a lock-free time window striped per
-//! thread (`striped.rs`). A reload ([`BreakerFactory::set_policy`](super::BreakerFactory::set_policy))
-//! that changes the shape bumps the factory's *window epoch*; each breaker notices at its next
+//! thread (`striped.rs`). A reload (`BreakerFactory::set_policy`) that changes the shape bumps
+//! the factory's *window epoch*; each breaker notices at its next
 //! recorded outcome that its store was built for an older epoch and puts a new, empty store of
 //! the new shape in its [`WindowSlot`]. The check is one relaxed load of the epoch on the
 //! recording path, and only a breaker that has been reshaped pays an `ArcSwap` load per

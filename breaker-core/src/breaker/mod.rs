@@ -28,10 +28,11 @@
 //! - **RAII permits.** [`CircuitBreaker::try_acquire`] returns a [`Permit`]; recording consumes
 //!   it. A permit dropped without an outcome is a cancellation (neutral, slot released); a
 //!   permit dropped while the thread panics is a failure.
-//! - **Injected clock.** All timing goes through a monotonic [`Clock`](crate::clock::Clock); tests drive it by hand or
-//!   with tokio's paused clock (case BR-23). Stamps are microseconds on a 48-bit circle compared
-//!   in serial arithmetic, so any clock origin works; cooldowns are bounded by
-//!   [`MAX_COOLDOWN`] (365 days) to stay well inside what that arithmetic tells apart.
+//! - **Injected clock.** All timing goes through a monotonic [`Clock`](crate::clock::Clock);
+//!   tests drive it by hand or with tokio's paused clock (case BR-23). Stamps are microseconds
+//!   on a 48-bit circle compared in serial arithmetic, so any clock origin works; cooldowns are
+//!   bounded by [`MAX_COOLDOWN`] (365 days) to stay well inside what that arithmetic tells
+//!   apart.
 //!
 //! ```
 //! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, State};

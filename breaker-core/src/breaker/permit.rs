@@ -16,13 +16,14 @@ pub(super) enum Kind {
     Unrecorded = 2,
 }
 
-/// Permission to make one call, from [`CircuitBreaker::try_acquire`].
+/// Permission to make one call, from
+/// [`CircuitBreaker::try_acquire`](super::CircuitBreaker::try_acquire).
 ///
 /// Record the call's outcome with [`success`](Permit::success), [`failure`](Permit::failure),
 /// [`ignored`](Permit::ignored) or [`record`](Permit::record). Dropping the permit without
 /// recording is a *cancellation*: neutral, the half-open slot (if any) is released and nothing
-/// is counted but [`Totals::cancelled`]. Dropping it while the thread is panicking records a
-/// failure. Either way the slot is released exactly once.
+/// is counted but [`Totals::cancelled`](super::Totals::cancelled). Dropping it while the thread
+/// is panicking records a failure. Either way the slot is released exactly once.
 #[must_use = "a permit should be given the call's outcome; dropping it records a cancellation"]
 pub struct Permit<'a> {
     pub(super) inner: &'a Inner,

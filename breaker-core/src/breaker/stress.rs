@@ -36,7 +36,8 @@ impl Rng {
 }
 
 thread_local! {
-    static PAUSES: std::cell::RefCell<Rng> = std::cell::RefCell::new(Rng(0x9e37_79b9_7f4a_7c15));
+    /// The pausing clock's generator state, per thread.
+    static PAUSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0x9e37_79b9_7f4a_7c15) };
 }
 
 /// A shared manual clock whose readings pause the reading thread at random (a yield), so other
@@ -46,7 +47,12 @@ struct PausingClock(AtomicU64);
 
 impl MonotonicSource for PausingClock {
     fn now_nanos(&self) -> u64 {
-        let pause = PAUSES.with(|r| r.borrow_mut().below(3) == 0);
+        let pause = PAUSES.with(|state| {
+            let mut rng = Rng(state.get());
+            let pause = rng.below(3) == 0;
+            state.set(rng.0);
+            pause
+        });
         if pause {
             std::thread::yield_now();
         }
@@ -115,6 +121,29 @@ fn policies() -> Vec<BreakerPolicy> {
     ]
 }
 
+/// One call: admitted or not; a probe is booked while it is in flight; a random pause; a
+/// random end.
+fn one_call(b: &CircuitBreaker, book: &ProbeBook, bound: u32, rng: &mut Rng) {
+    let Ok(p) = b.try_acquire() else { return };
+    let generation = p.ticket.generation();
+    let probe = p.is_probe();
+    if probe {
+        book.admitted(generation, bound);
+    }
+    if rng.below(4) == 0 {
+        std::thread::yield_now();
+    }
+    if probe {
+        book.ended(generation);
+    }
+    match rng.below(10) {
+        0..=3 => p.success(),
+        4..=7 => p.failure(),
+        8 => p.ignored(),
+        _ => drop(p),
+    }
+}
+
 /// The longest a breaker of `p` can refuse a call once none is in flight.
 fn longest_wait(p: &BreakerPolicy) -> Duration {
     let cooldown = if p.cooldown_multiplier > 1.0 {
@@ -148,31 +177,10 @@ fn stress_rounds_keep_the_invariants() {
                     let (b, clock, book) = (&b, &clock, &book);
                     let seed = (pi * 1_000_003 + round * 1_009 + t * 7 + 1) as u64;
                     s.spawn(move || {
-                        PAUSES.with(|r| *r.borrow_mut() = Rng(seed.wrapping_mul(0x9e37)));
+                        PAUSES.with(|state| state.set(seed.wrapping_mul(0x9e37) | 1));
                         let mut rng = Rng(seed);
                         for _ in 0..OPS {
-                            match b.try_acquire() {
-                                Ok(p) => {
-                                    let g = p.ticket.generation();
-                                    let probe = p.is_probe();
-                                    if probe {
-                                        book.admitted(g, bound);
-                                    }
-                                    if rng.below(4) == 0 {
-                                        std::thread::yield_now();
-                                    }
-                                    if probe {
-                                        book.ended(g);
-                                    }
-                                    match rng.below(10) {
-                                        0..=3 => p.success(),
-                                        4..=7 => p.failure(),
-                                        8 => p.ignored(),
-                                        _ => drop(p),
-                                    }
-                                }
-                                Err(_) => {}
-                            }
+                            one_call(b, book, bound, &mut rng);
                             match rng.below(40) {
                                 0 => b.reset(),
                                 1..=12 => {
@@ -185,6 +193,10 @@ fn stress_rounds_keep_the_invariants() {
                 }
             });
             // No call in flight: the invariants.
+            assert!(
+                book.0.lock().unwrap().values().all(|n| *n == 0),
+                "every probe ended"
+            );
             let s = b.snapshot();
             assert!(
                 s.state != State::HalfOpen || s.probes_in_flight == 0,
