@@ -91,3 +91,30 @@ fn transitions_and_rejections_emit_exact_events_with_name_and_key() {
         ]
     );
 }
+
+/// A transition decided elsewhere (the shared-state seam) names who decided it; a local one
+/// has no `origin` field at all (above).
+#[test]
+fn a_remote_transition_names_its_origin() {
+    let capture = Capture::default();
+    let time = ManualClock::new();
+    let b = CircuitBreaker::builder(BreakerPolicy::default())
+        .name("inventory")
+        .clock(Clock::manual(&time))
+        .totals(false)
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(capture.clone(), || {
+        b.apply_remote(breaker_core::breaker::RemoteTransition {
+            to: breaker_core::State::Open,
+            reason: breaker_core::breaker::TransitionReason::FailureRate,
+            open_until: Some(Duration::from_secs(20).as_nanos() as u64),
+            origin: Arc::from("replica-b"),
+        });
+    });
+    let lines = capture.0.lock().unwrap().clone();
+    assert_eq!(
+        lines,
+        [format!("{} circuit breaker state transition breaker=inventory key= from=closed to=open reason=failure_rate generation=1 consecutive_failures=0 window_calls=0 window_failures=0 window_slow=0 cooldown=Some(20s) origin=replica-b", Level::INFO)]
+    );
+}

@@ -463,39 +463,23 @@ impl Inner {
         cause: Cause,
     ) {
         let window = cause.window;
-        match &cause.origin {
-            None => tracing::info!(
-                target: "breaker",
-                breaker = self.shared.name,
-                key = self.key(),
-                from = from.as_str(),
-                to = to.state.as_str(),
-                reason = reason.as_str(),
-                generation = to.generation,
-                consecutive_failures = cause.consecutive_failures,
-                window_calls = window.calls,
-                window_failures = window.failures,
-                window_slow = window.slow,
-                cooldown = ?cooldown,
-                "circuit breaker state transition"
-            ),
-            Some(origin) => tracing::info!(
-                target: "breaker",
-                breaker = self.shared.name,
-                key = self.key(),
-                from = from.as_str(),
-                to = to.state.as_str(),
-                reason = reason.as_str(),
-                generation = to.generation,
-                consecutive_failures = cause.consecutive_failures,
-                window_calls = window.calls,
-                window_failures = window.failures,
-                window_slow = window.slow,
-                cooldown = ?cooldown,
-                origin = &**origin,
-                "circuit breaker state transition"
-            ),
-        }
+        tracing::info!(
+            target: "breaker",
+            breaker = self.shared.name,
+            key = self.key(),
+            from = from.as_str(),
+            to = to.state.as_str(),
+            reason = reason.as_str(),
+            generation = to.generation,
+            consecutive_failures = cause.consecutive_failures,
+            window_calls = window.calls,
+            window_failures = window.failures,
+            window_slow = window.slow,
+            cooldown = ?cooldown,
+            // Recorded only for a transition decided elsewhere (`None` records nothing).
+            origin = cause.origin.as_deref(),
+            "circuit breaker state transition"
+        );
         if self.shared.listeners.is_empty() {
             return;
         }
