@@ -83,6 +83,24 @@ impl WindowStore {
     }
 }
 
+/// The window store in force: the first one, borrowed, or one that replaced it.
+enum StoreRef<'a> {
+    First(&'a WindowStore),
+    Reshaped(Arc<WindowStore>),
+}
+
+impl std::ops::Deref for StoreRef<'_> {
+    type Target = WindowStore;
+
+    #[inline(always)]
+    fn deref(&self) -> &WindowStore {
+        match self {
+            StoreRef::First(s) => s,
+            StoreRef::Reshaped(s) => s,
+        }
+    }
+}
+
 /// Whether epoch `a` is `b` or newer (wrapping).
 fn at_least(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) >= 0
@@ -103,32 +121,26 @@ impl WindowSlot {
         }
     }
 
-    /// Runs `f` on the store of the shape in force, making it first (for closed `generation`)
-    /// if a reload changed the shape since the last recorded outcome.
+    /// The store of the shape in force, if it is the first one (the common case: no reload
+    /// changed the shape since the breaker was made).
     #[inline(always)]
-    fn with<R>(&self, shared: &Shared, generation: u32, f: impl FnOnce(&WindowStore) -> R) -> R {
-        if self.first.epoch == shared.hot.window_epoch_relaxed() {
-            return f(&self.first);
-        }
-        self.with_reshaped(shared, generation, f)
+    fn first_in_force(&self, shared: &Shared) -> Option<&WindowStore> {
+        (self.first.epoch == shared.hot.window_epoch_relaxed()).then_some(&self.first)
     }
 
+    /// The store of the shape in force after a reload changed it: made first (for closed
+    /// `generation`) if none of that shape exists yet.
     #[cold]
     #[inline(never)]
-    fn with_reshaped<R>(
-        &self,
-        shared: &Shared,
-        generation: u32,
-        f: impl FnOnce(&WindowStore) -> R,
-    ) -> R {
+    fn reshaped_store(&self, shared: &Shared, generation: u32) -> StoreRef<'_> {
         let epoch = shared.hot.window_epoch();
         if epoch == self.first.epoch {
-            return f(&self.first);
+            return StoreRef::First(&self.first);
         }
         loop {
             let cur = self.reshaped.load();
             if let Some(store) = cur.as_ref().filter(|s| at_least(s.epoch, epoch)) {
-                return f(store);
+                return StoreRef::Reshaped(Arc::clone(store));
             }
             // Loaded after the epoch: this policy has the epoch's shape or a newer one.
             let shape = shared.policy.load().window;
@@ -142,7 +154,7 @@ impl WindowSlot {
                 _ => false,
             };
             if won {
-                return f(&fresh);
+                return StoreRef::Reshaped(fresh);
             }
         }
     }
@@ -263,35 +275,67 @@ impl Inner {
     fn record_window(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
         let now = self.shared.clock.now_nanos();
         let slow = self.is_slow(&t, now);
-        let counts = slot.with(&self.shared, t.generation(), |store| match &store.kind {
-            StoreKind::Time(w) => w.record(
-                t.generation(),
-                now,
-                failure,
-                slow,
-                self.shared.hot.min_calls(),
-            ),
-            StoreKind::Count(window) => {
-                let mut g = lock(window);
-                if g.generation != t.generation() {
-                    if !newer(t.generation(), g.generation) {
-                        drop(g);
-                        self.count(Counter::Late);
-                        return None;
-                    }
-                    g.generation = t.generation();
-                    g.window.clear();
-                }
-                Some(g.window.record(Sample { failure, slow }, now))
-            }
-        });
-        if let Some(counts) = counts {
-            self.evaluate(&self.shared.policy.load(), counts, raw, now);
+        match slot.first_in_force(&self.shared) {
+            Some(store) => self.record_in(store, t, failure, slow, raw, now),
+            None => self.record_reshaped(slot, t, failure, slow, raw, now),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_reshaped(
+        &self,
+        slot: &WindowSlot,
+        t: Ticket,
+        failure: bool,
+        slow: bool,
+        raw: u64,
+        now: u64,
+    ) {
+        let store = slot.reshaped_store(&self.shared, t.generation());
+        self.record_in(&store, t, failure, slow, raw, now);
+    }
+
+    /// Records one closed call's outcome in `store` and evaluates the rate rules.
+    #[inline(always)]
+    fn record_in(
+        &self,
+        store: &WindowStore,
+        t: Ticket,
+        failure: bool,
+        slow: bool,
+        raw: u64,
+        now: u64,
+    ) {
+        let window = match &store.kind {
+            StoreKind::Time(w) => {
+                let min_calls = self.shared.hot.min_calls();
+                if let Some(counts) = w.record(t.generation(), now, failure, slow, min_calls) {
+                    self.evaluate(&self.shared.policy.load(), counts, raw, now);
+                }
+                return;
+            }
+            StoreKind::Count(window) => window,
+        };
+        let counts = {
+            let mut g = lock(window);
+            if g.generation != t.generation() {
+                if !newer(t.generation(), g.generation) {
+                    drop(g);
+                    self.count(Counter::Late);
+                    return;
+                }
+                g.generation = t.generation();
+                g.window.clear();
+            }
+            g.window.record(Sample { failure, slow }, now)
+        };
+        self.evaluate(&self.shared.policy.load(), counts, raw, now);
     }
 
     /// Checks the rate rules against `counts`, after an outcome recorded at `now` in the closed
     /// state `raw`, and trips if one fires.
+    #[inline(never)]
     fn evaluate(&self, policy: &BreakerPolicy, counts: WindowCounts, raw: u64, now: u64) {
         if counts.calls < policy.min_calls {
             return;

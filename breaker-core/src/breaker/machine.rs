@@ -260,6 +260,16 @@ impl Inner {
         // Read once, before any swap: the stamps written after it come from this reading.
         let now = self.shared.clock.now_nanos();
         let now_us = micros(now);
+        // What an open breaker does for every call until its deadline: the rule of
+        // `admit_open` on the raw word and its stamped deadline, with nothing to swap.
+        if Word::raw_is_open(raw) {
+            let stamp = self.at.load(Ordering::Acquire);
+            if let Some(until) = unpack_stamp(stamp, Word::raw_generation(raw)) {
+                if let Some(left) = state::open_left(until, now_us) {
+                    return Err(self.reject(RejectReason::Open, Some(Duration::from_micros(left))));
+                }
+            }
+        }
         let mut policy = None;
         let (from, admit) = self.update(raw, |w| match w.state {
             State::Open => Some(state::admit_open(w, self.deadline(w, now_us)?, now_us)),

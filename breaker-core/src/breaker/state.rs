@@ -148,6 +148,12 @@ impl Word {
         w & 0b111 == 0
     }
 
+    /// Whether a raw word is open, without decoding the rest (the rejection path).
+    #[inline]
+    pub(crate) fn raw_is_open(w: u64) -> bool {
+        w & 0b111 == State::Open.tag()
+    }
+
     #[inline]
     pub(crate) fn raw_generation(w: u64) -> u32 {
         (w >> 40) as u32
@@ -343,11 +349,10 @@ pub(crate) fn admit(w: Word, at: u64, now: u64, limits: &Limits) -> Admit {
 #[inline]
 pub(crate) fn admit_open(w: Word, until: u64, now: u64) -> Admit {
     debug_assert_eq!(w.state, State::Open);
-    let left = span(now, until);
-    if left > 0 {
+    if let Some(left) = open_left(until, now) {
         return Admit::Reject {
             reason: RejectReason::Open,
-            retry_after: Some(left as u64),
+            retry_after: Some(left),
         };
     }
     let mut next = w.transition(State::HalfOpen, w.streak);
@@ -356,6 +361,15 @@ pub(crate) fn admit_open(w: Word, until: u64, now: u64) -> Admit {
         next,
         entered: Some(TransitionReason::CooldownElapsed),
     }
+}
+
+/// The rule of [`admit_open`] alone: the microseconds left until deadline `until` at `now`,
+/// or `None` once it has passed. (The open-state rejection path applies it to the raw word
+/// without decoding it.)
+#[inline(always)]
+pub(crate) fn open_left(until: u64, now: u64) -> Option<u64> {
+    let left = span(now, until);
+    (left > 0).then_some(left as u64)
 }
 
 /// [`admit`] for a half-open word whose newest probe was admitted at `newest`: a free slot is

@@ -82,7 +82,7 @@ impl StripedTimeWindow {
 
     /// Records one outcome of closed-state `generation` at `now`. Returns the window totals if
     /// a rule could fire (see the module docs), `None` if evaluation can be skipped.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(
         &self,
         generation: u32,
@@ -157,6 +157,35 @@ impl StripedTimeWindow {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::breaker::policy::SlidingWindow;
+    use crate::breaker::window::{Sample, Window};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    proptest! {
+        /// The striped window agrees with the sequential time window (`Window::Time`, kept as
+        /// the reference) on every total, for any outcomes on a clock that never goes back.
+        #[test]
+        fn agrees_with_the_sequential_time_window(
+            buckets in 1u32..8,
+            bucket_ms in 1u64..50,
+            steps in prop::collection::vec((0u64..120, any::<bool>(), any::<bool>()), 1..200),
+        ) {
+            let bucket_nanos = bucket_ms * 1_000_000;
+            let striped = StripedTimeWindow::new(bucket_nanos, buckets, 1);
+            let mut reference = Window::new(SlidingWindow::Time {
+                length: Duration::from_nanos(bucket_nanos * u64::from(buckets)),
+                buckets,
+            });
+            let mut now = 0;
+            for (step_ms, failure, slow) in steps {
+                now += step_ms * 1_000_000;
+                let want = reference.record(Sample { failure, slow }, now);
+                striped.record(1, now, failure, slow, u32::MAX);
+                prop_assert_eq!(striped.counts(1, now), want, "at {} ms", now / 1_000_000);
+            }
+        }
+    }
 
     const S: u64 = 1_000_000_000;
 

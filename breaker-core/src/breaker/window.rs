@@ -62,6 +62,9 @@ const PRESENT: u8 = 1;
 const FAILURE: u8 = 2;
 const SLOW: u8 = 4;
 
+/// A sequential window. Breakers keep count windows in it (behind a lock); the time variant is
+/// the sequential reference that the lock-free striped time window (`striped.rs`), which
+/// breakers use for time windows, is property-tested against.
 #[derive(Debug)]
 pub(crate) enum Window {
     Count {
