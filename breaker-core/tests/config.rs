@@ -490,7 +490,7 @@ fn explicit_null_is_an_error_at_the_key() {
     assert_eq!(err.errors()[0].key_path, "policies.a.timeout");
     assert_eq!(
         err.to_string(),
-        "3:14: policies.a.timeout: explicit `null`; remove the key to take the inherited or \
+        "3:5: policies.a.timeout: explicit `null`; remove the key to take the inherited or \
          default value"
     );
     let yaml = "default:\n  breaker:\n    cooldown: null\npolicies:\n  a: {}\n";

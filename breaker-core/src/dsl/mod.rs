@@ -124,10 +124,12 @@ mod order;
 mod parse;
 mod retry;
 
-pub use breaker::{default_min_calls, DEFAULT_TIME_WINDOW_MIN_CALLS};
+pub use crate::policy::defaults::{
+    default_min_calls, BACKOFF_BASE as DEFAULT_BASE, BACKOFF_FACTOR as DEFAULT_FACTOR,
+    BACKOFF_MAX as DEFAULT_MAX, TIME_WINDOW_MIN_CALLS as DEFAULT_TIME_WINDOW_MIN_CALLS,
+};
 pub use error::DslError;
 pub use order::Order;
-pub use retry::{DEFAULT_BASE, DEFAULT_FACTOR, DEFAULT_MAX};
 
 use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::layer::Layer;
