@@ -147,41 +147,46 @@ impl Pipeline {
                 names.join(", ")
             )
         };
-        let mut builder = PipelineBuilder::from_policy(&found);
-        if let Some(breaker) = registry.breaker(policy) {
-            annotated::register(name, &breaker);
-            builder = builder.breaker(breaker);
-        }
-        let shared = builder
-            .build()
-            .expect("#[circuit_breaker]: loaded policies are validated");
-        Pipeline {
-            shared,
-            policy: (*found).clone(),
+        Pipeline::assemble(
+            (*found).clone(),
             name,
-            factory: registry.factory(policy),
-            keyed: OnceLock::new(),
-        }
+            registry.breaker(policy),
+            registry.factory(policy),
+        )
     }
 
     fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
-        let mut builder = PipelineBuilder::from_policy(&policy);
-        if let Some(b) = &policy.breaker {
+        let breaker = policy.breaker.as_ref().map(|b| {
             let breaker = breaker_builder(b.clone(), name)
                 .build()
                 .expect("#[circuit_breaker]: validated at compile time");
             crate::observe::track(&breaker);
+            breaker
+        });
+        Pipeline::assemble(policy, name, breaker, None)
+    }
+
+    /// The pipeline of a validated `policy` with the function's `breaker` (recorded for
+    /// [`annotated::breaker`]) and the `factory` of its keyed breakers (`None`: from `policy`).
+    fn assemble(
+        policy: Policy,
+        name: &'static str,
+        breaker: Option<CircuitBreaker>,
+        factory: Option<BreakerFactory>,
+    ) -> Pipeline {
+        let mut builder = PipelineBuilder::from_policy(&policy);
+        if let Some(breaker) = breaker {
             annotated::register(name, &breaker);
             builder = builder.breaker(breaker);
         }
         let shared = builder
             .build()
-            .expect("#[circuit_breaker]: the policy was validated at compile time");
+            .expect("#[circuit_breaker]: the policy was validated when it was compiled or loaded");
         Pipeline {
             shared,
             policy,
             name,
-            factory: None,
+            factory,
             keyed: OnceLock::new(),
         }
     }

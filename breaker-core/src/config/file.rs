@@ -187,7 +187,7 @@ pub struct BreakerTable {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 1, max = 65535))]
+    #[schemars(range(min = 1, max = crate::breaker::MAX_HALF_OPEN_PROBES))]
     pub half_open_probes: Option<u32>,
     /// Successful probes that close the breaker, in 1..=8191. Default 1.
     #[serde(
@@ -195,7 +195,7 @@ pub struct BreakerTable {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 1, max = 8191))]
+    #[schemars(range(min = 1, max = crate::breaker::MAX_SUCCESSES_TO_CLOSE))]
     pub successes_to_close: Option<u32>,
     /// A probe outstanding this long stops blocking new probes; non-zero. Default: the
     /// current cooldown.
@@ -224,7 +224,7 @@ pub struct RetryTable {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = crate::policy::MAX_ATTEMPTS))]
     pub max_attempts: Option<u32>,
     /// The delay schedule (`"fixed 200ms"`, `"exp(100ms, max 2s)"`). Default
     /// `"exp(100ms, factor 2, max 10s)"`.
@@ -253,7 +253,7 @@ pub struct BulkheadTable {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(range(min = 1, max = 1_000_000))]
+    #[schemars(range(min = 1, max = crate::policy::MAX_CONCURRENT))]
     pub max_concurrent: Option<u32>,
     /// How long a call may wait for a slot. Default `"0s"` (reject at once).
     #[serde(

@@ -65,6 +65,26 @@ fn breaker_table(p: &BreakerPolicy) -> BreakerTable {
     }
 }
 
+/// A layer's spec as a table, and whether it was one DSL string (a whole value).
+fn as_table<T, Table: Clone>(spec: &Spec<T, Table>, table: impl Fn(&T) -> Table) -> (Table, bool) {
+    match spec {
+        Spec::Dsl(p) => (table(p), true),
+        Spec::Table(t) => (t.clone(), false),
+    }
+}
+
+/// For each `key => Field`: a key set in `$table` overrides `$acc` and records where it came
+/// from.
+macro_rules! take {
+    ($acc:ident, $table:ident, $origins:ident, $prefix:ident, $whole:ident;
+     $($key:ident => $field:ident),* $(,)?) => {$(
+        if $table.$key.is_some() {
+            $acc.$key = $table.$key.clone();
+            $origins.set(Field::$field, $prefix, $whole);
+        }
+    )*};
+}
+
 fn has_trip_rule(t: &BreakerTable) -> bool {
     t.consecutive_failures.is_some()
         || t.failure_rate.is_some()
@@ -81,10 +101,7 @@ fn merge_breaker(
 ) -> BreakerPolicy {
     let mut acc = BreakerTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = match spec {
-            Spec::Dsl(p) => (breaker_table(p), true),
-            Spec::Table(t) => (t.clone(), false),
-        };
+        let (table, whole) = as_table(spec, breaker_table);
         if has_trip_rule(&table) {
             acc.consecutive_failures = table.consecutive_failures;
             acc.failure_rate = table.failure_rate;
@@ -94,15 +111,7 @@ fn merge_breaker(
                 origins.set(f, prefix, whole);
             }
         }
-        macro_rules! take {
-            ($($field:ident => $f:ident),*) => {$(
-                if table.$field.is_some() {
-                    acc.$field = table.$field.clone();
-                    origins.set(Field::$f, prefix, whole);
-                }
-            )*};
-        }
-        take!(
+        take!(acc, table, origins, prefix, whole;
             window => Window,
             min_calls => MinCalls,
             cooldown => Cooldown,
@@ -179,29 +188,16 @@ fn merge_retry(
 ) -> RetryPolicy {
     let mut acc = RetryTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = match spec {
-            Spec::Dsl(p) => (
-                RetryTable {
-                    max_attempts: Some(p.max_attempts),
-                    backoff: Some(Dsl(p.backoff)),
-                    jitter: Some(Dsl(p.jitter)),
-                },
-                true,
-            ),
-            Spec::Table(t) => (t.clone(), false),
-        };
-        if let Some(n) = table.max_attempts {
-            acc.max_attempts = Some(n);
-            origins.set(Field::MaxAttempts, prefix, whole);
-        }
-        if let Some(b) = table.backoff {
-            acc.backoff = Some(b);
-            origins.set(Field::Backoff, prefix, whole);
-        }
-        if let Some(j) = table.jitter {
-            acc.jitter = Some(j);
-            origins.set(Field::Jitter, prefix, whole);
-        }
+        let (table, whole) = as_table(spec, |p| RetryTable {
+            max_attempts: Some(p.max_attempts),
+            backoff: Some(Dsl(p.backoff)),
+            jitter: Some(Dsl(p.jitter)),
+        });
+        take!(acc, table, origins, prefix, whole;
+            max_attempts => MaxAttempts,
+            backoff => Backoff,
+            jitter => Jitter,
+        );
     }
     let d = defaults::RETRY;
     RetryPolicy {
@@ -218,24 +214,14 @@ fn merge_bulkhead(
 ) -> BulkheadPolicy {
     let mut acc = BulkheadTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = match spec {
-            Spec::Dsl(p) => (
-                BulkheadTable {
-                    max_concurrent: Some(p.max_concurrent),
-                    max_wait: Some(Dsl(p.max_wait)),
-                },
-                true,
-            ),
-            Spec::Table(t) => (t.clone(), false),
-        };
-        if let Some(n) = table.max_concurrent {
-            acc.max_concurrent = Some(n);
-            origins.set(Field::MaxConcurrent, prefix, whole);
-        }
-        if let Some(w) = table.max_wait {
-            acc.max_wait = Some(w);
-            origins.set(Field::MaxWait, prefix, whole);
-        }
+        let (table, whole) = as_table(spec, |p| BulkheadTable {
+            max_concurrent: Some(p.max_concurrent),
+            max_wait: Some(Dsl(p.max_wait)),
+        });
+        take!(acc, table, origins, prefix, whole;
+            max_concurrent => MaxConcurrent,
+            max_wait => MaxWait,
+        );
     }
     if acc.max_concurrent.is_none() {
         errors.push(FieldError::new(

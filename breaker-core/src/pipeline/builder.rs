@@ -21,7 +21,7 @@ pub enum BuildError {
     #[error("layer `{0}` appears more than once in the order")]
     DuplicateLayer(Layer),
     /// A name in the order is not a layer.
-    #[error("unknown layer `{0}`; expected one of `bulkhead`, `retry`, `breaker`, `timeout`")]
+    #[error("unknown layer `{0}`; expected one of {layers}", layers = Layer::names_in_default_order())]
     UnknownLayer(String),
     /// The order names a layer that has no configuration.
     #[error("layer `{0}` is in the order but not configured")]
