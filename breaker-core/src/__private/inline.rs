@@ -6,11 +6,11 @@ use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::dsl::{self, DslError};
 use crate::layer::{Layer, OrderError};
 use crate::policy::defaults::{self, BULKHEAD_MAX_WAIT};
-use crate::policy::{policy_errors, BulkheadPolicy, Field, FieldError, Policy, Rule};
+use crate::policy::{policy_errors, BulkheadPolicy, FieldError, Policy, Rule};
 use crate::retry::RetryPolicy;
 use std::time::Duration;
 
-/// The attribute's policy options, as written (literals only). See the [module docs](self).
+/// The attribute's policy options, as written (literals only). See the [module docs](super).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InlinePolicy<'a> {
     /// `threshold = N`.
@@ -79,33 +79,6 @@ fn u32_of(option: AttrOption, n: u64, errors: &mut Vec<OptionError>) -> Option<u
             None
         }
     }
-}
-
-/// The attribute option that sets a policy field, to show the validator's errors at it;
-/// `None` for the fields the attribute cannot set (they keep their valid defaults).
-fn option_of(field: Field) -> Option<AttrOption> {
-    Some(match field {
-        Field::ConsecutiveFailures => AttrOption::Threshold,
-        Field::FailureRate => AttrOption::FailureRate,
-        Field::Window => AttrOption::Window,
-        Field::MinCalls => AttrOption::MinCalls,
-        Field::Cooldown | Field::CooldownMax => AttrOption::Cooldown,
-        Field::HalfOpenProbes => AttrOption::HalfOpenProbes,
-        Field::MaxAttempts | Field::Backoff | Field::Jitter => AttrOption::Retry,
-        Field::Timeout => AttrOption::Timeout,
-        Field::Deadline => AttrOption::Deadline,
-        Field::Order => AttrOption::Order,
-        Field::Idempotent => AttrOption::Idempotent,
-        Field::MaxConcurrent => AttrOption::Concurrency,
-        Field::SlowCallDuration
-        | Field::SlowCallRate
-        | Field::CooldownMultiplier
-        | Field::CooldownJitter
-        | Field::SuccessesToClose
-        | Field::MaxProbeWait
-        | Field::NeutralProbe
-        | Field::MaxWait => return None,
-    })
 }
 
 impl InlinePolicy<'_> {
@@ -220,7 +193,7 @@ impl InlinePolicy<'_> {
             }
             let option = match e.rule {
                 Rule::Idempotent => Some(AttrOption::Idempotent),
-                _ => option_of(e.field),
+                _ => AttrOption::of_field(e.field),
             };
             let involved = match e.rule {
                 Rule::TimeoutWithinDeadline => vec![AttrOption::Timeout, AttrOption::Deadline],

@@ -1,6 +1,9 @@
 //! The options of `#[circuit_breaker(..)]`: one list, shared by the macro's parser and by the
 //! mapping of policy fields to options, so both are exhaustive `match`es over it.
 
+use crate::layer::Layer;
+use crate::policy::Field;
+
 /// One option of the attribute. The macro's keyword list (`breaker-macros/src/args.rs`) names
 /// each variant; its tests check that it covers [`AttrOption::ALL`].
 ///
@@ -134,9 +137,35 @@ impl AttrOption {
         }
     }
 
+    /// The option that sets a policy field, to show the validator's errors at it; `None` for
+    /// the fields the attribute cannot set (they keep their valid defaults).
+    pub const fn of_field(field: Field) -> Option<AttrOption> {
+        Some(match field {
+            Field::ConsecutiveFailures => AttrOption::Threshold,
+            Field::FailureRate => AttrOption::FailureRate,
+            Field::Window => AttrOption::Window,
+            Field::MinCalls => AttrOption::MinCalls,
+            Field::Cooldown | Field::CooldownMax => AttrOption::Cooldown,
+            Field::HalfOpenProbes => AttrOption::HalfOpenProbes,
+            Field::MaxAttempts | Field::Backoff | Field::Jitter => AttrOption::Retry,
+            Field::Timeout => AttrOption::Timeout,
+            Field::Deadline => AttrOption::Deadline,
+            Field::Order => AttrOption::Order,
+            Field::Idempotent => AttrOption::Idempotent,
+            Field::MaxConcurrent => AttrOption::Concurrency,
+            Field::SlowCallDuration
+            | Field::SlowCallRate
+            | Field::CooldownMultiplier
+            | Field::CooldownJitter
+            | Field::SuccessesToClose
+            | Field::MaxProbeWait
+            | Field::NeutralProbe
+            | Field::MaxWait => return None,
+        })
+    }
+
     /// The option that configures `layer`.
-    pub const fn of_layer(layer: crate::layer::Layer) -> AttrOption {
-        use crate::layer::Layer;
+    pub const fn of_layer(layer: Layer) -> AttrOption {
         match layer {
             Layer::Retry => AttrOption::Retry,
             Layer::Timeout => AttrOption::Timeout,

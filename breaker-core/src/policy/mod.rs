@@ -1,8 +1,18 @@
-//! The whole policy of one resilience pipeline, as plain data.
+//! The whole policy of one resilience pipeline, as plain data, its one validator and its
+//! defaults.
 //!
 //! A [`Policy`] is what a DSL string set, a named policy in a config file, and the arguments of
 //! `#[circuit_breaker(..)]` all turn into. Every layer is optional; the `order` says how the
 //! configured layers nest, outermost first.
+//!
+//! - [`Policy::validate`] is the one validator. Every way of building a pipeline runs it: config
+//!   files, `policy = ".."`, [`Pipeline::from_policy`](crate::pipeline::Pipeline::from_policy),
+//!   [`PipelineBuilder::build`](crate::pipeline::PipelineBuilder::build), the DSL parsers and
+//!   the attribute at compile time. Its errors are structured ([`FieldError`]: a [`Field`], the
+//!   [`Rule`] broken, a message); each of those callers only shows them its own way: at the
+//!   tokens of a DSL string, at the key of a config file, at the option of the attribute, as a
+//!   [`BuildError`](crate::pipeline::BuildError).
+//! - [`defaults`] is the one table of what a left-out value means.
 
 pub mod defaults;
 mod field;
@@ -80,8 +90,8 @@ impl Policy {
 
     /// Checks every layer and the rules between them, and returns all violations at once.
     ///
-    /// The rules, each reported under the field name used in config files (the names are
-    /// unique across layers):
+    /// The rules, each reported under its [`Field`] (named as in config files; the names are
+    /// unique across layers) with the [`Rule`] it breaks:
     /// - the breaker: everything [`BreakerPolicy::validate`] checks;
     /// - retry (`max_attempts`, `backoff`): 1..=100 attempts; an exponential backoff has a
     ///   non-zero base, a factor in `1.0..=100.0` and `max >= base`; linear has `max >= base`;
@@ -89,7 +99,8 @@ impl Policy {
     ///   may use the whole deadline);
     /// - bulkhead (`max_concurrent`): 1..=1_000_000;
     /// - `order`: names each layer at most once, names only configured layers, and names every
-    ///   configured layer.
+    ///   configured layer ([`check_order`](crate::layer::check_order));
+    /// - a retry of more than one attempt needs `idempotent` (case BR-35).
     ///
     /// # Errors
     /// A [`ValidationError`] listing every invalid field.
