@@ -261,10 +261,11 @@ fn neutral(p: &mut Parser<'_>) -> Result<NeutralProbe, DslError> {
 pub(crate) fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
     let mut p = Parser::new(src);
     let policy = breaker(&mut p)?;
-    match policy.validate() {
-        Ok(()) => Ok(policy),
-        Err(e) => Err(p.field_error(&e.errors)),
-    }
+    p.validated(policy, |policy, errors| {
+        if let Err(e) = policy.validate() {
+            errors.extend(e.errors);
+        }
+    })
 }
 
 /// Parses and checks a window alone: `100 calls`, `60s`, `1m in 12 buckets`.
@@ -275,24 +276,18 @@ pub(crate) fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
     p.record(Field::Window, start..p.last_end());
     p.finish(&["end of input".to_owned()])?;
     // The breaker validator is the one place that knows the window's bounds.
-    let probe = BreakerPolicy {
-        consecutive_failures: None,
-        failure_rate_percent: Some(50.0),
-        window,
-        min_calls: 1,
-        ..BreakerPolicy::default()
-    };
-    match probe.validate() {
-        Err(e) if e.errors.iter().any(|f| f.field == Field::Window) => {
-            let errors: Vec<_> = e
-                .errors
-                .into_iter()
-                .filter(|f| f.field == Field::Window)
-                .collect();
-            Err(p.field_error(&errors))
+    p.validated(window, |&window, errors| {
+        let probe = BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window,
+            min_calls: 1,
+            ..BreakerPolicy::default()
+        };
+        if let Err(e) = probe.validate() {
+            errors.extend(e.errors.into_iter().filter(|f| f.field == Field::Window));
         }
-        _ => Ok(window),
-    }
+    })
 }
 
 /// Parses `release` or `count-as-success`.

@@ -115,13 +115,7 @@ pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
         max_concurrent,
         max_wait,
     };
-    let mut errors = Vec::new();
-    check_bulkhead(&policy, &mut errors);
-    if errors.is_empty() {
-        Ok(policy)
-    } else {
-        Err(p.field_error(&errors))
-    }
+    p.validated(policy, check_bulkhead)
 }
 
 impl fmt::Display for BulkheadPolicy {

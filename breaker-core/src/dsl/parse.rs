@@ -186,6 +186,22 @@ impl<'a> Parser<'a> {
         DslError::new(self.src, span, e.to_string())
     }
 
+    /// `value` if `check` finds nothing wrong with it, else its first error at the token that
+    /// set the field: the DSL's rendering of the one validator's errors.
+    pub fn validated<T>(
+        &self,
+        value: T,
+        check: impl FnOnce(&T, &mut Vec<FieldError>),
+    ) -> Result<T, DslError> {
+        let mut errors = Vec::new();
+        check(&value, &mut errors);
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.field_error(&errors))
+        }
+    }
+
     /// `int = digit , { digit } ;` as a `u32`.
     pub fn int(&mut self, what: &str) -> Result<(u32, Range<usize>), DslError> {
         let Some(t) = self.peek().cloned() else {

@@ -217,13 +217,7 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
 pub(crate) fn parse_retry(src: &str) -> Result<RetryPolicy, DslError> {
     let mut p = Parser::new(src);
     let policy = retry(&mut p)?;
-    let mut errors = Vec::new();
-    check_retry(&policy, &mut errors);
-    if errors.is_empty() {
-        Ok(policy)
-    } else {
-        Err(p.field_error(&errors))
-    }
+    p.validated(policy, check_retry)
 }
 
 /// Parses a backoff alone: `fixed 200ms`, `exp(100ms, max 2s)`.
@@ -234,19 +228,13 @@ pub(crate) fn parse_backoff(src: &str) -> Result<Backoff, DslError> {
     }
     let b = backoff(&mut p)?;
     p.finish(&[end()])?;
-    let mut errors = Vec::new();
-    check_retry(
-        &RetryPolicy {
-            backoff: b,
+    p.validated(b, |&backoff, errors| {
+        let policy = RetryPolicy {
+            backoff,
             ..RetryPolicy::NONE
-        },
-        &mut errors,
-    );
-    if errors.is_empty() {
-        Ok(b)
-    } else {
-        Err(p.field_error(&errors))
-    }
+        };
+        check_retry(&policy, errors)
+    })
 }
 
 /// Parses a jitter alone: `jitter`, `full-jitter`, `equal-jitter`, `decorrelated-jitter`,
