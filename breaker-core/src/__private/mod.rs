@@ -30,6 +30,8 @@ mod option;
 #[cfg(feature = "tokio")]
 mod runtime;
 mod support;
+#[cfg(test)]
+mod tests;
 
 pub use inline::{InlinePolicy, OptionError};
 #[cfg(feature = "config")]
