@@ -27,7 +27,9 @@ pub const MAX_KEY_LEN: usize = 256;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// The name is empty.
-    #[error("invalid {what}: empty; expected 1-{MAX_NAME_LEN} characters of `A-Z a-z 0-9 _ . : -`")]
+    #[error(
+        "invalid {what}: empty; expected 1-{MAX_NAME_LEN} characters of `A-Z a-z 0-9 _ . : -`"
+    )]
     Empty {
         /// `namespace`, `breaker name` or `replica id`.
         what: &'static str,
@@ -160,7 +162,7 @@ pub struct NamespaceKeys {
 pub struct BreakerKeys {
     /// The state hash.
     pub state: String,
-    /// The bucketed window hash.
+    /// The bucketed window (one string of its non-empty buckets).
     pub window: String,
     /// The sorted set of probe leases (score: lease expiry, server ms).
     pub leases: String,
@@ -230,9 +232,8 @@ impl BreakerId {
         validate("breaker name", name).ok()?;
         if let Some(k) = key {
             let ok = k.len() <= 3 * MAX_KEY_LEN
-                && k.bytes().all(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'%')
-                });
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'%'));
             if !ok {
                 return None;
             }
@@ -366,7 +367,10 @@ mod tests {
             assert_eq!(BreakerId::parse(a.as_str()).as_ref(), Some(a));
         }
         // A plain name never equals a keyed id.
-        assert_ne!(BreakerId::new("a").unwrap(), BreakerId::keyed("a", "").unwrap());
+        assert_ne!(
+            BreakerId::new("a").unwrap(),
+            BreakerId::keyed("a", "").unwrap()
+        );
         assert!(BreakerId::keyed("a", &"x".repeat(257)).is_err());
         assert!(BreakerId::parse("a#{x}").is_none());
     }

@@ -111,7 +111,10 @@ impl Server {
                 return Some(server);
             }
         }
-        panic!("redis-server did not start on 3 free ports; see {}", server.dir.display());
+        panic!(
+            "redis-server did not start on 3 free ports; see {}",
+            server.dir.display()
+        );
     }
 
     fn spawn(&mut self) -> bool {
@@ -185,7 +188,11 @@ impl Server {
     /// If it does not come up within 10 s.
     pub fn restart(&mut self) {
         self.kill();
-        assert!(self.spawn(), "redis-server did not restart on port {}", self.port);
+        assert!(
+            self.spawn(),
+            "redis-server did not restart on port {}",
+            self.port
+        );
     }
 
     fn signal(&self, sig: &str) {
@@ -213,7 +220,8 @@ impl Server {
             .get_connection_with_timeout(Duration::from_secs(2))
             .expect("admin connection");
         conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        conn.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+        conn.set_write_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
         conn
     }
 
@@ -303,7 +311,11 @@ impl Proxy {
                 tokio::spawn(pump(sr, cw, Arc::clone(&ctl), epoch, true));
             }
         });
-        Proxy { port, control, task }
+        Proxy {
+            port,
+            control,
+            task,
+        }
     }
 
     /// The proxy's port.

@@ -17,14 +17,19 @@ fn server_starts_crashes_and_restarts_empty() {
         .is_err());
     s.restart();
     assert_eq!(s.port(), port);
-    assert_eq!(s.cmd::<Option<String>>(&["GET", "k"]), None, "restarted empty");
+    assert_eq!(
+        s.cmd::<Option<String>>(&["GET", "k"]),
+        None,
+        "restarted empty"
+    );
 }
 
 #[test]
 fn paused_server_hangs_with_the_socket_open() {
     let s = server!();
     let mut conn = s.admin();
-    conn.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
     s.pause();
     let t = Instant::now();
     let r = redis::cmd("PING").query::<String>(&mut conn);
@@ -46,7 +51,10 @@ async fn proxy_forwards_delays_blackholes_and_cuts() {
     proxy.set_latency(Duration::from_millis(60));
     let t = Instant::now();
     let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
-    assert!(t.elapsed() >= Duration::from_millis(110), "both directions delayed");
+    assert!(
+        t.elapsed() >= Duration::from_millis(110),
+        "both directions delayed"
+    );
     proxy.set_latency(Duration::ZERO);
 
     proxy.blackhole();
@@ -61,11 +69,18 @@ async fn proxy_forwards_delays_blackholes_and_cuts() {
     proxy.drop_replies();
     let r = tokio::time::timeout(
         Duration::from_millis(200),
-        redis::cmd("SET").arg("one-way").arg("1").query_async::<()>(&mut conn),
+        redis::cmd("SET")
+            .arg("one-way")
+            .arg("1")
+            .query_async::<()>(&mut conn),
     )
     .await;
     assert!(r.is_err(), "reply lost");
-    assert_eq!(s.cmd::<String>(&["GET", "one-way"]), "1", "but the request ran");
+    assert_eq!(
+        s.cmd::<String>(&["GET", "one-way"]),
+        "1",
+        "but the request ran"
+    );
 
     proxy.cut();
     proxy.heal();

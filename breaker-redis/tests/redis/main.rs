@@ -6,3 +6,4 @@
 #[macro_use]
 mod common;
 mod harness;
+mod protocol;
