@@ -133,7 +133,7 @@ end
 
 local function publish(ctx, b, s)
   redis.call('PUBLISH', ctx.channel, table.concat({ 'brk1', b.name, int(s.g), int(s.st),
-    int(s.dl), int(ctx.now), s.by, int(s.rs) }, '|'))
+    int(s.dl), int(ctx.now), s.by, int(s.rs), int(s.sk) }, '|'))
 end
 
 local function transition(ctx, b, s, pp, to, reason)

@@ -321,6 +321,9 @@ pub struct ItemReply {
     pub pinned_fingerprint: String,
     /// Leases granted by an acquire.
     pub granted: Vec<Lease>,
+    /// The server's `TIME` during the op, ms since the Unix epoch (the reference of the
+    /// deadline and of the lease expiries).
+    pub server_now_ms: u64,
 }
 
 /// A checked reply.
@@ -794,7 +797,7 @@ impl Protocol {
         conn: &mut C,
         target: &Target,
         want: u32,
-    ) -> Result<(u64, ItemReply), StoreError> {
+    ) -> Result<ItemReply, StoreError> {
         let op = Op::AcquireProbe;
         let want = want.clamp(1, MAX_LEASES_PER_ACQUIRE);
         let lease = ms(target.policy.lease).max(1);
@@ -831,7 +834,7 @@ impl Protocol {
                 ),
             ));
         }
-        Ok((now, it))
+        Ok(it)
     }
 
     /// Ends a probe: releases its lease with its outcome.
@@ -1156,6 +1159,7 @@ pub fn parse(op: Op, v: Value, expect: usize) -> Result<Reply, StoreError> {
             policy_mismatch,
             pinned_fingerprint: fp,
             granted,
+            server_now_ms: now,
         });
     }
     Ok(Reply {
@@ -1177,7 +1181,8 @@ pub struct Published {
     pub server_now_ms: u64,
 }
 
-/// Parses a published message (`brk1|id|generation|state|deadline|now|by|reason`); `None` for
+/// Parses a published message (`brk1|id|generation|state|deadline|now|by|reason|streak`);
+/// `None` for
 /// anything else (a message that is not ours is ignored, never trusted).
 pub fn parse_published(payload: &[u8]) -> Option<Published> {
     let s = std::str::from_utf8(payload).ok()?;
@@ -1199,7 +1204,8 @@ pub fn parse_published(payload: &[u8]) -> Option<Published> {
     let now = num(it.next())? as u64;
     let by = it.next()?;
     let reason = Reason::from_code(num(it.next())?)?;
-    if it.next().is_some() || (state == State::Open) != (dl > 0) || now == 0 {
+    let streak = num(it.next())?;
+    if it.next().is_some() || streak > 255 || (state == State::Open) != (dl > 0) || now == 0 {
         return None;
     }
     let caused_by = if by.is_empty() {
@@ -1213,7 +1219,7 @@ pub fn parse_published(payload: &[u8]) -> Option<Published> {
             generation,
             state,
             deadline_ms: (dl > 0).then_some(dl),
-            streak: 0,
+            streak: streak as u32,
             probe_successes: 0,
             caused_by,
             reason,
@@ -1301,17 +1307,20 @@ mod tests {
 
     #[test]
     fn published_messages_are_checked() {
-        let p = parse_published(b"brk1|up#h%3A1|7|1|1700000030000|1700000000000|r-1|1").unwrap();
+        let p = parse_published(b"brk1|up#h%3A1|7|1|1700000030000|1700000000000|r-1|1|2").unwrap();
+        assert_eq!(p.state.streak, 2);
         assert_eq!(p.id.as_str(), "up#h%3A1");
         assert_eq!(p.state.generation, 7);
         assert_eq!(p.state.reason, Reason::FailureRate);
         for bad in [
-            &b"brk2|a|1|0|0|1|r|1"[..],
-            b"brk1|a b|1|0|0|1|r|1",
-            b"brk1|a|1|1|0|1|r|1",
-            b"brk1|a|1|0|0|1|r|1|x",
-            b"brk1|a|-1|0|0|1|r|1",
-            b"brk1|a|1|7|0|1|r|1",
+            &b"brk2|a|1|0|0|1|r|1|0"[..],
+            b"brk1|a b|1|0|0|1|r|1|0",
+            b"brk1|a|1|1|0|1|r|1|0",
+            b"brk1|a|1|0|0|1|r|1|0|x",
+            b"brk1|a|-1|0|0|1|r|1|0",
+            b"brk1|a|1|7|0|1|r|1|0",
+            b"brk1|a|1|0|0|1|r|1|256",
+            b"brk1|a|1|0|0|1|r|1",
             b"\xff",
         ] {
             assert!(parse_published(bad).is_none(), "{bad:?}");

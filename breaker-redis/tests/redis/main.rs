@@ -5,5 +5,6 @@
 
 #[macro_use]
 mod common;
+mod coordinator;
 mod harness;
 mod protocol;

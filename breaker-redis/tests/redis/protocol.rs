@@ -180,7 +180,7 @@ async fn wait_half_open(
 ) -> breaker_redis::protocol::ItemReply {
     let start = Instant::now();
     loop {
-        let (_, it) = p.acquire_probe(&mut f.conn, t, 1).await.unwrap();
+        let it = p.acquire_probe(&mut f.conn, t, 1).await.unwrap();
         if it.code == Code::Applied || start.elapsed() > Duration::from_secs(3) {
             return it;
         }
@@ -199,7 +199,7 @@ async fn probe_leases_are_capped_and_expire() {
     a.trip(&mut f.conn, &t, 0, Reason::ConsecutiveFailures)
         .await
         .unwrap();
-    let (_, early) = b.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
+    let early = b.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
     assert_eq!(
         (early.code, early.state.state),
         (Code::Denied, State::Open),
@@ -209,16 +209,16 @@ async fn probe_leases_are_capped_and_expire() {
     assert_eq!(first.code, Code::Applied);
     assert_eq!(first.state.state, State::HalfOpen);
     assert_eq!(first.state.reason, Reason::CooldownElapsed);
-    let (_, more) = a.acquire_probe(&mut f.conn, &t, 5).await.unwrap();
+    let more = a.acquire_probe(&mut f.conn, &t, 5).await.unwrap();
     assert_eq!(more.granted.len(), 1, "cap of 2 across the fleet");
     assert_eq!(more.leases_in_flight, 2);
-    let (_, full) = b.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
+    let full = b.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
     assert_eq!(full.code, Code::Denied);
     // Both holders vanish without ending their probes: the slots come back by expiry.
     let leaked_at = Instant::now(); // just after the newer lease was granted
     let mut regained = Vec::new();
     while regained.len() < 2 {
-        let (_, it) = b.acquire_probe(&mut f.conn, &t, 2).await.unwrap();
+        let it = b.acquire_probe(&mut f.conn, &t, 2).await.unwrap();
         assert!(it.leases_in_flight <= 2, "never above the cap");
         regained.extend(it.granted);
         assert!(
@@ -277,7 +277,7 @@ async fn probes_close_the_fleet_or_reopen_it_with_a_grown_cooldown() {
         "cooldown 50 ms x 3 = 150 ms, {left} left"
     );
     let second = wait_half_open(&mut f, &a, &t).await;
-    let (_, other) = a.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
+    let other = a.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
     let it = a
         .end_probe(&mut f.conn, &t, &second.granted[0], ProbeOutcome::Neutral)
         .await
@@ -291,7 +291,7 @@ async fn probes_close_the_fleet_or_reopen_it_with_a_grown_cooldown() {
         (it.state.state, it.state.probe_successes),
         (State::HalfOpen, 1)
     );
-    let (_, third) = a.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
+    let third = a.acquire_probe(&mut f.conn, &t, 1).await.unwrap();
     let g = third.state.generation;
     let it = a
         .end_probe(&mut f.conn, &t, &third.granted[0], ProbeOutcome::Success)
@@ -548,7 +548,7 @@ async fn footprint(f: &mut Fixture, s: &Server, p: &SharedPolicy, name: &str) ->
     a.force(&mut f.conn, &t, ForceTarget::Open).await.unwrap();
     let it = wait_half_open(f, &a, &t).await;
     assert_eq!(it.code, Code::Applied);
-    let (_, rest) = a
+    let rest = a
         .acquire_probe(&mut f.conn, &t, p.half_open_probes)
         .await
         .unwrap();
