@@ -156,7 +156,11 @@ impl Server {
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
             return false;
         };
-        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+        match redis::cmd("PING").query::<String>(&mut conn) {
+            Ok(_) => true,
+            // An error reply (NOAUTH with --requirepass) is an answer too: the server is up.
+            Err(e) => e.code().is_some(),
+        }
     }
 
     /// The server's port.
@@ -273,6 +277,8 @@ impl Drop for Server {
 /// What the proxy does to bytes, per direction.
 #[derive(Default)]
 struct ProxyControl {
+    /// The server new connections go to.
+    upstream: std::sync::atomic::AtomicU16,
     /// Extra delay before forwarding each chunk, microseconds.
     latency_us: AtomicU64,
     /// 0: forward; 1: hold both directions (blackhole, sockets stay open);
@@ -298,10 +304,12 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let port = listener.local_addr().unwrap().port();
         let control = Arc::new(ProxyControl::default());
+        control.upstream.store(upstream, Ordering::Release);
         let ctl = Arc::clone(&control);
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                let to = ctl.upstream.load(Ordering::Acquire);
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)).await else {
                     continue;
                 };
                 let epoch = ctl.epoch.load(Ordering::Acquire);
@@ -348,6 +356,12 @@ impl Proxy {
     /// Back to plain forwarding (held bytes are delivered).
     pub fn heal(&self) {
         self.control.mode.store(0, Ordering::Release);
+    }
+
+    /// Sends new connections to another server (a failover), closing the open ones.
+    pub fn switch_to(&self, upstream: u16) {
+        self.control.upstream.store(upstream, Ordering::Release);
+        self.cut();
     }
 
     /// Closes every open connection (new ones are accepted).

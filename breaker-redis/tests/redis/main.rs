@@ -6,5 +6,6 @@
 #[macro_use]
 mod common;
 mod coordinator;
+mod faults;
 mod harness;
 mod protocol;
