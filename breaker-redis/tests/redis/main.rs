@@ -8,4 +8,5 @@ mod common;
 mod coordinator;
 mod faults;
 mod harness;
+mod model;
 mod protocol;
