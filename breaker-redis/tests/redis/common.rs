@@ -85,6 +85,7 @@ pub struct Server {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    tls: bool,
 }
 
 impl Server {
@@ -104,6 +105,7 @@ impl Server {
             port: 0,
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: false,
         };
         for _ in 0..3 {
             server.port = free_port();
@@ -117,10 +119,128 @@ impl Server {
         );
     }
 
+    /// Starts a TLS-only server (`--port 0 --tls-port P`) with a certificate for 127.0.0.1
+    /// signed by a throw-away CA made by `openssl`; returns it with the CA's certificate (PEM). `None` (after a
+    /// notice) when redis-server or openssl is missing, or this redis-server was built
+    /// without TLS, unless `REQUIRE_REDIS=1`.
+    pub fn start_tls() -> Option<(Server, Vec<u8>)> {
+        available()?;
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("breaker-redis-tls-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create the server's directory");
+        // A CA and a leaf signed by it (webpki refuses a self-signed CA as the server's own).
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .expect("write ext.cnf");
+        let openssl = |args: &[&str]| {
+            Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let ok = openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=breaker-test-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ]) && openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "server.csr",
+        ]) && openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "cert.pem",
+        ]);
+        if !ok {
+            if required() {
+                panic!("openssl could not make a test certificate but REQUIRE_REDIS=1: install openssl");
+            }
+            eprintln!("notice: openssl missing; skipping the TLS test");
+            return None;
+        }
+        let d = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+        let extra = vec![
+            "--tls-cert-file".into(),
+            d("cert.pem"),
+            "--tls-key-file".into(),
+            d("key.pem"),
+            "--tls-ca-cert-file".into(),
+            d("ca.pem"),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let mut server = Server {
+            child: None,
+            port: 0,
+            dir: dir.clone(),
+            extra,
+            tls: true,
+        };
+        for _ in 0..3 {
+            server.port = free_port();
+            if server.spawn() {
+                let pem = std::fs::read(dir.join("ca.pem")).unwrap();
+                return Some((server, pem));
+            }
+        }
+        if required() {
+            panic!(
+                "redis-server did not start with TLS (built without it?); see {}",
+                dir.display()
+            );
+        }
+        eprintln!("notice: this redis-server does not start with TLS; skipping the TLS test");
+        None
+    }
+
     fn spawn(&mut self) -> bool {
         let log = std::fs::File::create(self.dir.join("server.log")).expect("server log");
+        let (port, tls_port) = if self.tls {
+            (
+                "0".to_owned(),
+                vec!["--tls-port".to_owned(), self.port.to_string()],
+            )
+        } else {
+            (self.port.to_string(), vec![])
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+            .args(["--port", &port])
+            .args(&tls_port)
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--dir", self.dir.to_str().expect("utf-8 temp dir")])
@@ -150,6 +270,10 @@ impl Server {
     }
 
     fn ping(&self) -> bool {
+        if self.tls {
+            // Up once the TLS port accepts connections.
+            return std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+        }
         let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)) else {
             return false;
         };

@@ -473,3 +473,37 @@ async fn credentials_never_leave_the_process() {
         );
     }
 }
+
+/// TLS (`rediss://`) through rustls against a local TLS-only server whose certificate a
+/// throw-away CA signed: works with that CA as the trusted root, refused without it.
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn tls_connections_verify_the_server() {
+    let Some((s, pem)) = crate::common::Server::start_tls() else {
+        return;
+    };
+    let ns = unique_ns("tls");
+    let url = format!("rediss://127.0.0.1:{}/", s.port());
+    let cfg = fast(config(&url, &ns, "a", Clock::system()))
+        .connect_timeout(Duration::from_secs(5))
+        .op_timeout(Duration::from_secs(2))
+        .tls_root_certificate(pem);
+    let st = Store::connect(cfg).await.unwrap();
+    let f = FakeBreaker::register(&st, id(), &policy()).unwrap();
+    f.record(Outcome::Failure);
+    assert_eq!(st.flush_now().await.unwrap(), 1);
+    f.trip(Reason::ConsecutiveFailures);
+    st.sync().await.unwrap();
+    assert_eq!(f.state(), State::Open);
+    // Without the root: the self-signed certificate is not trusted.
+    let e = Store::connect(fast(config(&url, &ns, "b", Clock::system())))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::Unavailable { .. } | StoreError::Timeout { .. } | StoreError::Server { .. }
+        ),
+        "{e}"
+    );
+}
