@@ -18,7 +18,7 @@
 //! - commands of the [`Store`] handle (flush now, force, reset, sync).
 //!
 //! Every operation runs under the configured timeout, is counted by the store's own breaker
-//! (see [`health`](crate::health)), and its reply is checked before anything is applied.
+//! (see [`crate::health`]), and its reply is checked before anything is applied.
 //! Deadlines are converted on receipt: `local deadline = local now at receipt + (server
 //! deadline - server now)`, both server readings from the same reply, so replicas' clocks are
 //! never compared and a replica's clock offset changes no decision.

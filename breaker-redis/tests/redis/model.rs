@@ -116,7 +116,7 @@ impl Model {
 
     fn flush(&mut self, gen: u64, ok: u64, fail: u64, hw: &HighWater, now: u64) -> Code {
         let has = ok + fail > 0;
-        if !self.exists && !(has || hw.generation > 0) {
+        if !(self.exists || has || hw.generation > 0) {
             return Code::Applied;
         }
         self.create();
