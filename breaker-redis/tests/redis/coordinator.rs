@@ -515,3 +515,46 @@ async fn registering_twice_is_an_error_and_dropping_the_link_unregisters() {
     // The fake's Link lives inside the fake: dropped with it.
     assert!(FakeBreaker::register(&a, id("once"), &rate_policy()).is_ok());
 }
+
+/// G4's early flush: pending failures over the breaker's bound flush at once (not at the next
+/// interval), at most once per interval, so G2's bound holds.
+#[tokio::test]
+async fn an_early_flush_goes_at_once_and_at_most_once_per_interval() {
+    let s = server!();
+    let ns = unique_ns("early");
+    let a = replica(&s.url(), &ns, "a", Clock::system()).await;
+    let b = replica(&s.url(), &ns, "b", Clock::system()).await;
+    let fa = FakeBreaker::register(&a, id("early"), &rate_policy()).unwrap();
+    let fb = FakeBreaker::register(&b, id("early"), &rate_policy()).unwrap();
+    a.sync().await.unwrap();
+    b.sync().await.unwrap();
+    let before = a.stats().operations;
+    for _ in 0..10 {
+        fa.record(Outcome::Failure);
+    }
+    let t = Instant::now();
+    fa.flush_soon();
+    a.sync().await.unwrap();
+    assert_eq!(
+        a.stats().operations,
+        before + 1,
+        "flushed without waiting an hour"
+    );
+    assert_eq!(
+        fa.state(),
+        State::Open,
+        "10 failures of 10: the fleet opened"
+    );
+    eventually("b learns it", || fb.state() == State::Open).await;
+    eprintln!(
+        "G4: early flush to every replica rejecting: {:?}",
+        t.elapsed()
+    );
+    fa.flush_soon();
+    a.sync().await.unwrap();
+    assert_eq!(
+        a.stats().operations,
+        before + 1,
+        "a second early flush waits for the interval"
+    );
+}
