@@ -109,6 +109,7 @@ fn a_remote_transition_names_its_origin() {
             to: breaker_core::State::Open,
             reason: breaker_core::breaker::TransitionReason::FailureRate,
             open_until: Some(Duration::from_secs(20).as_nanos() as u64),
+            streak: None,
             origin: Arc::from("replica-b"),
         });
     });

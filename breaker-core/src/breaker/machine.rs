@@ -382,29 +382,37 @@ impl Inner {
 
     /// A manual change to `to`, always applied.
     pub(crate) fn manual(&self, to: State) {
-        self.force(to, TransitionReason::Manual, Cause::default());
+        self.force(to, TransitionReason::Manual, None, Cause::default());
     }
 
-    /// Moves to `to` whatever the state (a manual change, or a transition decided elsewhere).
-    /// Returns the word entered.
-    pub(crate) fn force(&self, to: State, reason: TransitionReason, cause: Cause) -> Word {
+    /// Moves to `to` whatever the state (a manual change, or a transition decided elsewhere),
+    /// with open streak `streak` (`None`: one more than the current streak when opening, else
+    /// 0). Returns the word entered.
+    pub(crate) fn force(
+        &self,
+        to: State,
+        reason: TransitionReason,
+        streak: Option<u32>,
+        cause: Cause,
+    ) -> Word {
         let now = self.shared.clock.now_nanos();
         let raw = self.state.load(Ordering::Acquire);
         let (from, step) = self.update(raw, |w| {
-            Some(match state::manual(w, to) {
-                Step::Enter(next, _) if to == State::Open => {
-                    // An open state keeps growing its streak, as a local trip would.
-                    Step::Enter(
-                        Word {
-                            streak: state::reopen(w).streak,
-                            ..next
-                        },
-                        reason,
-                    )
-                }
-                Step::Enter(next, _) => Step::Enter(next, reason),
-                other => other,
-            })
+            let Step::Enter(next, _) = state::manual(w, to) else {
+                unreachable!("a manual change always enters")
+            };
+            let streak = streak.unwrap_or(if to == State::Open {
+                state::reopen(w).streak
+            } else {
+                0
+            });
+            Some(Step::Enter(
+                Word {
+                    streak: streak.min(0xff),
+                    ..next
+                },
+                reason,
+            ))
         });
         let Step::Enter(next, reason) = step else {
             unreachable!("a forced change always enters")

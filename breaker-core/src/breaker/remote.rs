@@ -29,6 +29,10 @@ pub struct RemoteTransition {
     /// [`MAX_COOLDOWN`](super::MAX_COOLDOWN) ahead is honoured. `None`: the local policy's
     /// cooldown.
     pub open_until: Option<u64>,
+    /// The open streak entered (consecutive openings since the breaker last closed, as the
+    /// deciding replica counts them; it picks the grown cooldown and the default probe wait).
+    /// `None`: the local rule (one more than the local streak when opening, else 0).
+    pub streak: Option<u32>,
     /// Who decided it (a replica id).
     pub origin: Arc<str>,
 }
@@ -44,7 +48,7 @@ impl CircuitBreaker {
             origin: Some(t.origin),
             ..Cause::default()
         };
-        self.inner.force(t.to, t.reason, cause).generation
+        self.inner.force(t.to, t.reason, t.streak, cause).generation
     }
 }
 
@@ -86,6 +90,7 @@ mod tests {
             to: State::Open,
             reason: TransitionReason::FailureRate,
             open_until: Some(secs(130).as_nanos() as u64),
+            streak: None,
             origin: Arc::from("replica-b"),
         });
         assert_eq!(generation, 1);
@@ -139,6 +144,7 @@ mod tests {
             to: State::Closed,
             reason: TransitionReason::ProbesSucceeded,
             open_until: None,
+            streak: None,
             origin: Arc::from("replica-c"),
         });
         assert_eq!(b.state(), State::Closed);
@@ -147,6 +153,7 @@ mod tests {
             to: State::ForcedOpen,
             reason: TransitionReason::Manual,
             open_until: Some(u64::MAX), // ignored: not an open state
+            streak: None,
             origin: Arc::from("operator"),
         });
         assert_eq!(
@@ -160,17 +167,39 @@ mod tests {
     }
 
     #[test]
-    fn a_remote_open_without_a_deadline_uses_the_local_cooldown() {
-        let (b, time, _seen) = rig();
+    fn a_remote_open_without_a_deadline_uses_the_local_cooldown_for_its_streak() {
+        let time = ManualClock::new();
+        let b = CircuitBreaker::builder(BreakerPolicy {
+            cooldown: secs(10),
+            cooldown_multiplier: 2.0,
+            cooldown_max: secs(100),
+            ..BreakerPolicy::default()
+        })
+        .clock(Clock::manual(&time))
+        .build()
+        .unwrap();
         time.set(secs(5));
         b.apply_remote(RemoteTransition {
             to: State::Open,
             reason: TransitionReason::ConsecutiveFailures,
             open_until: None,
+            streak: None,
             origin: Arc::from("replica-d"),
         });
-        assert_eq!(b.snapshot().retry_after, Some(secs(10)));
-        time.set(secs(15));
+        assert_eq!(b.snapshot().retry_after, Some(secs(10)), "streak 1 locally");
+        b.apply_remote(RemoteTransition {
+            to: State::Open,
+            reason: TransitionReason::ProbeFailed,
+            open_until: None,
+            streak: Some(3),
+            origin: Arc::from("replica-d"),
+        });
+        assert_eq!(
+            b.snapshot().retry_after,
+            Some(secs(40)),
+            "the fleet's streak 3: 10 s * 2^2"
+        );
+        time.set(secs(45));
         assert!(b.try_acquire().unwrap().is_probe());
     }
 }
