@@ -4,8 +4,10 @@
 //! - **Decide, then swap.** Every change of the word is a pure decision from `state.rs` applied
 //!   by [`Inner::update`], one compare-and-swap loop (governor's `measure_and_replace_one`): read
 //!   the word, decide, swap; if another thread changed the word first, decide again on the word
-//!   that won. The clock is read *before* the loop, so nothing written after the swap depends
-//!   on a later reading.
+//!   that won. A decision that needs the time (admission, a trip, a manual change) reads the
+//!   clock before the loop; the end of a probe reads it only when it makes a transition, after
+//!   its swap. Either way what is stamped after the swap is fenced (below), so it does not
+//!   matter when a delayed writer gets to write.
 //! - **One `entered`.** The thread whose swap made a transition calls [`Inner::entered`], which
 //!   does what every transition does, in one place: the entry stamp, the deadline or first
 //!   probe stamp, the totals, the `tracing` event and the listeners.
@@ -155,7 +157,9 @@ impl Inner {
     /// this writer's compare-and-swap of `cell` succeeds, it read the cell before the newer
     /// stamp landed (else the swap would fail on the changed value), and the newer writer, which
     /// stamps with the same loop, then replaces it. If it fails, it re-reads the cell; having
-    /// seen the newer stamp (acquire), it sees the newer word and stops.
+    /// seen the newer stamp (acquire), it sees the newer word and stops. (The word is not read
+    /// when the cell already holds this generation's stamp: the swap from it succeeds only if no
+    /// newer stamp has landed.)
     pub(crate) fn stamp(
         &self,
         cell: &AtomicU64,
@@ -165,13 +169,16 @@ impl Inner {
     ) -> Option<u64> {
         let mut cur = cell.load(Ordering::Acquire);
         loop {
-            if let Some(have) = unpack_stamp(cur, generation) {
-                if write == Write::Once || span(value, have) >= 0 {
-                    return Some(have);
+            match unpack_stamp(cur, generation) {
+                Some(have) if write == Write::Once || span(value, have) >= 0 => return Some(have),
+                // The cell holds this generation's stamp: a swap from it cannot replace a newer
+                // generation's (that one would have changed the cell first).
+                Some(_) => {}
+                None => {
+                    if Word::raw_generation(self.state.load(Ordering::Acquire)) != generation {
+                        return None;
+                    }
                 }
-            }
-            if Word::raw_generation(self.state.load(Ordering::Acquire)) != generation {
-                return None;
             }
             match cell.compare_exchange(
                 cur,
@@ -275,20 +282,22 @@ impl Inner {
             State::Open => Some(state::admit_open(w, self.deadline(w, now_us)?, now_us)),
             State::HalfOpen => {
                 let p = policy.get_or_insert_with(|| self.shared.policy.load());
-                let newest = self.newest_probe(w, now_us)?;
-                Some(state::admit_half_open(
-                    w,
-                    newest,
-                    now_us,
-                    &Limits::new(p, w.streak),
-                ))
+                let limits = Limits::new(p, w.streak);
+                // The newest probe's stamp is read only when every slot is taken.
+                match state::free_slot(w, &limits) {
+                    Some(reserved) => Some(reserved),
+                    None => {
+                        let newest = self.newest_probe(w, now_us)?;
+                        Some(state::admit_half_open(w, newest, now_us, &limits))
+                    }
+                }
             }
             // Closed and forced: no stamp and no limit is read.
             _ => Some(state::admit(w, 0, now_us, &NO_LIMITS)),
         });
-        let slow_start = (self.shared.hot.slow_nanos() != 0).then_some(now);
+        let slow_start = || (self.shared.hot.slow_nanos() != 0).then_some(now);
         match admit {
-            Admit::Closed => Ok(Ticket::new(from.generation, Kind::Closed, slow_start)),
+            Admit::Closed => Ok(Ticket::new(from.generation, Kind::Closed, slow_start())),
             Admit::Unrecorded => Ok(Ticket::new(from.generation, Kind::Unrecorded, None)),
             Admit::Reject {
                 reason,
@@ -301,7 +310,7 @@ impl Inner {
                         self.stamp(&self.at, next.generation, now_us, Write::Latest);
                     }
                 }
-                Ok(Ticket::new(next.generation, Kind::Probe, slow_start))
+                Ok(Ticket::new(next.generation, Kind::Probe, slow_start()))
             }
         }
     }
@@ -326,7 +335,9 @@ impl Inner {
 
     fn finish_probe(&self, t: Ticket, outcome: Option<Outcome>) {
         let policy = self.shared.policy.load();
-        let now = self.shared.clock.now_nanos();
+        // Read only when needed: for the slow-call rule (a ticket has a start only under one),
+        // and for a transition, after its swap (what it stamps is fenced like every stamp).
+        let read = t.start().map(|_| self.shared.clock.now_nanos());
         let outcome = match outcome {
             Some(Outcome::Ignored) if policy.neutral_probe == NeutralProbe::CountAsSuccess => {
                 Some(Outcome::Success)
@@ -336,7 +347,9 @@ impl Inner {
         let end = match outcome {
             Some(Outcome::Failure) => ProbeEnd::Failure,
             // A slow probe counts as a failed probe when a slow-call rule is set.
-            Some(Outcome::Success) if self.is_slow(&t, now) => ProbeEnd::Slow,
+            Some(Outcome::Success) if read.is_some_and(|now| self.is_slow(&t, now)) => {
+                ProbeEnd::Slow
+            }
             Some(Outcome::Success) => ProbeEnd::Success,
             _ => ProbeEnd::Neutral,
         };
@@ -352,7 +365,10 @@ impl Inner {
         match step {
             // Cancellations of stale probes are not "late results".
             Step::Stale if outcome.is_some() => self.count(Counter::Late),
-            Step::Enter(next, reason) => self.entered(from, next, reason, now, Cause::default()),
+            Step::Enter(next, reason) => {
+                let now = read.unwrap_or_else(|| self.shared.clock.now_nanos());
+                self.entered(from, next, reason, now, Cause::default());
+            }
             Step::Stale | Step::Update(_) => {}
         }
     }

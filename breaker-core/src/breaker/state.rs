@@ -377,14 +377,8 @@ pub(crate) fn open_left(until: u64, now: u64) -> Option<u64> {
 /// by a new half-open period (a hung probe must not wedge the breaker, case BR-04).
 pub(crate) fn admit_half_open(w: Word, newest: u64, now: u64, limits: &Limits) -> Admit {
     debug_assert_eq!(w.state, State::HalfOpen);
-    if w.in_flight < limits.half_open_probes {
-        return Admit::Probe {
-            next: Word {
-                in_flight: w.in_flight + 1,
-                ..w
-            },
-            entered: None,
-        };
+    if let Some(reserved) = free_slot(w, limits) {
+        return reserved;
     }
     let waited = span(newest, now).max(0) as u64;
     if waited < limits.probe_wait {
@@ -399,6 +393,19 @@ pub(crate) fn admit_half_open(w: Word, newest: u64, now: u64, limits: &Limits) -
         next,
         entered: Some(TransitionReason::ProbeExpired),
     }
+}
+
+/// The first rule of [`admit_half_open`], which needs no stamp: a free slot is reserved.
+/// `None` when every slot is taken.
+#[inline]
+pub(crate) fn free_slot(w: Word, limits: &Limits) -> Option<Admit> {
+    (w.in_flight < limits.half_open_probes).then_some(Admit::Probe {
+        next: Word {
+            in_flight: w.in_flight + 1,
+            ..w
+        },
+        entered: None,
+    })
 }
 
 /// How a half-open probe ended.
