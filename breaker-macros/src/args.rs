@@ -72,6 +72,9 @@ options! {
     classify => Classify,
     name => Name,
     key => ByKey,
+    max_keys => MaxKeys,
+    key_idle => KeyIdle,
+    flatten => Flatten,
     policy => Policy,
     config => Config,
 }
@@ -164,8 +167,14 @@ pub struct Args {
     pub policy: Option<Given<LitStr>>,
     /// `config = "file.toml"`.
     pub config: Option<Given<LitStr>>,
-    /// `key = argument`.
-    pub key: Option<Given<Ident>>,
+    /// `key = expression` over the arguments and `self`.
+    pub key: Option<Given<Expr>>,
+    /// `max_keys = N`: at most N keyed breakers.
+    pub max_keys: Option<Given<LitInt>>,
+    /// `key_idle = "D"`: a closed key breaker unused for D may be evicted.
+    pub key_idle: Option<Given<LitStr>>,
+    /// `flatten` or `flatten = bool`: keep the declared error type.
+    pub flatten: Option<Given<LitBool>>,
 }
 
 /// The one set-once helper: stores the first occurrence of an option and reports any later one
@@ -222,11 +231,14 @@ impl Args {
             unknown(cx, &key);
             return Ok(());
         };
-        // A flag written without a value; every option but `idempotent` needs one.
+        // A flag written without a value; every option but `idempotent` and `flatten` needs one.
         let Some(value) = value else {
             if option == Key::Idempotent {
                 let lit = LitBool::new(true, key.span());
                 set_once(cx, &mut self.idempotent, &key, Some(lit));
+            } else if option == Key::Flatten {
+                let lit = LitBool::new(true, key.span());
+                set_once(cx, &mut self.flatten, &key, Some(lit));
             } else {
                 cx.error_at(
                     key.span(),
@@ -288,18 +300,18 @@ impl Args {
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
             Key::Classify => set_once(cx, &mut self.classify, &key, path(cx, option, v)),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
-            Key::ByKey => {
-                let ident = match v {
-                    Expr::Path(p) if p.qself.is_none() => p.path.get_ident().cloned(),
-                    _ => None,
+            // Any expression over the arguments and `self`; `validate` checks what it names.
+            Key::ByKey => set_once(cx, &mut self.key, &key, Some(v.clone())),
+            Key::MaxKeys => set_once(cx, &mut self.max_keys, &key, int(cx, option, v)),
+            Key::KeyIdle => set_once(cx, &mut self.key_idle, &key, string(cx, option, v)),
+            Key::Flatten => {
+                let flag = match v {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Bool(b), ..
+                    }) => Some(b.clone()),
+                    _ => shape(cx, option, v),
                 };
-                if ident.is_none() {
-                    cx.error_spanned_by(
-                        v,
-                        "`key` must name one argument of the function, like `key = host`",
-                    );
-                }
-                set_once(cx, &mut self.key, &key, ident)
+                set_once(cx, &mut self.flatten, &key, flag)
             }
             Key::Policy => set_once(cx, &mut self.policy, &key, string(cx, option, v)),
             Key::Config => set_once(cx, &mut self.config, &key, string(cx, option, v)),
@@ -361,6 +373,9 @@ fn example(option: Key) -> &'static str {
         "policy" => "\"inventory\"",
         "config" => "\"breaker.toml\"",
         "key" => "host",
+        "max_keys" => "10_000",
+        "key_idle" => "\"10m\"",
+        "flatten" => "true",
         _ => "..",
     }
 }
@@ -369,12 +384,14 @@ fn example(option: Key) -> &'static str {
 fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
     let name = OPTION_NAMES[option as usize];
     let what = match name {
-        "threshold" | "min_calls" | "half_open_probes" | "concurrency" => "an integer",
+        "threshold" | "min_calls" | "half_open_probes" | "concurrency" | "max_keys" => {
+            "an integer"
+        }
         "failure_rate" => "a percentage (an integer or float literal)",
         "window" => "a number of calls or a duration string",
         "order" => "a list of layer names",
         "fallback" | "classify" | "retry_if" | "crate" => "a path",
-        "idempotent" => "`true` or `false`",
+        "idempotent" | "flatten" => "`true` or `false`",
         _ => "a string literal",
     };
     cx.error_spanned_by(
@@ -468,7 +485,8 @@ mod tests {
             cooldown = "30s", half_open_probes = 2, retry = "3x", timeout = "1s",
             deadline = "5s", order = [retry, breaker], concurrency = 4, fallback = a::b,
             classify = c, retry_if = d, idempotent, name = "n", crate = "::x",
-            policy = "p", config = "c.toml", key = host
+            policy = "p", config = "c.toml", key = host, max_keys = 100, key_idle = "1m",
+            flatten
         });
         assert_eq!(errors, Vec::<String>::new());
         let args = args.unwrap();
@@ -476,7 +494,8 @@ mod tests {
         assert!(matches!(args.window.unwrap().value, WindowArg::Time(_)));
         assert_eq!(args.order.unwrap().value.items.len(), 2);
         assert!(args.idempotent.unwrap().value.value);
-        assert_eq!(args.key.unwrap().value, "host");
+        let key = args.key.unwrap().value;
+        assert_eq!(quote::ToTokens::to_token_stream(&key).to_string(), "host");
     }
 
     #[test]
@@ -497,5 +516,15 @@ mod tests {
         let (args, errors) = parse(quote! { threshold 5 });
         assert!(args.is_none());
         assert_eq!(errors.len(), 1);
+    }
+
+    #[test]
+    fn key_is_any_expression() {
+        let (args, errors) = parse(quote! { key = self.base, flatten = false });
+        assert_eq!(errors, Vec::<String>::new());
+        let args = args.unwrap();
+        let key = args.key.unwrap().value;
+        assert_eq!(quote::ToTokens::to_token_stream(&key).to_string(), "self . base");
+        assert!(!args.flatten.unwrap().value.value);
     }
 }

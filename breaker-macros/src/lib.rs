@@ -23,6 +23,7 @@ mod ctxt;
 mod expand;
 mod fallback;
 mod inline;
+mod rewrite;
 mod shape;
 mod validate;
 
