@@ -143,10 +143,7 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
             }
         }
     } else if let Some(output) = boxed_future_output(&item.sig) {
-        let Some(kind) = boxed_kind(cx, &item) else {
-            return None;
-        };
-        (kind, output.clone())
+        (boxed_kind(cx, &item)?, output.clone())
     } else {
         cx.error_spanned_by(
             sig.fn_token,
@@ -161,7 +158,7 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
         cx.error_spanned_by(c, "`#[circuit_breaker]` cannot be applied to a `const fn`");
     }
     let ok_err = match result_args(&ret) {
-        ResultType::Spelled(ok, err) => Some((ok, err)),
+        ResultType::Spelled(ok_err) => Some(*ok_err),
         ResultType::Alias => {
             if let Some(imp) = find_impl_trait(&ret) {
                 cx.error_spanned_by(
@@ -205,7 +202,7 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
 /// What the declared return type is.
 enum ResultType {
     /// `Result<T, E>` spelled out (any path ending in `Result` with two type arguments).
-    Spelled(Type, Type),
+    Spelled(Box<(Type, Type)>),
     /// A path that may be an alias of `Result` (`io::Result<T>`, `Res<T>`): the compiler
     /// decides, through `IsResult`.
     Alias,
@@ -235,7 +232,7 @@ fn result_args(ty: &Type) -> ResultType {
                 })
                 .collect();
             if let [ok, err] = types.as_slice() {
-                return ResultType::Spelled((*ok).clone(), (*err).clone());
+                return ResultType::Spelled(Box::new(((*ok).clone(), (*err).clone())));
             }
         }
         return ResultType::Alias;

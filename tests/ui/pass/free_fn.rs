@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -8,10 +10,10 @@ pub struct MyError;
 #[inline]
 pub async fn get_stock(sku: &str, warehouse: String) -> Result<u32, MyError> {
     let _ = warehouse;
-    Ok(sku.len() as u32)
+    Ok(u32::try_from(sku.len()).unwrap_or(u32::MAX))
 }
 
-fn main() {
+pub fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         let n: Result<u32, breaker::Error<MyError>> = get_stock("abc", "w1".into()).await;

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -8,7 +10,7 @@ async fn total(items: impl IntoIterator<Item = u32> + Clone, scale: &impl Fn(u32
     Ok(items.into_iter().map(scale).sum())
 }
 
-fn main() {
+pub fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         let n = total(vec![1, 2, 3], &|x| x * 2).await.unwrap();

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -8,7 +10,7 @@ async fn get(host: &str, fail: bool) -> Result<u32, MyError> {
     if fail { Err(MyError) } else { Ok(1) }
 }
 
-fn main() {
+pub fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         assert!(get("a", true).await.is_err());

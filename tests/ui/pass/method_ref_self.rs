@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +27,7 @@ impl Client {
     }
 }
 
-fn main() {
+pub fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         let mut c = Client { base: 10 };

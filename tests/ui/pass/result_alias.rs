@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -8,7 +10,7 @@ async fn read() -> std::io::Result<u32> {
     Ok(7)
 }
 
-fn main() {
+pub fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     rt.block_on(async {
         let n: Result<u32, breaker::Error<std::io::Error>> = read().await;
