@@ -17,7 +17,8 @@ fn ui() {
     match std::env::var("BREAKER_UI") {
         Ok(only) => {
             for dir in ["fail", "pass"] {
-                let selected = |c: &String| only.split(',').any(|o| format!("{dir}/{c}").contains(o));
+                let selected =
+                    |c: &String| only.split(',').any(|o| format!("{dir}/{c}").contains(o));
                 for case in cases(dir).filter(selected) {
                     let path = format!("tests/ui/{dir}/{case}.rs");
                     if dir == "fail" {
@@ -37,7 +38,9 @@ fn ui() {
 
 /// The names (without `.rs`) of the cases in `tests/ui/{dir}`.
 fn cases(dir: &str) -> impl Iterator<Item = String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui").join(dir);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/ui")
+        .join(dir);
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("the ui cases")
         .filter_map(|e| {

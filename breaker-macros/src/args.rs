@@ -384,9 +384,7 @@ fn example(option: Key) -> &'static str {
 fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
     let name = OPTION_NAMES[option as usize];
     let what = match name {
-        "threshold" | "min_calls" | "half_open_probes" | "concurrency" | "max_keys" => {
-            "an integer"
-        }
+        "threshold" | "min_calls" | "half_open_probes" | "concurrency" | "max_keys" => "an integer",
         "failure_rate" => "a percentage (an integer or float literal)",
         "window" => "a number of calls or a duration string",
         "order" => "a list of layer names",
@@ -524,7 +522,10 @@ mod tests {
         assert_eq!(errors, Vec::<String>::new());
         let args = args.unwrap();
         let key = args.key.unwrap().value;
-        assert_eq!(quote::ToTokens::to_token_stream(&key).to_string(), "self . base");
+        assert_eq!(
+            quote::ToTokens::to_token_stream(&key).to_string(),
+            "self . base"
+        );
         assert!(!args.flatten.unwrap().value.value);
     }
 }

@@ -179,10 +179,7 @@ fn run(spec: &Spec, attempt: TokenStream) -> TokenStream {
         None => call,
     };
     let call = match spec.flatten {
-        Some(span) => {
-            let helper = respan(quote!(#krate::__private::flatten), span);
-            quote!(#helper(#call))
-        }
+        Some(span) => splice_arg(respan(quote!(#krate::__private::flatten()), span), call),
         None => call,
     };
     let needs_config = match &spec.source {
@@ -277,7 +274,11 @@ impl Attempt {
                 } => {
                     // What the `async` block may capture: the arguments and locals it names.
                     // A local shadows an argument of the same name.
-                    let args = func.args.iter().flat_map(|a| &a.bindings).map(|b| (b, "reuse"));
+                    let args = func
+                        .args
+                        .iter()
+                        .flat_map(|a| &a.bindings)
+                        .map(|b| (b, "reuse"));
                     let locals = locals.iter().map(|b| (b, "reuse_local"));
                     for (b, how) in args.chain(locals) {
                         if !mentioned.contains(&b.ident.to_string()) {
@@ -359,9 +360,19 @@ impl Attempt {
         // user's crate (with a suggested fix that is not valid Rust).
         let stmts = &self.body;
         let body = quote!(#fake_return #(#stmts)*);
+        let future = match func.ok_err {
+            Some(_) => quote!(async move { #body }),
+            // An alias: the attempt's output goes through `IsResult` (see `aliased`).
+            // Every token of the call at the return type, the parentheses too, so the call's
+            // own span is the return type's and a non-`Result` is one error there.
+            None => splice_arg(
+                respan(quote!(#krate::__private::aliased()), func.ret.span()),
+                quote!(async move { #body }),
+            ),
+        };
         if !spec.reruns {
             return quote! {
-                #krate::__private::once(async move { #body })
+                #krate::__private::once(#future)
             };
         }
         let reuse = self.reused.iter().map(|r| {
@@ -405,7 +416,7 @@ impl Attempt {
             move || {
                 #(#reuse)*
                 #self_copy
-                async move { #body }
+                #future
             }
         }
     }
@@ -423,7 +434,8 @@ fn use_of(ident: &syn::Ident) -> TokenStream {
     ident.to_token_stream()
 }
 
-/// `path(&)` with `arg` put after the `&`: the call's tokens keep their spans.
+/// `path(..)` with `arg` appended inside the parentheses (`path(&)` becomes `path(&arg)`):
+/// the call's own tokens keep their spans.
 fn splice_arg(call: TokenStream, arg: TokenStream) -> TokenStream {
     call.into_iter()
         .map(|tt| match tt {

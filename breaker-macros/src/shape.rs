@@ -25,8 +25,8 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use std::collections::HashSet;
 use syn::{
-    Attribute, Block, Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments,
-    ReturnType, Signature, Stmt, Type,
+    Attribute, Block, Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType,
+    Signature, Stmt, Type,
 };
 
 /// The shape of the annotated function.
@@ -144,6 +144,21 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
         }
     } else if let Some(output) = boxed_future_output(&item.sig) {
         (boxed_kind(cx, &item)?, output.clone())
+    } else if let (Some(_), ReturnType::Type(_, ty)) = (async_trait_block(&item.block), &sig.output)
+    {
+        // The boxed-future shape through an alias (`BoxFuture<'_, R>`): the attribute must
+        // rewrite the future's `Output`, which it cannot find behind the alias.
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "`{}` returns `{}`, which `#[circuit_breaker]` cannot see through to the \
+                future's output; write the type out, \
+                `Pin<Box<dyn Future<Output = Result<T, E>> + Send + '_>>`, or write `async fn`",
+                sig.ident,
+                type_text(ty),
+            ),
+        );
+        return None;
     } else {
         cx.error_spanned_by(
             sig.fn_token,
@@ -423,9 +438,7 @@ fn receiver_kind(ty: &Type) -> RecvKind {
             }
             match &last.arguments {
                 PathArguments::AngleBracketed(a) => match a.args.first() {
-                    Some(GenericArgument::Type(inner @ Type::Reference(_))) => {
-                        receiver_kind(inner)
-                    }
+                    Some(GenericArgument::Type(inner @ Type::Reference(_))) => receiver_kind(inner),
                     _ => RecvKind::Owned,
                 },
                 _ => RecvKind::Owned,
@@ -533,11 +546,12 @@ pub(crate) fn check_receiver_reusable(cx: &Ctxt, func: &FnShape, args: &Args) {
         return;
     }
     let written = receiver_text(&r.receiver);
-    let shared = if r.receiver.colon_token.is_some() && !matches!(*r.receiver.ty, Type::Reference(_)) {
-        "`&self` (or `self: Pin<&Self>`)"
-    } else {
-        "`&self`"
-    };
+    let shared =
+        if r.receiver.colon_token.is_some() && !matches!(*r.receiver.ty, Type::Reference(_)) {
+            "`&self` (or `self: Pin<&Self>`)"
+        } else {
+            "`&self`"
+        };
     let mut err = syn::Error::new_spanned(
         &r.receiver,
         format!(
@@ -597,19 +611,20 @@ fn write_tokens(tokens: TokenStream, out: &mut String) {
         let glued = match (&prev, &tt) {
             (None, _) => true,
             // `&mut`, `&'a`, `<T`, `'a`, `a::b`, `!`.
-            (Some(TokenTree::Punct(p)), _) if matches!(p.as_char(), '&' | '<' | '\'' | '!') => {
-                true
-            }
+            (Some(TokenTree::Punct(p)), _) if matches!(p.as_char(), '&' | '<' | '\'' | '!') => true,
             (Some(TokenTree::Punct(p)), _) if p.as_char() == ':' && after_path_sep => true,
             (Some(TokenTree::Punct(p)), _)
                 if p.as_char() == ':' && p.spacing() == Spacing::Joint =>
             {
                 true
             }
-            // `Vec<`, `u8>`, `a, b`, `u8; 4`, `a::`, `->`'s `>`.
-            (_, TokenTree::Punct(p)) if matches!(p.as_char(), ',' | '<' | '>' | ';' | ':') => {
+            // `Vec<`, `u8>`, `a, b`, `u8; 4`, `a::`, `->`'s `>`, `self.base`.
+            (_, TokenTree::Punct(p))
+                if matches!(p.as_char(), ',' | '<' | '>' | ';' | ':' | '.') =>
+            {
                 true
             }
+            (Some(TokenTree::Punct(p)), _) if p.as_char() == '.' => true,
             // `Fn()`, `fn(&str)`, but `+ (A)`.
             (Some(TokenTree::Ident(_)), TokenTree::Group(g))
                 if matches!(g.delimiter(), Delimiter::Parenthesis | Delimiter::Bracket) =>
@@ -657,7 +672,10 @@ mod tests {
         assert_eq!(text("&mut Vec<u8>"), "&mut Vec<u8>");
         assert_eq!(text("& 'a str"), "&'a str");
         assert_eq!(text("Res<u32>"), "Res<u32>");
-        assert_eq!(text("std::io::Result<(u32, String)>"), "std::io::Result<(u32, String)>");
+        assert_eq!(
+            text("std::io::Result<(u32, String)>"),
+            "std::io::Result<(u32, String)>"
+        );
         assert_eq!(
             text("io::Result<impl Iterator<Item = u32> + Send>"),
             "io::Result<impl Iterator<Item = u32> + Send>"
@@ -666,6 +684,8 @@ mod tests {
         assert_eq!(text("[u8; 4]"), "[u8; 4]");
         assert_eq!(text("fn(&str) -> bool"), "fn(&str) -> bool");
         assert_eq!(text("dyn Fn() + 'static"), "dyn Fn() + 'static");
+        let key: syn::Expr = syn::parse_str("self.host().len()").unwrap();
+        assert_eq!(tokens_text(key.to_token_stream()), "self.host().len()");
     }
 
     fn kind(src: &str) -> RecvKind {
@@ -678,13 +698,35 @@ mod tests {
 
     #[test]
     fn every_receiver_form_has_a_kind() {
-        for shared in ["&self", "&'a self", "self: &Self", "self: &'a Self", "self: Pin<&Self>", "self: &Arc<Self>"] {
+        for shared in [
+            "&self",
+            "&'a self",
+            "self: &Self",
+            "self: &'a Self",
+            "self: Pin<&Self>",
+            "self: &Arc<Self>",
+        ] {
             assert_eq!(kind(shared), RecvKind::Shared, "{shared}");
         }
-        for exclusive in ["&mut self", "&'a mut self", "self: &mut Self", "self: Pin<&mut Self>", "self: core::pin::Pin<&'a mut Self>"] {
+        for exclusive in [
+            "&mut self",
+            "&'a mut self",
+            "self: &mut Self",
+            "self: Pin<&mut Self>",
+            "self: core::pin::Pin<&'a mut Self>",
+        ] {
             assert_eq!(kind(exclusive), RecvKind::Exclusive, "{exclusive}");
         }
-        for owned in ["self", "mut self", "self: Self", "self: Box<Self>", "self: Arc<Self>", "self: Rc<Self>", "self: Pin<Box<Self>>", "mut self: Box<Self>"] {
+        for owned in [
+            "self",
+            "mut self",
+            "self: Self",
+            "self: Box<Self>",
+            "self: Arc<Self>",
+            "self: Rc<Self>",
+            "self: Pin<Box<Self>>",
+            "mut self: Box<Self>",
+        ] {
             assert_eq!(kind(owned), RecvKind::Owned, "{owned}");
         }
     }
@@ -696,7 +738,13 @@ mod tests {
             .unwrap();
         let names: Vec<String> = bindings(&pat, &[])
             .iter()
-            .map(|b| format!("{}{}", if b.mutability.is_some() { "mut " } else { "" }, b.ident))
+            .map(|b| {
+                format!(
+                    "{}{}",
+                    if b.mutability.is_some() { "mut " } else { "" },
+                    b.ident
+                )
+            })
             .collect();
         assert_eq!(names, ["mut a", "x", "yy", "first", "b"]);
     }

@@ -178,7 +178,8 @@ fn key_spec(cx: &Ctxt, expr: &Expr, func: &FnShape) -> Option<KeySpec> {
             cx.error_spanned_by(
                 self_token,
                 format!(
-                    "`key = {}` uses `self`, but `{}` has no receiver; key on an argument                      (`key = host`), or make the function a method (`&self`)",
+                    "`key = {}` uses `self`, but `{}` has no receiver; key on an argument \
+                    (`key = host`), or make the function a method (`&self`)",
                     crate::shape::tokens_text(expr.to_token_stream()),
                     func.item.sig.ident
                 ),
@@ -250,7 +251,8 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
             cx.error_at(
                 span,
                 format!(
-                    "`{name}` bounds the breakers of `key = ..`, one per key, but no `key` is                      given; add `key = ..` or remove `{name}`"
+                    "`{name}` bounds the breakers of `key = ..`, one per key, but no `key` is \
+                    given; add `key = ..` or remove `{name}`"
                 ),
             );
         }
@@ -272,7 +274,8 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
             Ok(d) if d.is_zero() => cx.error_spanned_by(
                 &g.value,
                 format!(
-                    "`key_idle` must be longer than zero, got `{src}`: it is how long a key's                      closed breaker goes unused before it may be evicted"
+                    "`key_idle` must be longer than zero, got `{src}`: it is how long a key's \
+                    closed breaker goes unused before it may be evicted"
                 ),
             ),
             Ok(_) => return Some(g.value.clone()),

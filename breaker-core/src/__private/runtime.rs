@@ -364,7 +364,11 @@ pub enum Target<'a> {
 impl Target<'_> {
     /// Whether a fallback runs for `error` (as
     /// [`pipeline::Pipeline::wants_fallback`]; a refused key is a rejection, so it does).
-    pub fn wants_fallback<E, C: ErrorClassifier<E>>(&self, error: &Error<E>, classifier: &C) -> bool {
+    pub fn wants_fallback<E, C: ErrorClassifier<E>>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
         match self {
             Target::Shared(p) | Target::Keyed(p, _) => p.wants_fallback(error, classifier),
             Target::Refused(_) => true,

@@ -129,11 +129,30 @@ pub trait IsResult {
     type Ok;
     /// `E`.
     type Err;
+    /// The value as the `Result` it is.
+    fn __breaker_into_result(self) -> Result<Self::Ok, Self::Err>;
 }
 
 impl<T, E> IsResult for Result<T, E> {
     type Ok = T;
     type Err = E;
+    #[inline]
+    fn __breaker_into_result(self) -> Self {
+        self
+    }
+}
+
+/// An attempt of a function whose return type is an alias: its output as the `Result` the
+/// pipeline takes. The expansion spans it at the return type, so a non-`Result` alias is one
+/// error there (the same as the signature's) and not a second one elsewhere.
+pub fn aliased<F>(
+    attempt: F,
+) -> impl std::future::Future<Output = Result<<F::Output as IsResult>::Ok, <F::Output as IsResult>::Err>>
+where
+    F: std::future::Future,
+    F::Output: IsResult,
+{
+    async move { attempt.await.__breaker_into_result() }
 }
 
 /// An error type that `#[circuit_breaker(flatten)]` can return: the pipeline's own errors
@@ -193,7 +212,10 @@ mod tests {
     #[test]
     fn method_names_have_the_type_without_generics() {
         let name = method_name(std::any::type_name::<Client<u32>>(), "get_price");
-        assert_eq!(name, "breaker_core::__private::support::tests::Client::get_price");
+        assert_eq!(
+            name,
+            "breaker_core::__private::support::tests::Client::get_price"
+        );
         let again = method_name(std::any::type_name::<Client<String>>(), "get_price");
         assert!(std::ptr::eq(name, again), "interned");
         let _ = Client(0);
@@ -218,6 +240,11 @@ mod tests {
             after: std::time::Duration::from_secs(1),
         };
         let r: Result<u32, Error<App>> = Err(Error::Timeout(elapsed));
-        assert_eq!(flatten(r), Err(App::Pipeline(Error::<Infallible>::Timeout(elapsed).to_string())));
+        assert_eq!(
+            flatten(r),
+            Err(App::Pipeline(
+                Error::<Infallible>::Timeout(elapsed).to_string()
+            ))
+        );
     }
 }

@@ -10,12 +10,18 @@ use breaker::circuit_breaker;
 pub struct Down;
 
 #[circuit_breaker(threshold = 5, retry = "2x")]
-async fn disabled(#[cfg(target_pointer_width = "16")] never: u32, #[cfg(not(target_pointer_width = "16"))] always: u32) -> Result<u32, Down> {
+async fn disabled(
+    #[cfg(target_pointer_width = "16")] never: u32,
+    #[cfg(not(target_pointer_width = "16"))] always: u32,
+) -> Result<u32, Down> {
     Ok(always)
 }
 
 #[circuit_breaker(threshold = 5)]
-async fn disabled_once(#[cfg(target_pointer_width = "16")] never: u32, #[cfg(not(target_pointer_width = "16"))] always: u32) -> Result<u32, Down> {
+async fn disabled_once(
+    #[cfg(target_pointer_width = "16")] never: u32,
+    #[cfg(not(target_pointer_width = "16"))] always: u32,
+) -> Result<u32, Down> {
     Ok(always)
 }
 

@@ -22,7 +22,10 @@ impl Store for Memory {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let store: Box<dyn Store> = Box::new(Memory);
         assert_eq!(store.get(1).await.unwrap(), 2);

@@ -31,7 +31,10 @@ impl Client {
     /// Locals prepared from `&self`, so the future does not borrow `self`.
     #[circuit_breaker(threshold = 9, retry = "2x")]
     #[allow(clippy::type_complexity)]
-    pub fn url(&self, id: u32) -> Pin<Box<dyn Future<Output = Result<String, Down>> + Send + 'static>> {
+    pub fn url(
+        &self,
+        id: u32,
+    ) -> Pin<Box<dyn Future<Output = Result<String, Down>> + Send + 'static>> {
         let url = format!("{}/items/{id}", self.base);
         let attempts = Arc::clone(&self.attempts);
         Box::pin(async move {
@@ -43,7 +46,10 @@ impl Client {
     /// A `mut` local the block changes: each attempt changes its own copy.
     #[circuit_breaker(threshold = 9, retry = "2x")]
     #[allow(clippy::type_complexity)]
-    pub fn path(&self, parts: Vec<String>) -> Pin<Box<dyn Future<Output = Result<String, Down>> + Send + '_>> {
+    pub fn path(
+        &self,
+        parts: Vec<String>,
+    ) -> Pin<Box<dyn Future<Output = Result<String, Down>> + Send + '_>> {
         let mut path = self.base.clone();
         Box::pin(async move {
             for p in &parts {
@@ -69,7 +75,10 @@ pub struct NotClone(u32);
 
 /// A free function, a pattern argument, and no statements before `Box::pin`.
 #[circuit_breaker(threshold = 9, retry = "2x")]
-fn sum((a, b): (u32, u32), attempts: Arc<AtomicU32>) -> Pin<Box<dyn Future<Output = Result<u32, Down>> + Send>> {
+fn sum(
+    (a, b): (u32, u32),
+    attempts: Arc<AtomicU32>,
+) -> Pin<Box<dyn Future<Output = Result<u32, Down>> + Send>> {
     Box::pin(async move {
         flaky(&attempts)?;
         Ok(a + b)

@@ -45,7 +45,10 @@ async fn timed(id: u32) -> Result<u32, MyError> {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(fetch(3).await.unwrap(), 3);
         assert_eq!(timed(4).await.unwrap(), 4);

@@ -54,13 +54,22 @@ pub fn main() {
         assert_eq!(total("1", "2").await.unwrap(), 3);
         // Retry gave up: the last attempt's own error.
         let err = total("x", "1").await.unwrap_err();
-        assert!(err.downcast_ref::<std::num::ParseIntError>().is_some(), "{err}");
+        assert!(
+            err.downcast_ref::<std::num::ParseIntError>().is_some(),
+            "{err}"
+        );
         // The third failure opens the breaker: a rejection, as an `anyhow::Error` too.
         assert!(parse("x").await.is_err());
         let err = parse("1").await.unwrap_err();
-        assert!(err.downcast_ref::<breaker::Error<Infallible>>().is_some(), "{err}");
+        assert!(
+            err.downcast_ref::<breaker::Error<Infallible>>().is_some(),
+            "{err}"
+        );
         assert_eq!(boxed(false).await.unwrap(), 1);
         assert!(matches!(find(0).await, Err(AppError::NotFound)));
-        assert!(matches!(find(1).await, Err(AppError::Resilience(breaker::Error::Rejected(_)))));
+        assert!(matches!(
+            find(1).await,
+            Err(AppError::Resilience(breaker::Error::Rejected(_)))
+        ));
     });
 }

@@ -6,7 +6,12 @@ use breaker::circuit_breaker;
 pub struct MyError;
 
 /// Fetches a stock level.
-#[circuit_breaker(threshold = 5, cooldown = "30s", retry = "3x exp jitter", timeout = "2s")]
+#[circuit_breaker(
+    threshold = 5,
+    cooldown = "30s",
+    retry = "3x exp jitter",
+    timeout = "2s"
+)]
 #[inline]
 pub async fn get_stock(sku: &str, warehouse: String) -> Result<u32, MyError> {
     let _ = warehouse;
@@ -14,7 +19,10 @@ pub async fn get_stock(sku: &str, warehouse: String) -> Result<u32, MyError> {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let n: Result<u32, breaker::Error<MyError>> = get_stock("abc", "w1".into()).await;
         assert_eq!(n.unwrap(), 3);

@@ -15,7 +15,10 @@ where
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let n: Result<u64, breaker::Error<std::num::ParseIntError>> = parse("42").await;
         assert_eq!(n.unwrap(), 42);

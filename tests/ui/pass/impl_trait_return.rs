@@ -56,9 +56,15 @@ pub fn main() {
         assert_eq!(evens_retried(3).await.unwrap().sum::<u32>(), 2);
         assert_eq!(scaler(3).await.unwrap()(2), 6);
         assert_eq!(opaque_error(false).await.unwrap(), 1);
-        assert!(matches!(opaque_error(true).await, Err(breaker::Error::GaveUp { attempts: 2, .. })));
+        assert!(matches!(
+            opaque_error(true).await,
+            Err(breaker::Error::GaveUp { attempts: 2, .. })
+        ));
         let words = Words(vec!["a".into(), "bcd".into()]);
-        assert_eq!(words.words().await.unwrap().collect::<Vec<_>>(), ["a", "bcd"]);
+        assert_eq!(
+            words.words().await.unwrap().collect::<Vec<_>>(),
+            ["a", "bcd"]
+        );
         assert_eq!(words.longer_than(1).await.unwrap().count(), 1);
     });
 }

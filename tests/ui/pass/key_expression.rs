@@ -61,16 +61,31 @@ pub fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let a = Client { base: "http://a".into() };
-        let b = Client { base: "http://b".into() };
-        assert!(matches!(a.by_field(true).await, Err(breaker::Error::Inner(Down))));
+        let a = Client {
+            base: "http://a".into(),
+        };
+        let b = Client {
+            base: "http://b".into(),
+        };
+        assert!(matches!(
+            a.by_field(true).await,
+            Err(breaker::Error::Inner(Down))
+        ));
         // `a`'s breaker is open; `b`'s is its own.
-        assert!(matches!(a.by_field(false).await, Err(breaker::Error::Rejected(_))));
+        assert!(matches!(
+            a.by_field(false).await,
+            Err(breaker::Error::Rejected(_))
+        ));
         assert_eq!(b.by_field(false).await.unwrap(), 1);
         assert!(b.by_method(true).await.is_err());
-        assert!(matches!(b.by_method(false).await, Err(breaker::Error::Rejected(_))));
+        assert!(matches!(
+            b.by_method(false).await,
+            Err(breaker::Error::Rejected(_))
+        ));
         assert_eq!(a.by_method(false).await.unwrap(), 2);
-        let req = Request { tenant: "acme".into() };
+        let req = Request {
+            tenant: "acme".into(),
+        };
         assert_eq!(by_argument_field(&req).await.unwrap(), 3);
         assert_eq!(key_only("h", 4).await.unwrap(), 4);
         assert_eq!(by_call("eu", 5).await.unwrap(), 5);

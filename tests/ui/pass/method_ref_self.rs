@@ -28,7 +28,10 @@ impl Client {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let mut c = Client { base: 10 };
         assert_eq!(c.fetch(1).await.unwrap(), 11);

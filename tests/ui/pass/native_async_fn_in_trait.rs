@@ -28,7 +28,10 @@ impl Store for Memory {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(Memory.get(1).await.unwrap(), 2);
         assert_eq!(Memory.default_get(1).await.unwrap(), 1);

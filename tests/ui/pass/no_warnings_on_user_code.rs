@@ -8,10 +8,14 @@ use breaker::circuit_breaker;
 pub struct Down;
 
 #[circuit_breaker(threshold = 5)]
-pub async fn single_expression() -> Result<(), Down> { Ok(()) }
+pub async fn single_expression() -> Result<(), Down> {
+    Ok(())
+}
 
 #[circuit_breaker(threshold = 5, retry = "3x")]
-pub async fn single_expression_with_retry(x: u32) -> Result<u32, Down> { Ok(x) }
+pub async fn single_expression_with_retry(x: u32) -> Result<u32, Down> {
+    Ok(x)
+}
 
 #[circuit_breaker(threshold = 5, timeout = "1s")]
 pub async fn statements_and_tail(x: u32) -> Result<u32, Down> {

@@ -15,7 +15,10 @@ async fn parse(text: &str) -> Result<u32, std::num::ParseIntError> {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(parse("").await.unwrap(), 0);
         assert_eq!(parse("5").await.unwrap(), 5);

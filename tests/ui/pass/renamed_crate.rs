@@ -20,7 +20,10 @@ async fn fetch2() -> Result<u32, MyError> {
 }
 
 pub fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(fetch().await.unwrap(), 1);
         assert_eq!(fetch2().await.unwrap(), 2);
