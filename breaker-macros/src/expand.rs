@@ -365,10 +365,15 @@ impl Attempt {
             // An alias: the attempt's output goes through `IsResult` (see `aliased`).
             // Every token of the call at the return type, the parentheses too, so the call's
             // own span is the return type's and a non-`Result` is one error there.
-            None => splice_arg(
-                respan(quote!(#krate::__private::aliased()), func.ret.span()),
-                quote!(async move { #body }),
-            ),
+            None => {
+                let ret = &func.ret;
+                let into = respan(
+                    quote!(#krate::__private::into_result::<#ret>()),
+                    func.ret.span(),
+                );
+                let into = splice_arg(into, quote!(async move { #body }.await));
+                quote!(async move { #into })
+            }
         };
         if !spec.reruns {
             return quote! {

@@ -142,17 +142,12 @@ impl<T, E> IsResult for Result<T, E> {
     }
 }
 
-/// An attempt of a function whose return type is an alias: its output as the `Result` the
-/// pipeline takes. The expansion spans it at the return type, so a non-`Result` alias is one
-/// error there (the same as the signature's) and not a second one elsewhere.
-pub fn aliased<F>(
-    attempt: F,
-) -> impl std::future::Future<Output = Result<<F::Output as IsResult>::Ok, <F::Output as IsResult>::Err>>
-where
-    F: std::future::Future,
-    F::Output: IsResult,
-{
-    async move { attempt.await.__breaker_into_result() }
+/// The output of one attempt of a function whose return type `R` is an alias, as the
+/// `Result` the pipeline takes. The expansion names `R` and spans the call at the return
+/// type, so a non-`Result` alias is one error there (the signature's), not a second one.
+#[inline]
+pub fn into_result<R: IsResult>(output: R) -> Result<R::Ok, R::Err> {
+    output.__breaker_into_result()
 }
 
 /// An error type that `#[circuit_breaker(flatten)]` can return: the pipeline's own errors
