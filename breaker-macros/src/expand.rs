@@ -10,19 +10,28 @@
 //! async fn get(client: &Client, sku: String) -> Result<Stock, ::breaker::Error<E>> {
 //!     static __BREAKER_PIPELINE: OnceLock<Pipeline> = OnceLock::new();   // one per function
 //!     let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| Pipeline::inline(policy, name));
-//!     let __breaker_target = __breaker_pipeline.breaker();   // or `.keyed(key(&arg))`
+//!     let __breaker_target = __breaker_pipeline.breaker();   // or `.keyed(key(&expr))`
 //!     let __breaker_classifier = classifier(failure, transient); // or `classify`, `retry_if`
 //!     call(__breaker_target, &__breaker_classifier, move || {   // a fresh future per attempt
-//!         let client = reuse(&client);     // `&T` is copied, `T: Clone` cloned
-//!         let sku = reuse(&sku);
+//!         let client = reuse(&client);     // each name the patterns bind: `&T` copied,
+//!         let sku = reuse(&sku);           // `T: Clone` cloned, with the argument's attributes
 //!         async move { /* fake return typed as the user's `Result<Stock, E>` */ body }
 //!     })
 //!     .await
 //! }
 //! ```
+//! Without retry the attempt is `once(async move { .. })`, which captures the arguments as
+//! they are (no copies, no rebinding). With retry and an owned receiver the body uses, `self`
+//! in the body becomes `__breaker_self`, a `reuse_self(&self)` per attempt. A function
+//! returning a boxed future keeps its statements before `Box::pin` (run once per call) and
+//! copies, per attempt, the arguments and locals its `async` block names. With `flatten`
+//! the result goes through `flatten(..)` and the declared return type stays.
+//!
 //! The body keeps its original tokens and spans, so the user's lints and type errors land where
-//! they would without the attribute. Runtime support is named only through the absolute path
-//! `::breaker::__private` (or `crate = path`), and generated names start with `__breaker_`.
+//! they would without the attribute; the copies are generated code at the user's tokens (see
+//! `rewrite::at`), so their errors land there while lints and suggestions leave them alone.
+//! Runtime support is named only through the absolute path `::breaker::__private` (or
+//! `crate = path`), and generated names start with `__breaker_`.
 
 use crate::args::Args;
 use crate::ctxt::Ctxt;
