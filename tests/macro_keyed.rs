@@ -231,9 +231,10 @@ async fn a_full_registry_refuses_a_new_key_until_an_idle_closed_breaker_can_go()
         panic!("expected the registry of keys to be full")
     };
     assert_eq!(full.max_keys(), 2);
+    assert_eq!(full.name(), "bounded");
     assert_eq!(
         full.to_string(),
-        "breaker registry `bounded` is full: 2 keys, none of them idle and closed"
+        "breaker registry is full: 2 keys, none of them idle and closed"
     );
     // Known keys still work.
     assert_eq!(bounded("b", false).await.unwrap(), 1);

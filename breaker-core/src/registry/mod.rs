@@ -94,7 +94,7 @@ pub const MAX_SHARDS: usize = 256;
 /// [`Registry::get_or_create`] could not add a key: the registry holds
 /// [`max_keys`](RegistryBuilder::max_keys) breakers and none of them could be evicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}", self.describe())]
+#[error("breaker registry is full: {max_keys} keys, none of them idle and closed")]
 pub struct RegistryFull {
     max_keys: usize,
     name: &'static str,
@@ -106,21 +106,10 @@ impl RegistryFull {
         self.max_keys
     }
 
-    /// The name of the registry's breakers (their factory's name; empty if none).
+    /// The name of the registry's breakers (their factory's name; empty if none): for
+    /// `#[circuit_breaker(key = ..)]`, the function's.
     pub fn name(&self) -> &str {
         self.name
-    }
-
-    fn describe(&self) -> String {
-        let who = if self.name.is_empty() {
-            "breaker registry".to_string()
-        } else {
-            format!("breaker registry `{}`", self.name)
-        };
-        format!(
-            "{who} is full: {} keys, none of them idle and closed",
-            self.max_keys
-        )
     }
 }
 
