@@ -4,7 +4,7 @@
 //! ui` on the pinned toolchain, and review the diff. `BREAKER_UI=receivers,alias` runs only the
 //! cases whose file name contains `receivers` or `alias` (the whole run takes minutes).
 //!
-//! The pass cases are also the modules of the crate `tests/ui/clippy`, which CI lints with
+//! The pass cases are also the modules of the crate `tests/ui` (`clippy.rs`), which CI lints with
 //! clippy's pedantic lints denied: [`clippy_crate_lists_every_pass_case`] keeps the two lists
 //! equal.
 
@@ -52,20 +52,20 @@ fn cases(dir: &str) -> impl Iterator<Item = String> {
     names.into_iter()
 }
 
-/// Every pass case is a module of `tests/ui/clippy`, so clippy lints it.
+/// Every pass case is a module of `tests/ui/clippy.rs`, so clippy lints it.
 #[test]
 fn clippy_crate_lists_every_pass_case() {
-    let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/clippy/src/main.rs");
-    let main = std::fs::read_to_string(main).expect("tests/ui/clippy/src/main.rs");
+    let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/clippy.rs");
+    let main = std::fs::read_to_string(main).expect("tests/ui/clippy.rs");
     let missing: Vec<String> = cases("pass")
         .filter(|case| {
-            !main.contains(&format!("#[path = \"../../pass/{case}.rs\"]"))
+            !main.contains(&format!("#[path = \"pass/{case}.rs\"]"))
                 || !main.contains(&format!("{case}_case::main();"))
         })
         .collect();
     assert!(
         missing.is_empty(),
-        "add these pass cases to tests/ui/clippy/src/main.rs: {missing:?}"
+        "add these pass cases to tests/ui/clippy.rs: {missing:?}"
     );
 }
 

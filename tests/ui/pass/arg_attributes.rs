@@ -1,7 +1,7 @@
 //! Attributes on arguments reach every binding the expansion makes of them: a `#[cfg]`-
 //! disabled argument is gone everywhere, alternative `#[cfg]` arguments of one name each
 //! keep their own, and `#[allow(..)]` still silences its lint. With and without retry,
-//! under `deny(warnings)` (and clippy's `redundant_locals`, see tests/ui/clippy).
+//! under `deny(warnings)` (and clippy's `redundant_locals`, see tests/ui/clippy.rs).
 #![deny(warnings)]
 
 use breaker::circuit_breaker;

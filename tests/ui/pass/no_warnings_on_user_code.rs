@@ -26,7 +26,7 @@ pub async fn statements_and_tail(x: u32) -> Result<u32, Down> {
 pub fn main() {}
 
 // `_`-prefixed arguments that retry copies for each attempt: no `used_underscore_binding`
-// or `no_effect_underscore_binding` (clippy pedantic, tests/ui/clippy) on the copies.
+// or `no_effect_underscore_binding` (clippy pedantic, tests/ui/clippy.rs) on the copies.
 #[circuit_breaker(threshold = 5, retry = "3x")]
 pub async fn underscore_arguments(_unused: u32, mut _also: String, x: u32) -> Result<u32, Down> {
     Ok(x)
