@@ -28,6 +28,9 @@ pub enum AttrOption {
     Classify,
     Name,
     ByKey,
+    MaxKeys,
+    KeyIdle,
+    Flatten,
     Policy,
     Config,
     Crate,
@@ -35,7 +38,7 @@ pub enum AttrOption {
 
 impl AttrOption {
     /// Every option, in the order the docs list them.
-    pub const ALL: [AttrOption; 20] = [
+    pub const ALL: [AttrOption; 23] = [
         AttrOption::Threshold,
         AttrOption::FailureRate,
         AttrOption::Window,
@@ -53,6 +56,9 @@ impl AttrOption {
         AttrOption::Classify,
         AttrOption::Name,
         AttrOption::ByKey,
+        AttrOption::MaxKeys,
+        AttrOption::KeyIdle,
+        AttrOption::Flatten,
         AttrOption::Policy,
         AttrOption::Config,
         AttrOption::Crate,
@@ -78,6 +84,9 @@ impl AttrOption {
             AttrOption::Classify => "classify",
             AttrOption::Name => "name",
             AttrOption::ByKey => "key",
+            AttrOption::MaxKeys => "max_keys",
+            AttrOption::KeyIdle => "key_idle",
+            AttrOption::Flatten => "flatten",
             AttrOption::Policy => "policy",
             AttrOption::Config => "config",
             AttrOption::Crate => "crate",
@@ -104,6 +113,9 @@ impl AttrOption {
             AttrOption::Classify => "path::to::classify",
             AttrOption::Name => "\"inventory\"",
             AttrOption::ByKey => "host",
+            AttrOption::MaxKeys => "10_000",
+            AttrOption::KeyIdle => "\"10m\"",
+            AttrOption::Flatten => "true",
             AttrOption::Policy => "\"inventory\"",
             AttrOption::Config => "\"breaker.toml\"",
             AttrOption::Crate => "::breaker",
@@ -131,6 +143,9 @@ impl AttrOption {
             | AttrOption::Classify
             | AttrOption::Name
             | AttrOption::ByKey
+            | AttrOption::MaxKeys
+            | AttrOption::KeyIdle
+            | AttrOption::Flatten
             | AttrOption::Policy
             | AttrOption::Config
             | AttrOption::Crate => false,

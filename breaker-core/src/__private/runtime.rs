@@ -1,5 +1,5 @@
 //! Run time: one pipeline per annotated function, created on first call, and the breakers
-//! of its keys; each recorded in [`crate::annotated`], the public handle.
+//! of its keys.
 
 use super::InlinePolicy;
 use crate::annotated;
@@ -9,17 +9,19 @@ use crate::classify::Outcome;
 use crate::config::PolicyRegistry;
 use crate::pipeline::{self, ErrorClassifier, PipelineBuilder};
 use crate::policy::Policy;
-use crate::registry::Registry;
-use crate::Error;
+use crate::registry::{Registry, RegistryFull};
+use crate::{Error, Rejection};
 #[cfg(feature = "config")]
 use std::collections::HashMap;
 use std::future::Future;
-use std::ops::Deref;
+use std::pin::Pin;
 #[cfg(feature = "config")]
 use std::sync::Arc;
 #[cfg(feature = "config")]
 use std::sync::Mutex;
 use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// The error classifier of an annotated function: `classify` and `retry_if` as function
 /// pointers, so that a path of the wrong signature is one type error, at that path (and
@@ -72,6 +74,13 @@ pub fn run_fallback<T, E, G: Fallback<T, E>>(g: G, error: Error<E>) -> G::Future
     g.__breaker_call(error)
 }
 
+/// The most breakers an annotated function keeps for `key = ..` unless `max_keys` says.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// How long a key's breaker may go unused (and closed) before it may be evicted, unless
+/// `key_idle` says.
+pub const DEFAULT_KEY_IDLE: Duration = Duration::from_secs(600);
+
 /// The run-time state of one annotated function: its pipeline, and for `key = ..` one
 /// breaker per key.
 pub struct Pipeline {
@@ -82,6 +91,8 @@ pub struct Pipeline {
     /// reload), or `None` to build one from `policy` on first use.
     factory: Option<BreakerFactory>,
     keyed: OnceLock<Registry<String>>,
+    max_keys: usize,
+    key_idle: Duration,
 }
 
 impl Pipeline {
@@ -188,7 +199,25 @@ impl Pipeline {
             name,
             factory,
             keyed: OnceLock::new(),
+            max_keys: DEFAULT_MAX_KEYS,
+            key_idle: DEFAULT_KEY_IDLE,
         }
+    }
+
+    /// The bounds of the breakers of keys: `max_keys = N` and `key_idle = "D"`, as written
+    /// (checked at compile time); `None` keeps [`DEFAULT_MAX_KEYS`] / [`DEFAULT_KEY_IDLE`].
+    ///
+    /// # Panics
+    /// Never for values the macro accepted.
+    pub fn key_bounds(mut self, max_keys: Option<u64>, key_idle: Option<&'static str>) -> Self {
+        if let Some(n) = max_keys {
+            self.max_keys = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+        }
+        if let Some(src) = key_idle {
+            self.key_idle = crate::dsl::parse_duration(src)
+                .expect("#[circuit_breaker]: `key_idle` was validated at compile time");
+        }
+        self
     }
 
     /// The pipeline with the function's one breaker.
@@ -200,8 +229,10 @@ impl Pipeline {
     /// (the bulkhead, the retry budget and jitter source) are the function's own, shared
     /// by every key; see [`pipeline::Pipeline::call_with_breaker`].
     ///
-    /// # Panics
-    /// If the registry of keys is full (it is unbounded by default).
+    /// The keys' registry holds at most `max_keys` breakers, without lifetime totals, and
+    /// names each key in its breaker's events and rejections; a closed breaker unused for
+    /// `key_idle` may be evicted. A new key of a full registry (none of its breakers idle and
+    /// closed) gets [`Target::Refused`]: the call is rejected with [`Rejection::Keys`].
     pub fn keyed(&self, key: String) -> Target<'_> {
         if self.shared.breaker().is_none() {
             // A named policy without a breaker: nothing to key.
@@ -214,14 +245,24 @@ impl Pipeline {
                     .build_factory()
                     .expect("#[circuit_breaker]: validated at compile time")
             });
-            let registry = Registry::builder(factory).state_gauge(true).build();
+            let registry = Registry::builder(factory)
+                .max_keys(self.max_keys)
+                .idle_ttl(self.key_idle)
+                .totals(false)
+                .state_gauge(true)
+                .build_tagged();
             annotated::register_keyed(self.name, &registry);
             registry
         });
-        let breaker = registry
-            .get_or_create(&key)
-            .expect("#[circuit_breaker]: the registry of keyed breakers is full");
-        Target::Keyed(&self.shared, breaker)
+        match registry.get_or_create(&key) {
+            Ok(breaker) => Target::Keyed(&self.shared, breaker),
+            Err(full) => Target::Refused(full),
+        }
+    }
+
+    /// The breaker of `key`, if one has been created (for tests and metrics).
+    pub fn key_breaker(&self, key: &str) -> Option<CircuitBreaker> {
+        self.keyed.get()?.get(key)
     }
 }
 
@@ -259,6 +300,12 @@ fn embedded_registry(embedded: EmbeddedConfig) -> Arc<PolicyRegistry> {
     Arc::clone(registry)
 }
 
+/// The breaker clock of annotated functions: tokio's, so a paused test runtime drives
+/// cooldowns as it drives timeouts and backoff sleeps.
+fn default_clock() -> crate::clock::Clock {
+    crate::clock::Clock::tokio()
+}
+
 /// The builder of an annotated function's breakers: named after the function, with its
 /// metrics, on [`default_clock`], with the listeners registered for its name
 /// ([`annotated::on_transition`]).
@@ -269,25 +316,27 @@ fn breaker_builder(policy: crate::breaker::BreakerPolicy, name: &str) -> Breaker
     annotated::attach(crate::observe::instrument(builder), name)
 }
 
-/// The breaker clock of annotated functions: tokio's, so a paused test runtime drives
-/// cooldowns as it drives timeouts and backoff sleeps.
-fn default_clock() -> crate::clock::Clock {
-    crate::clock::Clock::tokio()
-}
-
 /// The pipeline one call runs through, and the breaker it runs with.
 pub enum Target<'a> {
     /// The function's own pipeline and breaker.
     Shared(&'a pipeline::Pipeline),
     /// The function's own pipeline with the breaker of one key.
     Keyed(&'a pipeline::Pipeline, CircuitBreaker),
+    /// The key has no breaker and the registry of keys is full: the call is refused.
+    Refused(RegistryFull),
 }
 
-impl Deref for Target<'_> {
-    type Target = pipeline::Pipeline;
-    fn deref(&self) -> &pipeline::Pipeline {
+impl Target<'_> {
+    /// Whether a fallback runs for `error` (as
+    /// [`pipeline::Pipeline::wants_fallback`]; a refused key is a rejection, so it does).
+    pub fn wants_fallback<E, C: ErrorClassifier<E>>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
         match self {
-            Target::Shared(p) | Target::Keyed(p, _) => p,
+            Target::Shared(p) | Target::Keyed(p, _) => p.wants_fallback(error, classifier),
+            Target::Refused(_) => true,
         }
     }
 }
@@ -308,14 +357,51 @@ pub fn call<'a, T: 'a, E: 'a, F, Fut, C>(
     target: &'a Target<'_>,
     classifier: &'a C,
     op: F,
-) -> impl Future<Output = Result<T, Error<E>>> + 'a
+) -> Call<impl Future<Output = Result<T, Error<E>>> + 'a, Result<T, Error<E>>>
 where
     F: FnMut() -> Fut + 'a,
     Fut: Future<Output = Result<T, E>> + 'a,
     C: ErrorClassifier<E>,
 {
     match target {
-        Target::Shared(p) => p.run(p.breaker(), classifier, op),
-        Target::Keyed(p, b) => p.run(p.layer_breaker(b), classifier, op),
+        Target::Shared(p) => Call::Run {
+            fut: p.run(p.breaker(), classifier, op),
+        },
+        Target::Keyed(p, b) => Call::Run {
+            fut: p.run(p.layer_breaker(b), classifier, op),
+        },
+        Target::Refused(full) => Call::Refused {
+            result: Some(Err(Error::Rejected(Rejection::Keys(*full)))),
+        },
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`call`]: the pipeline's, or a refusal that is ready at once.
+    #[project = CallProj]
+    pub enum Call<F, R> {
+        /// The pipeline runs the call.
+        Run {
+            #[pin]
+            fut: F,
+        },
+        /// A refused key: the result without running anything.
+        Refused {
+            result: Option<R>,
+        },
+    }
+}
+
+impl<F: Future> Future for Call<F, F::Output> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.project() {
+            CallProj::Run { fut } => fut.poll(cx),
+            CallProj::Refused { result } => {
+                Poll::Ready(result.take().expect("`Call` polled after completion"))
+            }
+        }
     }
 }
