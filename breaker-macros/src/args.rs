@@ -150,8 +150,8 @@ pub struct Args {
     pub concurrency: Option<Given<LitInt>>,
     /// `fallback = path`.
     pub fallback: Option<Given<Path>>,
-    /// `classify = path`.
-    pub classify: Option<Given<Path>>,
+    /// `classify = http`, `classify = path::to::fn` or `classify = <classifier expression>`.
+    pub classify: Option<Given<Expr>>,
     /// `retry_if = path`.
     pub retry_if: Option<Given<Path>>,
     /// `idempotent` or `idempotent = bool`.
@@ -286,7 +286,9 @@ impl Args {
             Key::Concurrency => set_once(cx, &mut self.concurrency, &key, int(cx, option, v)),
             Key::Order => set_once(cx, &mut self.order, &key, order(cx, option, v)),
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
-            Key::Classify => set_once(cx, &mut self.classify, &key, path(cx, option, v)),
+            // Any expression: `http`, a `fn(&E) -> Outcome` path or a classifier value; which
+            // one is decided by its type (see `expand::classifier`).
+            Key::Classify => set_once(cx, &mut self.classify, &key, Some(v.clone())),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
             Key::ByKey => {
                 let ident = match v {
@@ -353,7 +355,7 @@ fn example(option: Key) -> &'static str {
         "order" => "[retry, breaker, timeout]",
         "concurrency" => "10",
         "fallback" => "path::to::fallback",
-        "classify" => "path::to::classify",
+        "classify" => "http",
         "retry_if" => "path::to::is_transient",
         "idempotent" => "true",
         "name" => "\"inventory\"",
@@ -373,7 +375,7 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
         "failure_rate" => "a percentage (an integer or float literal)",
         "window" => "a number of calls or a duration string",
         "order" => "a list of layer names",
-        "fallback" | "classify" | "retry_if" | "crate" => "a path",
+        "fallback" | "retry_if" | "crate" => "a path",
         "idempotent" => "`true` or `false`",
         _ => "a string literal",
     };

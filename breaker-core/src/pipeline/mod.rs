@@ -111,6 +111,8 @@ mod runtime;
 
 #[cfg(feature = "tokio")]
 pub use builder::{BuildError, PipelineBuilder};
+#[cfg(feature = "http")]
+pub(crate) use classify::sealed;
 pub use classify::{classifier, AllErrors, ErrorClassifier, FnClassifier, NoHint};
 
 #[cfg(feature = "tokio")]
