@@ -16,8 +16,8 @@
 //! cargo run --example tower_client --features tower,http
 //! ```
 
-use breaker::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker::breaker::State;
+use breaker::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker::error::Rejection;
 use breaker::http::HttpClassifier;
 use breaker::tower::breaker::BreakerLayer;
@@ -137,7 +137,11 @@ async fn main() -> Result<(), BoxError> {
     }
     if let Some(t) = breaker.snapshot().totals {
         if t.failed != 3 {
-            return Err(format!("expected the three 503 responses to count as breaker failures; got {}", t.failed).into());
+            return Err(format!(
+                "expected the three 503 responses to count as breaker failures; got {}",
+                t.failed
+            )
+            .into());
         }
     }
     Ok(())

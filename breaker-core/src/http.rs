@@ -81,7 +81,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an HTTP error",
     label = "the HTTP rules need the status of this error, or whether it failed in transport",
-    note = "implement `breaker::http::HttpFailure` for `{Self}` (its `status`, and whether it is a transport error)"
+    note = "implement `breaker::http::HttpFailure` for `{Self}` (its `status`, and whether it is a transport error); for `reqwest` errors, enable the `reqwest` feature of `breaker`"
 )]
 pub trait HttpFailure {
     /// The response status, if a response came back.

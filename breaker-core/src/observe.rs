@@ -79,9 +79,9 @@ use crate::breaker::OwnedPermit;
 #[cfg(feature = "tokio")]
 use crate::breaker::Permit;
 use crate::breaker::{BreakerBuilder, CircuitBreaker, RejectReason, Transition};
+use crate::classify::Outcome;
 #[cfg(any(feature = "tokio", feature = "tower"))]
 use std::borrow::Borrow;
-use crate::classify::Outcome;
 
 /// Counter of calls admitted by a breaker, by how they ended. Labels `breaker`, `outcome`.
 pub const CALLS_TOTAL: &str = "breaker_calls_total";

@@ -3,8 +3,8 @@
 #![cfg(feature = "tower")]
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, RejectReason, State};
-use breaker_core::clock::{Clock, ManualClock};
 use breaker_core::classify::from_fn;
+use breaker_core::clock::{Clock, ManualClock};
 use breaker_core::error::Rejection;
 use breaker_core::tower::breaker::BreakerLayer;
 use breaker_core::{Error, Outcome};

@@ -133,8 +133,10 @@ impl<T, E, C: Classifier<T, E>> Classifier<T, E> for RetryIf<C, E> {
     }
 }
 
-/// `classify = http` for a function returning `Result<T, E>`: [`HttpClassifier`] when `T` has a
-/// status ([`HttpValue`]), otherwise [`HttpErrors`]; `E` must be an HTTP error.
+/// `classify = http` for a function returning `Result<T, E>`, chosen by autoref on
+/// `&&&HttpProbe` (the first that applies): [`HttpClassifier`] when `E` is an HTTP error and
+/// `T` has a status ([`HttpValue`]), [`HttpErrors`] when only `E` is, else (after the error
+/// [`http_error`] reports) [`AllErrors`], so that no second error follows the first.
 ///
 /// [`HttpClassifier`]: crate::http::HttpClassifier
 /// [`HttpValue`]: crate::http::HttpValue
@@ -151,7 +153,7 @@ impl<T, E> HttpProbe<T, E> {
     }
 }
 
-/// The HTTP classifier of a `T` with a status (tried first: `(&&probe).__breaker_http()`).
+/// See [`HttpProbe`]: a response type and an HTTP error.
 #[cfg(feature = "http")]
 pub trait HttpOfValue<T, E> {
     /// The classifier.
@@ -159,13 +161,15 @@ pub trait HttpOfValue<T, E> {
 }
 
 #[cfg(feature = "http")]
-impl<T: crate::http::HttpValue, E> HttpOfValue<T, E> for &HttpProbe<T, E> {
+impl<T: crate::http::HttpValue, E: crate::http::HttpFailure> HttpOfValue<T, E>
+    for &&HttpProbe<T, E>
+{
     fn __breaker_http(&self) -> Attr<T, E, crate::http::HttpClassifier> {
         attr(crate::http::HttpClassifier)
     }
 }
 
-/// The HTTP classifier of errors only, for any other `T`.
+/// See [`HttpProbe`]: an HTTP error, with any `Ok` type.
 #[cfg(feature = "http")]
 pub trait HttpOfErrors<T, E> {
     /// The classifier.
@@ -173,17 +177,30 @@ pub trait HttpOfErrors<T, E> {
 }
 
 #[cfg(feature = "http")]
-impl<T, E> HttpOfErrors<T, E> for HttpProbe<T, E> {
+impl<T, E: crate::http::HttpFailure> HttpOfErrors<T, E> for &HttpProbe<T, E> {
     fn __breaker_http(&self) -> Attr<T, E, crate::http::HttpErrors> {
         attr(crate::http::HttpErrors)
     }
 }
 
-/// `c`, checked to be a classifier of `Result<T, E>` where it is made (for `classify = http`,
-/// at `http`: "`E` is not an HTTP error").
-pub fn checked<T, E, C: Classifier<T, E>>(c: C) -> C {
-    c
+/// See [`HttpProbe`]: not an HTTP error, which [`http_error`] reports.
+#[cfg(feature = "http")]
+pub trait HttpOfOther<T, E> {
+    /// The classifier.
+    fn __breaker_http(&self) -> Attr<T, E, AllErrors>;
 }
+
+#[cfg(feature = "http")]
+impl<T, E> HttpOfOther<T, E> for HttpProbe<T, E> {
+    fn __breaker_http(&self) -> Attr<T, E, AllErrors> {
+        attr(AllErrors)
+    }
+}
+
+/// Requires the function's error type to be an HTTP error, for `classify = http`: the one
+/// error when it is not ("`MyError` is not an HTTP error"), at `http`.
+#[cfg(feature = "http")]
+pub fn http_error<E: crate::http::HttpFailure>() {}
 
 /// `classify = http`: the standard HTTP rules ([`crate::http`]), or without the `http` feature
 /// a compile error saying so.
@@ -193,10 +210,9 @@ pub fn checked<T, E, C: Classifier<T, E>>(c: C) -> C {
 macro_rules! __breaker_classify_http {
     ($ok:ty, $err:ty) => {{
         #[allow(unused_imports)]
-        use $crate::__private::{HttpOfErrors as _, HttpOfValue as _};
-        $crate::__private::checked::<$ok, $err, _>(
-            (&&$crate::__private::HttpProbe::<$ok, $err>::new()).__breaker_http(),
-        )
+        use $crate::__private::{HttpOfErrors as _, HttpOfOther as _, HttpOfValue as _};
+        $crate::__private::http_error::<$err>();
+        (&&&$crate::__private::HttpProbe::<$ok, $err>::new()).__breaker_http()
     }};
 }
 
@@ -480,7 +496,11 @@ pub enum Target<'a> {
 impl Target<'_> {
     /// Whether the function's fallback runs for `error`, by the function's classifier (its
     /// verdict on errors; `T` comes from the classifier's [`Attr`]).
-    pub fn wants_fallback<T, E, C: Classifier<T, E>>(&self, error: &Error<E>, classifier: &C) -> bool {
+    pub fn wants_fallback<T, E, C: Classifier<T, E>>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
         self.wants_fallback_of::<T, E, C>(error, classifier)
     }
 }

@@ -12,7 +12,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// What the breaker records for an error seen at its level.
-pub(super) fn error_outcome<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -> Outcome {
+pub(super) fn error_outcome<T, E, C: Classifier<T, E> + ?Sized>(
+    e: &Error<E>,
+    class: &C,
+) -> Outcome {
     match e {
         Error::Inner(e) => class.outcome_of(Err(e)),
         Error::Timeout(_) => Outcome::Failure,

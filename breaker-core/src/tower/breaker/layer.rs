@@ -1,7 +1,7 @@
 use super::BreakerService;
 use crate::breaker::CircuitBreaker;
-use crate::pipeline::AllErrors;
 use crate::observe::BreakerMetrics;
+use crate::pipeline::AllErrors;
 use tower_layer::Layer;
 
 /// Wraps services in a [`BreakerService`] sharing one breaker; see the

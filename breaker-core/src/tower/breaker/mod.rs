@@ -75,8 +75,8 @@ pub use layer::BreakerLayer;
 
 use crate::breaker::CircuitBreaker;
 use crate::classify::Classifier;
-use crate::pipeline::AllErrors;
 use crate::observe::BreakerMetrics;
+use crate::pipeline::AllErrors;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
