@@ -120,9 +120,9 @@ impl Pipeline {
         self.budget.as_ref()
     }
 
-    /// Runs `op` through the pipeline, judging errors with [`AllErrors`] (every error a
-    /// breaker failure and transient). `op` is called once per attempt and must return a
-    /// fresh future each time.
+    /// Runs `op` through the pipeline, judging results with [`AllErrors`] (every `Ok` a
+    /// success, every error a breaker failure and transient). `op` is called once per attempt
+    /// and must return a fresh future each time.
     ///
     /// # Errors
     /// See [`Error`]: the operation's error, a local rejection, a timeout, or a retry that
