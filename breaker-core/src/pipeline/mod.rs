@@ -65,10 +65,9 @@
 //!   or bulkhead), the total deadline.
 //! - A retry that wanted to go on after an error but could not returns [`Error::GaveUp`] with
 //!   the attempts made, the last error and a [`GiveUpReason`]: attempts exhausted, the next
-//!   sleep would end
-//!   past the deadline ("retry budget exhausted", case BR-32), a server `Retry-After` longer
-//!   than the time left ("required delay exceeds remaining budget", case BR-34), or throttled
-//!   by a [`RetryBudget`].
+//!   sleep would end past the deadline ("retry budget exhausted", case BR-32), a server
+//!   `Retry-After` longer than the time left ("required delay exceeds remaining budget", case
+//!   BR-34), or throttled by a [`RetryBudget`].
 //! - A server's `Retry-After` hint replaces the backoff delay (no jitter). It is honoured even
 //!   when it exceeds the backoff's cap, as long as it fits before the deadline; without a
 //!   deadline it is always honoured.
