@@ -89,11 +89,13 @@ pub enum Retry {
 
 impl Retry {
     /// Whether another attempt may be made ([`Yes`](Retry::Yes) or [`After`](Retry::After)).
+    #[inline(always)]
     pub const fn is_transient(self) -> bool {
         !matches!(self, Retry::No)
     }
 
     /// The delay the server asked for, if any.
+    #[inline]
     pub const fn hint(self) -> Option<Duration> {
         match self {
             Retry::After(d) => Some(d),
@@ -102,6 +104,7 @@ impl Retry {
     }
 
     /// [`Yes`](Retry::Yes), or [`After(d)`](Retry::After) with a hint.
+    #[inline]
     pub const fn transient(hint: Option<Duration>) -> Retry {
         match hint {
             Some(d) => Retry::After(d),

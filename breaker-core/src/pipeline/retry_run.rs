@@ -117,14 +117,19 @@ impl<'p> RetryRun<'p> {
         }
     }
 
-    /// Decides what follows an `Ok` value that the classifier calls transient (`retry`): the
-    /// delay before the next attempt, or `None` to return the value (Polly's model: a retry
-    /// that gives up on a result returns the last result).
+    /// Decides what follows an `Ok` value that the classifier calls transient (`retry`):
+    /// another attempt after a delay, or the value itself (Polly's model: a retry that gives up
+    /// on a result returns the last result).
     #[cold]
-    pub(super) fn after_ok(&mut self, retry: Retry, limit: Option<Limit>) -> Option<Duration> {
+    pub(super) fn after_ok<T, E>(
+        &mut self,
+        value: T,
+        retry: Retry,
+        limit: Option<Limit>,
+    ) -> Step<T, E> {
         match self.decide(retry, limit) {
-            Decision::Sleep(d) => Some(d),
-            Decision::Stop(_) => None,
+            Decision::Sleep(d) => Step::Sleep(d),
+            Decision::Stop(_) => Step::Done(Ok(value)),
         }
     }
 

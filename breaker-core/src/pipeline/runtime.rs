@@ -244,26 +244,23 @@ impl Pipeline {
                 }
                 // The success path leaves the result where it is: moving it through a
                 // decision value would copy it.
-                let delay = match result {
+                let step = match result {
                     Ok(v) => {
                         let retry = class.retry_of(Ok(&v));
                         if !retry.is_transient() {
                             run.succeeded();
                             break Ok(v);
                         }
-                        match run.after_ok(retry, ctx.limit()) {
-                            Some(d) => d,
-                            None => break Ok(v),
-                        }
+                        // A transient `Ok` (cold): retried like an error, or returned.
+                        run.after_ok(v, retry, ctx.limit())
                     }
-                    Err(e) => match run.after_error(e, class, ctx.limit()) {
-                        Step::Done(result) => break result,
-                        Step::Sleep(d) => d,
-                    },
+                    Err(e) => run.after_error(e, class, ctx.limit()),
                 };
-                if !delay.is_zero() {
+                match step {
+                    Step::Done(result) => break result,
+                    Step::Sleep(d) if d.is_zero() => {}
                     // Boxed: keeps the timer out of every call's future.
-                    Box::pin(tokio::time::sleep(delay)).await;
+                    Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
                 }
             }
         })
