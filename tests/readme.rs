@@ -33,7 +33,7 @@ async fn get_stock(
 // README: end
 
 /// The README's usage lines, as the body of a function.
-async fn readme_usage(client: &reqwest::Client, base: &str) {
+async fn readme_usage(client: reqwest::Client, base: &str) {
     // README: begin
     // The rewritten function returns Result<String, breaker::Error<reqwest::Error>>.
     match get_stock(&client, base, "abc").await {
@@ -89,7 +89,7 @@ async fn the_readme_example_trips_on_503() {
     assert_eq!(hits.load(Ordering::SeqCst), 5);
     // From then on, calls are refused without a request, the README's usage lines included.
     for _ in 0..10 {
-        readme_usage(&client, &base).await;
+        readme_usage(client.clone(), &base).await;
         assert!(matches!(
             get_stock(&client, &base, "abc").await,
             Err(breaker::Error::Rejected(_))

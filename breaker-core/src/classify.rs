@@ -27,9 +27,9 @@
 //!   replaces it. When the retry layer gives up on a failing `Ok` (attempts exhausted, the
 //!   deadline, a `Retry-After` longer than the time left, a throttled budget), the caller gets
 //!   the **last attempt's `Ok` value**, as Polly returns the last result; only an `Err` becomes
-//!   [`Error::GaveUp`](crate::Error::GaveUp). A later attempt refused by the breaker (which
+//!   [`Error::GaveUp`]. A later attempt refused by the breaker (which
 //!   the failing values may have opened, with retry outside it) ends the call with that
-//!   [`Error::Rejected`](crate::Error::Rejected), as after errors.
+//!   [`Error::Rejected`], as after errors.
 //!
 //! # What implements it
 //! - [`AllErrors`](crate::pipeline::AllErrors), the default everywhere: every `Ok` a success,

@@ -31,7 +31,8 @@ pub(crate) mod sealed {
 }
 
 /// Judges the operation's errors for the breaker, the retry layer and the fallback; every
-/// `Ok` is a success and never retried. See the [module docs](self).
+/// `Ok` is a success and never retried. See the [module docs](crate::pipeline) and
+/// [`crate::classify`].
 ///
 /// Every error classifier is a [`Classifier`] of every `Result<T, E>`, which is what the entry
 /// points take. This crate's error classifiers are [`AllErrors`], [`classifier`]'s

@@ -24,8 +24,8 @@
 //!   [`Error::Inner`](crate::Error::Inner), displayed as itself; a refusal is
 //!   [`Error::Rejected`](crate::Error::Rejected).
 //! - **Classification.** When the inner future completes, the classifier (a
-//!   [`Classifier`](crate::classify::Classifier), by default
-//!   [`AllErrors`](crate::pipeline::AllErrors): `Ok` = success, `Err` = failure) turns its
+//!   [`Classifier`], by default
+//!   [`AllErrors`]: `Ok` = success, `Err` = failure) turns its
 //!   result into an [`Outcome`](crate::Outcome) recorded on the permit, with the permit guard
 //!   of the pipeline. An HTTP client's `Ok` responses are results too:
 //!   [`HttpClassifier`](crate::http::HttpClassifier) calls a 5xx, 408 or 429 response a failure

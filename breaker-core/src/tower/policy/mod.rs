@@ -19,7 +19,7 @@
 //! - Retries happen only if the policy is idempotent, as everywhere.
 //! - Results are judged by a [`Classifier`] of the service's `Result<Response, Error>`
 //!   ([`with_classifier`](PolicyLayer::with_classifier); by default
-//!   [`AllErrors`](crate::pipeline::AllErrors)), responses included: with
+//!   [`AllErrors`]), responses included: with
 //!   [`HttpClassifier`](crate::http::HttpClassifier) a 503 response trips the breaker and is
 //!   retried, and when retry gives up on it the caller gets the last response.
 //! - Errors are [`crate::Error`]: the inner error, a local rejection (breaker or bulkhead), a
