@@ -31,7 +31,11 @@ impl<C> BreakerLayer<C> {
     /// Uses `classifier` (a [`Classifier`](crate::classify::Classifier) of the service's
     /// `Result<Response, Error>`: [`HttpClassifier`](crate::http::HttpClassifier),
     /// [`from_fn`](crate::classify::from_fn), an error classifier, or your own) to turn
-    /// results, responses included, into outcomes.
+    /// results, responses included, into outcomes. With `HttpClassifier` the service's error
+    /// must be an [`HttpFailure`](crate::http::HttpFailure) (`reqwest::Error`,
+    /// `std::io::Error`, `Box<dyn Error + Send + Sync>`, a layer's `breaker::Error<E>`, ...):
+    /// map another client's error into a boxed one (tower's `MapErr`), as
+    /// `examples/tower_client.rs` does. The bound is checked where the service is used.
     pub fn with_classifier<C2>(self, classifier: C2) -> BreakerLayer<C2> {
         BreakerLayer {
             breaker: self.breaker,
