@@ -66,7 +66,7 @@ async fn ok_503_responses_trip_the_breaker_and_are_returned() {
         assert_eq!(resp.status(), 503);
         assert_eq!(resp.text().await.unwrap(), "down");
     }
-    let breaker = breaker::__private::breaker_named("http_ok_503").unwrap();
+    let breaker = breaker::annotated::breaker("http_ok_503").unwrap();
     assert_eq!(breaker.state(), State::Open);
     for _ in 0..5 {
         assert!(matches!(
@@ -97,7 +97,7 @@ async fn ok_404_responses_are_ignored() {
     for _ in 0..10 {
         assert_eq!(get_missing(&client, &base).await.unwrap().status(), 404);
     }
-    let breaker = breaker::__private::breaker_named("http_ok_404").unwrap();
+    let breaker = breaker::annotated::breaker("http_ok_404").unwrap();
     assert_eq!(breaker.state(), State::Closed);
     assert_eq!(breaker.snapshot().totals.unwrap().ignored, 10);
     assert_eq!(hits.load(Ordering::SeqCst), 10);
