@@ -41,12 +41,12 @@
 
 use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason};
 use breaker::circuit_breaker;
-use breaker::http::{status_is_transient, status_outcome, HttpClassifier, HttpFailure};
+use breaker::http::{HttpClassifier, HttpFailure};
 use breaker::layer::Layer as PipelineLayer;
 use breaker::observe;
-use breaker::pipeline::{classifier, ErrorClassifier, PipelineBuilder};
+use breaker::pipeline::PipelineBuilder;
 use breaker::policy::Policy;
-use breaker::{Error, Outcome, Pipeline};
+use breaker::{Error, Pipeline};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
@@ -118,20 +118,6 @@ impl HttpFailure for CallError {
     }
 }
 
-/// The breaker's verdict: 5xx, 408, 429 and transport errors are failures, other 4xx are
-/// ignored (the standard HTTP rules of `breaker::http`).
-fn classify(e: &CallError) -> Outcome {
-    match e.status() {
-        Some(s) => status_outcome(s),
-        None => Outcome::Failure,
-    }
-}
-
-/// Whether to retry: 5xx, 408, 429 and transport errors.
-fn is_transient(e: &CallError) -> bool {
-    e.status().map_or(true, status_is_transient)
-}
-
 /// One GET of the service's `/work`, marked with the client set's header.
 async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), CallError> {
     let resp = client
@@ -155,7 +141,8 @@ async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), Cal
 /// A call of the client set **with** a breaker: it trips when half of the last 20 attempts
 /// failed, stays open 1 s, then lets one probe through. Each attempt
 /// has its own 400 ms timeout; up to 3 attempts, retried outside the breaker (the default
-/// order `retry > breaker > timeout`), so a rejection is never retried.
+/// order `retry > breaker > timeout`), so a rejection is never retried. Results are judged by
+/// the standard HTTP rules (`classify = http`), which also honour `Retry-After`.
 #[circuit_breaker(
     name = "demo",
     failure_rate = 50,
@@ -164,8 +151,7 @@ async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), Cal
     cooldown = "1s",
     timeout = "400ms",
     retry = "3x exp(50ms, max 200ms)",
-    classify = classify,
-    retry_if = is_transient,
+    classify = http,
 )]
 async fn get_with_breaker(client: &reqwest::Client, url: &str) -> Result<(), CallError> {
     send(client, url, WITH).await
@@ -175,11 +161,8 @@ async fn get_with_breaker(client: &reqwest::Client, url: &str) -> Result<(), Cal
 enum Caller {
     /// The annotated function [`get_with_breaker`].
     Annotated,
-    /// A pipeline built with the plain API, judged by `classifier`.
-    Plain(
-        Box<Pipeline>,
-        Arc<dyn ErrorClassifier<CallError> + Send + Sync>,
-    ),
+    /// A pipeline built with the plain API, judged by the standard HTTP rules.
+    Plain(Box<Pipeline>),
 }
 
 impl Caller {
@@ -191,9 +174,9 @@ impl Caller {
     ) -> Result<(), Error<CallError>> {
         match self {
             Caller::Annotated => get_with_breaker(client, url).await,
-            Caller::Plain(pipeline, classifier) => {
+            Caller::Plain(pipeline) => {
                 pipeline
-                    .call_with(&**classifier, || send(client, url, set))
+                    .call_with(&HttpClassifier, || send(client, url, set))
                     .await
             }
         }
@@ -209,11 +192,7 @@ fn attribute_callers() -> [Caller; 2] {
         .idempotent(true)
         .build()
         .expect("a valid pipeline");
-    let classifier = Arc::new(classifier(classify, is_transient));
-    [
-        Caller::Annotated,
-        Caller::Plain(Box::new(plain), classifier),
-    ]
+    [Caller::Annotated, Caller::Plain(Box::new(plain))]
 }
 
 /// The two client sets of `--config`: the named policy, and the same policy without its
@@ -245,8 +224,8 @@ fn config_callers(policy: &Policy, timeline: &Arc<Timeline>) -> Result<[Caller; 
         ..policy.clone()
     })?;
     Ok([
-        Caller::Plain(Box::new(with), Arc::new(HttpClassifier)),
-        Caller::Plain(Box::new(without), Arc::new(HttpClassifier)),
+        Caller::Plain(Box::new(with)),
+        Caller::Plain(Box::new(without)),
     ])
 }
 

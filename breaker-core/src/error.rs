@@ -15,7 +15,9 @@
 //! [pipeline docs](crate::pipeline) say what each order of the layers sees).
 //!
 //! Display strings are lowercase and `source()` is chained: `GaveUp` → its last error →
-//! `E`'s own sources.
+//! `E`'s own sources. `GaveUp` also names its last error in its own Display
+//! (`gave up after 3 attempts: attempts exhausted; last error: connection refused`), so a log
+//! line of the error alone says what kept failing.
 
 use crate::breaker::Rejected;
 use crate::bulkhead::BulkheadFull;
@@ -62,10 +64,11 @@ impl Rejection {
     }
 }
 
-/// The error of a pipeline call. See the [module docs](self).
+/// The error of a pipeline call, and of every tower layer of this crate. See the
+/// [module docs](self).
 ///
 /// Implements [`std::error::Error`] when `E` does.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error<E> {
     /// The operation's own error, unchanged. Displayed as `E` is.
@@ -216,10 +219,15 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::Rejected(r) => r.fmt(f),
             Error::Timeout(t) => t.fmt(f),
             Error::GaveUp {
-                attempts, reason, ..
+                attempts,
+                reason,
+                last,
             } => {
                 let s = if *attempts == 1 { "" } else { "s" };
-                write!(f, "gave up after {attempts} attempt{s}: {reason}")
+                write!(
+                    f,
+                    "gave up after {attempts} attempt{s}: {reason}; last error: {last}"
+                )
             }
         }
     }

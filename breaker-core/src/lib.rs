@@ -30,7 +30,7 @@ pub mod timeout;
 pub mod tower;
 
 pub use breaker::{CircuitBreaker, Permit, Rejected, State};
-pub use classify::Outcome;
+pub use classify::{Classifier, Outcome};
 pub use clock::{Clock, ManualClock};
 pub use error::{Error, Rejection};
 #[cfg(feature = "tokio")]

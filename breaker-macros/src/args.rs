@@ -112,8 +112,8 @@ pub struct Args {
     pub concurrency: Option<Given<LitInt>>,
     /// `fallback = path`.
     pub fallback: Option<Given<Path>>,
-    /// `classify = path`.
-    pub classify: Option<Given<Path>>,
+    /// `classify = http`, `classify = path::to::fn` or `classify = <classifier expression>`.
+    pub classify: Option<Given<Expr>>,
     /// `retry_if = path`.
     pub retry_if: Option<Given<Path>>,
     /// `idempotent` or `idempotent = bool`.
@@ -299,7 +299,9 @@ impl Args {
             Key::Concurrency => set_once(cx, &mut self.concurrency, &key, int(cx, option, v)),
             Key::Order => set_once(cx, &mut self.order, &key, order(cx, option, v)),
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
-            Key::Classify => set_once(cx, &mut self.classify, &key, path(cx, option, v)),
+            // Any expression: `http`, a `fn(&E) -> Outcome` path or a classifier value; which
+            // one is decided by its type (see `expand::classifier`).
+            Key::Classify => set_once(cx, &mut self.classify, &key, Some(v.clone())),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
             // Any expression over the arguments and `self`; `validate` checks what it names.
             Key::ByKey => set_once(cx, &mut self.key, &key, Some(v.clone())),

@@ -11,7 +11,7 @@
 //!     static __BREAKER_PIPELINE: OnceLock<Pipeline> = OnceLock::new();   // one per function
 //!     let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| Pipeline::inline(policy, name));
 //!     let __breaker_target = __breaker_pipeline.breaker();   // or `.keyed(key(&expr))`
-//!     let __breaker_classifier = classifier(failure, transient); // or `classify`, `retry_if`
+//!     let __breaker_classifier = default_classifier();   // or `classify`, `retry_if`
 //!     call(__breaker_target, &__breaker_classifier, move || {   // a fresh future per attempt
 //!         let client = reuse(&client);     // each name the patterns bind: `&T` copied,
 //!         let sku = reuse(&sku);           // `T: Clone` cloned, with the argument's attributes
@@ -467,29 +467,44 @@ fn splice_arg(call: TokenStream, arg: TokenStream) -> TokenStream {
         .collect()
 }
 
-/// The error classifier: `classify = path` (the breaker's verdict) and `retry_if = path`
-/// (transient or not). Each path is an argument of its own, coerced to a function pointer
-/// there, so a wrong signature is one error under that path.
+/// The classifier, pinned to the function's `Result<T, E>` (`__private::Attr`):
+/// - `classify = http`: the standard HTTP rules (`__private::classify_http!`, a compile error
+///   without the `http` feature);
+/// - `classify = expr`: a `fn(&E) -> Outcome` or a classifier value, told apart by its type
+///   (`__private::classifier`);
+/// - `retry_if = path`: the errors that are transient, coerced to a function pointer;
+/// - neither: every error a failure and transient.
+///
+/// Each user expression is an argument of its own and every token of the call around it carries
+/// its span, so a wrong signature or type is one error, under that expression.
 fn classifier(spec: &Spec) -> TokenStream {
     let krate = &spec.krate;
-    let (_, err) = ok_err(spec);
-    // `outcome_fn::<E>(path)`, every token at the path: the mismatch and its labels land there.
-    let checked = |helper: &str, path: &Option<syn::Path>, default: &str| {
-        let helper = syn::Ident::new(helper, Span::call_site());
-        match path {
-            Some(p) => {
-                let f = respan(quote!(#krate::__private::#helper::<#err>), p.span());
-                quote_spanned!(p.span()=> #f(#p))
-            }
-            None => {
-                let default = syn::Ident::new(default, Span::call_site());
-                quote!(#krate::__private::#default)
-            }
+    let (ok, err) = ok_err(spec);
+    let base = match &spec.classify {
+        Some(syn::Expr::Path(p)) if p.qself.is_none() && p.path.is_ident("http") => {
+            let span = p.span();
+            let helper = respan(quote!(#krate::__private::classify_http!), span);
+            quote_spanned!(span=> #helper(#ok, #err))
         }
+        Some(expr) => {
+            let span = expr.span();
+            let helper = respan(
+                quote!(#krate::__private::classifier::<#ok, #err, _, _>),
+                span,
+            );
+            quote_spanned!(span=> #helper(#expr))
+        }
+        None => quote!(#krate::__private::default_classifier::<#ok, #err>()),
     };
-    let outcome = checked("outcome_fn", &spec.classify, "failure");
-    let transient = checked("transient_fn", &spec.retry_if, "transient");
-    quote!(#krate::__private::classify::<#err>(#outcome, #transient))
+    match &spec.retry_if {
+        Some(p) => {
+            // `transient_fn::<E>(path)`, every token at the path: a mismatch lands there.
+            let f = respan(quote!(#krate::__private::transient_fn::<#err>), p.span());
+            let transient = quote_spanned!(p.span()=> #f(#p));
+            quote!(#krate::__private::retry_if(#base, #transient))
+        }
+        None => base,
+    }
 }
 
 /// The declared `T` and `E` as a turbofish may name them: spelled out (with any `impl Trait`

@@ -28,8 +28,8 @@ pub struct Spec {
     pub source: Source,
     /// `fallback = path`.
     pub fallback: Option<syn::Path>,
-    /// `classify = path`.
-    pub classify: Option<syn::Path>,
+    /// `classify = ..`: `http`, a path or a classifier expression.
+    pub classify: Option<syn::Expr>,
     /// `retry_if = path`.
     pub retry_if: Option<syn::Path>,
     /// `name = ".."`, if given (the default is the function's path).

@@ -6,7 +6,7 @@ use super::retry_run::{error_outcome, RetryRun, Step};
 use super::*;
 use crate::breaker::CircuitBreaker;
 use crate::bulkhead::{Bulkhead, Wait};
-use crate::classify::Outcome;
+use crate::classify::{Classifier, Outcome};
 use crate::error::Rejection;
 use crate::layer::Layer;
 use crate::observe::BreakerMetrics;
@@ -120,9 +120,9 @@ impl Pipeline {
         self.budget.as_ref()
     }
 
-    /// Runs `op` through the pipeline, judging errors with [`AllErrors`] (every error a
-    /// breaker failure and transient). `op` is called once per attempt and must return a
-    /// fresh future each time.
+    /// Runs `op` through the pipeline, judging results with [`AllErrors`] (every `Ok` a
+    /// success, every error a breaker failure and transient). `op` is called once per attempt
+    /// and must return a fresh future each time.
     ///
     /// # Errors
     /// See [`Error`]: the operation's error, a local rejection, a timeout, or a retry that
@@ -145,7 +145,10 @@ impl Pipeline {
         self.run(self.breaker.as_ref(), &AllErrors, op)
     }
 
-    /// Runs `op` through the pipeline, judging its errors with `classifier`.
+    /// Runs `op` through the pipeline, judging its results with `classifier`: its `Ok` values
+    /// and errors for the breaker and the retry layer (see [`crate::classify`]; an `Ok` it calls
+    /// a failure is still returned as `Ok`, and when retry gives up on one, the last attempt's
+    /// `Ok` value is returned).
     ///
     /// # Errors
     /// As [`call`](Self::call).
@@ -160,7 +163,7 @@ impl Pipeline {
     where
         F: FnMut() -> Fut + 'a,
         Fut: Future<Output = Result<T, E>> + 'a,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
     {
         self.run(self.breaker.as_ref(), classifier, op)
     }
@@ -187,7 +190,7 @@ impl Pipeline {
     where
         F: FnMut() -> Fut + 'a,
         Fut: Future<Output = Result<T, E>> + 'a,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
     {
         self.run(self.layer_breaker(breaker), classifier, op)
     }
@@ -211,7 +214,7 @@ impl Pipeline {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
     {
         let ctx = match self.deadline {
             Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
@@ -232,7 +235,7 @@ impl Pipeline {
                         inner: op(),
                         pipeline: self,
                         ctx: &mut ctx,
-                        sleep: None,
+                        sleep: crate::timeout::LazySleep::new(),
                     }
                     .await
                 });
@@ -241,14 +244,19 @@ impl Pipeline {
                 }
                 // The success path leaves the result where it is: moving it through a
                 // decision value would copy it.
-                let error = match result {
+                let step = match result {
                     Ok(v) => {
-                        run.succeeded();
-                        break Ok(v);
+                        let retry = class.retry_of(Ok(&v));
+                        if !retry.is_transient() {
+                            run.succeeded();
+                            break Ok(v);
+                        }
+                        // A transient `Ok` (cold): retried like an error, or returned.
+                        run.after_ok(v, retry, ctx.limit())
                     }
-                    Err(e) => e,
+                    Err(e) => run.after_error(e, class, ctx.limit()),
                 };
-                match run.after_error(error, class, ctx.limit()) {
+                match step {
                     Step::Done(result) => break result,
                     Step::Sleep(d) if d.is_zero() => {}
                     // Boxed: keeps the timer out of every call's future.
@@ -276,19 +284,31 @@ impl Pipeline {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
         G: FnOnce(Error<E>) -> GFut,
         GFut: Future<Output = Result<T, Error<E>>>,
     {
         match self.call_with(classifier, op).await {
-            Err(e) if self.wants_fallback(&e, classifier) => fallback(e).await,
+            Err(e) if self.wants_fallback_of::<T, E, C>(&e, classifier) => fallback(e).await,
             result => result,
         }
     }
 
     /// Whether [`call_with_fallback`](Self::call_with_fallback) hands `error` to the
-    /// fallback.
+    /// fallback, judged by an error classifier. A classifier of results judges errors as its
+    /// errors-only form does ([`HttpErrors`](crate::http::HttpErrors) for
+    /// [`HttpClassifier`](crate::http::HttpClassifier)); `call_with_fallback` takes any.
     pub fn wants_fallback<E, C: ErrorClassifier<E> + ?Sized>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
+        self.wants_fallback_of::<(), E, C>(error, classifier)
+    }
+
+    /// [`wants_fallback`](Self::wants_fallback) for a classifier of `Result<T, E>`. A fallback
+    /// is never called for an `Ok`, so only the classifier's verdict on errors counts.
+    pub(crate) fn wants_fallback_of<T, E, C: Classifier<T, E> + ?Sized>(
         &self,
         error: &Error<E>,
         classifier: &C,
@@ -297,8 +317,8 @@ impl Pipeline {
         match error {
             Error::Rejected(_) => true,
             Error::Timeout(_) => failures,
-            Error::Inner(e) => failures && classifier.outcome(e) == Outcome::Failure,
-            Error::GaveUp { last, .. } => self.wants_fallback(last, classifier),
+            Error::Inner(e) => failures && classifier.outcome_of(Err(e)) == Outcome::Failure,
+            Error::GaveUp { last, .. } => self.wants_fallback_of::<T, E, C>(last, classifier),
         }
     }
 }
