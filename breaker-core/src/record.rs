@@ -174,6 +174,15 @@ impl RecorderBuilder {
         Ok(self.to_writer(file))
     }
 
+    /// A recorder writing into memory (for tests), and the lines it writes.
+    ///
+    /// # Panics
+    /// As [`to_writer`](Self::to_writer).
+    pub fn to_memory(self) -> (Recorder, Lines) {
+        let lines = Lines::default();
+        (self.to_writer(lines.clone()), lines)
+    }
+
     /// A recorder writing to `out` on its own thread.
     ///
     /// # Panics
@@ -241,9 +250,11 @@ impl Recorder {
     }
 
     /// A recorder writing into memory (for tests), and the lines it writes.
+    ///
+    /// # Panics
+    /// If the operating system cannot start a thread.
     pub fn to_memory() -> (Recorder, Lines) {
-        let lines = Lines::default();
-        (Recorder::builder().to_writer(lines.clone()), lines)
+        Recorder::builder().to_memory()
     }
 
     /// The recorder's clock now, nanoseconds since it was created: a call's start.
