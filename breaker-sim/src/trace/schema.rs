@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 #[schemars(
     title = "breaker trace line",
+    description = "One call of a trace for `breaker simulate`, one JSON object per line: when it \
+                   arrived, how long it took, how it ended. `outcome` may be left out when \
+                   `status` is given.",
     extend("anyOf" = [{ "required": ["outcome"] }, { "required": ["status"] }])
 )]
 pub struct TraceLine {
