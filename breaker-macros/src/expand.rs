@@ -206,7 +206,8 @@ fn attempt_closure(spec: &Spec) -> TokenStream {
             quote!(#(#rebind)* #fake_return #(#stmts)*)
         }
         FnKind::AsyncTrait => {
-            let inner = validate::async_trait_block(&func.item.block).expect("checked by validate");
+            let inner =
+                crate::shape::async_trait_block(&func.item.block).expect("checked by validate");
             let stmts = &inner.block.stmts;
             quote!(#(#stmts)*)
         }

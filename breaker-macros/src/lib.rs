@@ -18,9 +18,12 @@
 use proc_macro::TokenStream;
 
 mod args;
+mod config_file;
 mod ctxt;
 mod expand;
 mod fallback;
+mod inline;
+mod shape;
 mod validate;
 
 /// Wraps an `async fn` returning `Result<T, E>` in a circuit breaker and the other layers of a

@@ -86,10 +86,14 @@
 //! # Ok::<(), breaker_core::config::ConfigErrors>(())
 //! ```
 
+mod env;
 mod error;
 mod file;
+mod format;
 mod global;
 mod load;
+mod locate;
+mod merge;
 mod registry;
 mod value;
 

@@ -1,0 +1,78 @@
+//! The compile-time check of `policy = ".."` with `config = ".."`: the same loader and
+//! validator that run at run time, over the file the macro embedded.
+
+/// One problem found by [`check_named_policy`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyCheckError {
+    /// Whether it is about the named policy itself (shown under the `policy = ".."` literal)
+    /// rather than the file as a whole (shown under `config = ".."`).
+    pub about_policy: bool,
+    /// What is wrong, lowercase, naming the file and the key.
+    pub message: String,
+}
+
+/// Checks at compile time that the config file `file` (its name as written in `config = ".."`,
+/// whose extension gives the format), with contents `text`, loads and defines a valid policy
+/// `name`: the same loader and validator `Pipeline::named` runs on the same text.
+///
+/// # Errors
+/// Every problem, ready to show under the `policy` or `config` literal.
+pub fn check_named_policy(file: &str, text: &str, name: &str) -> Result<(), Vec<PolicyCheckError>> {
+    let policies = load_embedded(file, text).map_err(|errors| {
+        let own = format!("policies.{name}");
+        errors
+            .into_iter()
+            .map(|(key_path, message)| {
+                let about_policy = key_path == own || key_path.starts_with(&format!("{own}."));
+                let message = if about_policy {
+                    format!("policy `{name}` is invalid: {message}")
+                } else {
+                    format!("config file {file} is invalid: {message}")
+                };
+                PolicyCheckError {
+                    about_policy,
+                    message,
+                }
+            })
+            .collect::<Vec<_>>()
+    })?;
+    if policies.get(name).is_some() {
+        return Ok(());
+    }
+    let names: Vec<String> = policies.names().map(|n| format!("`{n}`")).collect();
+    let available = if names.is_empty() {
+        "none (the file has no `[policies.<name>]` section)".to_owned()
+    } else {
+        names.join(", ")
+    };
+    Err(vec![PolicyCheckError {
+        about_policy: true,
+        message: format!("policy `{name}` not found in {file}; available: {available}"),
+    }])
+}
+
+/// Loads a config file's text as the macro embedded it: the format from the extension of
+/// `file`, no environment overrides. Errors are `(key path, message)` pairs, the message
+/// located as `file:line:column: key.path: what`.
+fn load_embedded(file: &str, text: &str) -> Result<crate::config::Policies, Vec<(String, String)>> {
+    use crate::config::{Format, Loader};
+    let Some(format) = Format::from_path(std::path::Path::new(file)) else {
+        return Err(vec![(
+            ".".into(),
+            format!(
+                "config file `{file}` has an unknown format; expected a `.toml`, `.yaml`, `.yml` \
+                 or `.json` file"
+            ),
+        )]);
+    };
+    Loader::text(text, format).load().map_err(|errors| {
+        errors
+            .0
+            .into_iter()
+            .map(|e| {
+                let sep = if e.line.is_some() { "" } else { " " };
+                (e.key_path.clone(), format!("{file}:{sep}{e}"))
+            })
+            .collect()
+    })
+}

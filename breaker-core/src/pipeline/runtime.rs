@@ -1,0 +1,320 @@
+//! The pipeline type and its one implementation of a call.
+
+use super::attempt::{Attempt, Held};
+use super::ctx::Ctx;
+use super::retry_run::{error_outcome, RetryRun, Step};
+use super::*;
+use crate::breaker::CircuitBreaker;
+use crate::bulkhead::{Bulkhead, Wait};
+use crate::classify::Outcome;
+use crate::error::Rejection;
+use crate::layer::Layer;
+use crate::observe::BreakerMetrics;
+use crate::retry::RetryPolicy;
+use crate::timeout::{Elapsed, TimeoutKind};
+use rand::rngs::SmallRng;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A resilience pipeline: the configured layers in their order. See the
+/// [module docs](super). Cloning is cheap; clones share the breaker, the bulkhead, the
+/// retry budget and the jitter source.
+#[derive(Clone)]
+pub struct Pipeline {
+    pub(super) layers: [Layer; 4],
+    pub(super) len: usize,
+    /// The position of the retry layer in the order.
+    pub(super) retry_at: Option<usize>,
+    pub(super) breaker: Option<CircuitBreaker>,
+    pub(super) retry: Option<RetryPolicy>,
+    pub(super) budget: Option<RetryBudget>,
+    pub(super) timeout: Option<Duration>,
+    pub(super) deadline: Option<Duration>,
+    pub(super) bulkhead: Option<Bulkhead>,
+    pub(super) idempotent: bool,
+    pub(super) fallback_on: FallbackOn,
+    pub(super) rng: Arc<Mutex<SmallRng>>,
+    /// The call and rejection counters of the breaker's name (counting nothing without
+    /// a breaker or without the `metrics` feature).
+    pub(super) metrics: BreakerMetrics,
+}
+
+impl Pipeline {
+    /// The name the pipeline's metrics carry: its breaker's name, `""` without a breaker.
+    pub(super) fn metrics_name(&self) -> &str {
+        self.breaker.as_ref().map_or("", CircuitBreaker::name)
+    }
+
+    /// The error of the limit of `kind`, which has just passed (counted in the
+    /// [`TIMEOUTS_TOTAL`](crate::observe::TIMEOUTS_TOTAL) metric).
+    pub(super) fn elapsed(&self, kind: TimeoutKind) -> Elapsed {
+        crate::observe::timeout(self.metrics_name(), kind);
+        let after = match kind {
+            TimeoutKind::Attempt => self.timeout,
+            TimeoutKind::Deadline => self.deadline,
+        };
+        Elapsed {
+            kind,
+            after: after.unwrap_or_default(),
+        }
+    }
+
+    /// Starts building a pipeline with no layers.
+    pub fn builder() -> PipelineBuilder {
+        PipelineBuilder::default()
+    }
+
+    /// The pipeline of `policy`, with the system clock for its breaker.
+    ///
+    /// # Errors
+    /// As [`PipelineBuilder::build`].
+    pub fn from_policy(policy: &crate::policy::Policy) -> Result<Pipeline, BuildError> {
+        PipelineBuilder::from_policy(policy).build()
+    }
+
+    /// The layers, outermost first.
+    pub fn order(&self) -> &[Layer] {
+        &self.layers[..self.len]
+    }
+
+    /// The circuit breaker, if configured.
+    pub fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.breaker.as_ref()
+    }
+
+    /// This pipeline with `breaker` in place of its own, in the same position of the
+    /// order; everything else (bulkhead, retry budget, jitter source) is shared with
+    /// `self`. Cheap (reference-count increments, no allocation); to run one pipeline
+    /// with a breaker per key, [`call_with_breaker`](Self::call_with_breaker) is cheaper
+    /// still (it clones nothing). A pipeline without a breaker layer stays without one.
+    /// Calls and rejections are still counted under the name of `self`'s breaker (a
+    /// registry's breakers share their factory's name).
+    pub fn with_breaker(&self, breaker: CircuitBreaker) -> Pipeline {
+        // Field by field: `..self.clone()` would clone `self.breaker` only to drop it.
+        Pipeline {
+            layers: self.layers,
+            len: self.len,
+            retry_at: self.retry_at,
+            breaker: self.breaker.is_some().then_some(breaker),
+            retry: self.retry,
+            budget: self.budget.clone(),
+            timeout: self.timeout,
+            deadline: self.deadline,
+            bulkhead: self.bulkhead.clone(),
+            idempotent: self.idempotent,
+            fallback_on: self.fallback_on,
+            rng: Arc::clone(&self.rng),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// The bulkhead, if configured.
+    pub fn bulkhead(&self) -> Option<&Bulkhead> {
+        self.bulkhead.as_ref()
+    }
+
+    /// The retry budget, if configured.
+    pub fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.budget.as_ref()
+    }
+
+    /// Runs `op` through the pipeline, judging errors with [`AllErrors`] (every error a
+    /// breaker failure and transient). `op` is called once per attempt and must return a
+    /// fresh future each time.
+    ///
+    /// # Errors
+    /// See [`Error`]: the operation's error, a local rejection, a timeout, or a retry that
+    /// gave up.
+    ///
+    /// # Panics
+    /// If it must sleep or wait (a backoff, a pending attempt under a timeout, a bulkhead
+    /// wait) outside a tokio runtime with the time driver enabled. A panic inside `op`
+    /// propagates; a breaker permit it held records a failure.
+    pub fn call<'a, T: 'a, E: 'a, F, Fut>(
+        &'a self,
+        op: F,
+    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
+    where
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
+    {
+        // Not an `async fn` wrapping the call: that would nest one future in another and
+        // move the result through both.
+        self.run(self.breaker.as_ref(), &AllErrors, op)
+    }
+
+    /// Runs `op` through the pipeline, judging its errors with `classifier`.
+    ///
+    /// # Errors
+    /// As [`call`](Self::call).
+    ///
+    /// # Panics
+    /// As [`call`](Self::call).
+    pub fn call_with<'a, T: 'a, E: 'a, F, Fut, C>(
+        &'a self,
+        classifier: &'a C,
+        op: F,
+    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
+    where
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
+        C: ErrorClassifier<E> + ?Sized,
+    {
+        self.run(self.breaker.as_ref(), classifier, op)
+    }
+
+    /// Like [`call_with`](Self::call_with), with `breaker` in place of the pipeline's own
+    /// in the same position of the order: what
+    /// [`with_breaker(breaker).call_with(..)`](Self::with_breaker) does, without cloning
+    /// the pipeline. The way to run one pipeline with a breaker per key, the breaker taken
+    /// from a [`Registry`](crate::registry::Registry) per call. A pipeline without a
+    /// breaker layer ignores `breaker`. Calls and rejections are counted under the name
+    /// of the pipeline's own breaker.
+    ///
+    /// # Errors
+    /// As [`call`](Self::call).
+    ///
+    /// # Panics
+    /// As [`call`](Self::call).
+    pub fn call_with_breaker<'a, T: 'a, E: 'a, F, Fut, C>(
+        &'a self,
+        breaker: &'a CircuitBreaker,
+        classifier: &'a C,
+        op: F,
+    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
+    where
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
+        C: ErrorClassifier<E> + ?Sized,
+    {
+        self.run(self.layer_breaker(breaker), classifier, op)
+    }
+
+    /// `breaker` as the breaker layer's breaker, or `None` for a pipeline without a breaker
+    /// layer (which ignores a key's breaker).
+    pub(crate) fn layer_breaker<'a>(
+        &self,
+        breaker: &'a CircuitBreaker,
+    ) -> Option<&'a CircuitBreaker> {
+        self.breaker.is_some().then_some(breaker)
+    }
+
+    /// The one implementation of a call, with `breaker` as the breaker layer's breaker.
+    pub(crate) async fn run<T, E, F, Fut, C>(
+        &self,
+        breaker: Option<&CircuitBreaker>,
+        classifier: &C,
+        mut op: F,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        C: ErrorClassifier<E> + ?Sized,
+    {
+        let ctx = match self.deadline {
+            Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
+            None => Ctx::default(),
+        };
+        // The layers outside retry, the retry loop, the layers inside it. Without retry,
+        // the outer run is empty and the loop makes one attempt.
+        let (outer, inner) = match self.retry_at {
+            Some(i) => (i, i + 1),
+            None => (0, 0),
+        };
+        let class = classifier;
+        segment!(self, breaker, ..outer, ctx, class, lazy = false, {
+            let mut run = RetryRun::new(self);
+            loop {
+                let result = segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
+                    Attempt {
+                        inner: op(),
+                        pipeline: self,
+                        ctx: &mut ctx,
+                        sleep: None,
+                    }
+                    .await
+                });
+                if self.retry_at.is_none() {
+                    break result;
+                }
+                // The success path leaves the result where it is: moving it through a
+                // decision value would copy it.
+                let error = match result {
+                    Ok(v) => {
+                        run.succeeded();
+                        break Ok(v);
+                    }
+                    Err(e) => e,
+                };
+                match run.after_error(error, class, ctx.limit()) {
+                    Step::Done(result) => break result,
+                    Step::Sleep(d) if d.is_zero() => {}
+                    // Boxed: keeps the timer out of every call's future.
+                    Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
+                }
+            }
+        })
+    }
+
+    /// Like [`call_with`](Self::call_with), and on an error chosen by
+    /// [`FallbackOn`] (never one classified as ignored) returns `fallback(error)` instead.
+    /// The fallback runs outside every layer and every limit.
+    ///
+    /// # Errors
+    /// The pipeline's error when the fallback does not apply; otherwise the fallback's.
+    ///
+    /// # Panics
+    /// As [`call`](Self::call).
+    pub async fn call_with_fallback<T, E, F, Fut, C, G, GFut>(
+        &self,
+        classifier: &C,
+        op: F,
+        fallback: G,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        C: ErrorClassifier<E> + ?Sized,
+        G: FnOnce(Error<E>) -> GFut,
+        GFut: Future<Output = Result<T, Error<E>>>,
+    {
+        match self.call_with(classifier, op).await {
+            Err(e) if self.wants_fallback(&e, classifier) => fallback(e).await,
+            result => result,
+        }
+    }
+
+    /// Whether [`call_with_fallback`](Self::call_with_fallback) hands `error` to the
+    /// fallback.
+    pub fn wants_fallback<E, C: ErrorClassifier<E> + ?Sized>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
+        let failures = self.fallback_on == FallbackOn::RejectionOrFailure;
+        match error {
+            Error::Rejected(_) => true,
+            Error::Timeout(_) => failures,
+            Error::Inner(e) => failures && classifier.outcome(e) == Outcome::Failure,
+            Error::GaveUp { last, .. } => self.wants_fallback(last, classifier),
+        }
+    }
+}
+
+impl fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("order", &self.order())
+            .field("breaker", &self.breaker)
+            .field("retry", &self.retry)
+            .field("retry_budget", &self.budget)
+            .field("timeout", &self.timeout)
+            .field("deadline", &self.deadline)
+            .field("bulkhead", &self.bulkhead)
+            .field("idempotent", &self.idempotent)
+            .field("fallback_on", &self.fallback_on)
+            .finish()
+    }
+}

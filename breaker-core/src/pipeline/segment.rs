@@ -1,0 +1,94 @@
+//! A run of non-retry layers around a core, as straight-line code (see the macro's docs).
+
+/// A run of non-retry layers (`$range` of the order, outermost first) around `$core`,
+/// as one block whose value is the run's result.
+///
+/// Breaker, bulkhead and timeout only act before and after what they wrap, so a run of
+/// them is straight-line code, not one nested future per layer: entering the run takes each
+/// layer's permit or limit in the declared order, leaving it releases them. A whole call is
+/// then one `async fn` (the layers outside retry, the retry loop, the layers inside it),
+/// which keeps its future small and its result from being moved from layer to layer. A
+/// layer that refuses releases what the layers outside it took, and a breaker outside it
+/// records the refusal as it would have seen it nested: a bulkhead rejection is ignored, a
+/// deadline reached while waiting for a slot is a failure.
+///
+/// With `lazy`, the run encloses a single attempt and the timeout layer's limit is anchored
+/// only when needed (see `Ctx::lazy`); without it, at the layer.
+macro_rules! segment {
+    ($self:ident, $breaker:ident, $range:expr, $ctx:ident, $class:ident, lazy = $lazy:expr, $core:expr) => {
+        'segment: {
+            let mut permit = None;
+            let mut _slot = None;
+            let mut $ctx = $ctx;
+            for &layer in &$self.layers[$range] {
+                let refused: Error<E> = match layer {
+                    Layer::Timeout => {
+                        if let Some(t) = $self.timeout {
+                            $ctx = if $lazy {
+                                $ctx.lazy()
+                            } else {
+                                $ctx.tighten(t, TimeoutKind::Attempt)
+                            };
+                        }
+                        continue;
+                    }
+                    Layer::Breaker => {
+                        let Some(breaker) = $breaker else {
+                            continue;
+                        };
+                        match breaker.try_acquire() {
+                            Ok(p) => {
+                                permit = Some(Held {
+                                    permit: p,
+                                    metrics: &$self.metrics,
+                                });
+                                continue;
+                            }
+                            Err(r) => {
+                                $self.metrics.rejected(r.reason());
+                                Error::Rejected(Rejection::Breaker(r))
+                            }
+                        }
+                    }
+                    Layer::Bulkhead => {
+                        let Some(bulkhead) = &$self.bulkhead else {
+                            continue;
+                        };
+                        let slot = match bulkhead.try_acquire() {
+                            Ok(slot) => Ok(slot),
+                            // Boxed: the waiting path must not grow every call's future.
+                            Err(_) => {
+                                $ctx = $ctx.anchor($self.timeout);
+                                Box::pin(bulkhead.acquire_until($ctx.limit().map(|l| l.at))).await
+                            }
+                        };
+                        match slot {
+                            Ok(slot) => {
+                                _slot = Some(slot);
+                                continue;
+                            }
+                            Err(Wait::Full(full)) => Error::Rejected(Rejection::Bulkhead(full)),
+                            Err(Wait::Deadline) => match $ctx.limit() {
+                                Some(l) => Error::Timeout($self.elapsed(l.kind)),
+                                None => unreachable!("waits end early only at a limit"),
+                            },
+                        }
+                    }
+                    Layer::Retry => unreachable!("retry is never inside a segment"),
+                };
+                if let Some(mut p) = permit.take() {
+                    p.record(error_outcome(&refused, $class));
+                }
+                break 'segment Err(refused);
+            }
+            let result = $core;
+            if let Some(p) = &mut permit {
+                p.record(match &result {
+                    Ok(_) => Outcome::Success,
+                    Err(e) => error_outcome(e, $class),
+                });
+            }
+            result
+        }
+    };
+}

@@ -1,0 +1,186 @@
+//! A policy written in the attribute's options: built with `breaker-core`'s own code to
+//! report errors at the literals, and turned into the tokens that build it again at run time.
+
+use crate::args::{Args, Given, Number, WindowArg};
+use crate::ctxt::Ctxt;
+use crate::validate::InlineTokens;
+use breaker_core::__private::{InlinePolicy, OptionError};
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, ToTokens};
+use syn::spanned::Spanned;
+use syn::{Ident, LitInt, LitStr};
+
+/// Builds the attribute's policy with `breaker-core`'s [`InlinePolicy::build`] (the code the
+/// generated function runs on first call) and reports its errors at the offending literals.
+/// Returns the tokens of the same `InlinePolicy`, for the expansion.
+pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
+    let mut ok = true;
+    let mut num = |lit: &LitInt| match lit.base10_parse::<u64>() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            cx.error_spanned_by(lit, format!("invalid number `{lit}`: {e}"));
+            ok = false;
+            None
+        }
+    };
+    let threshold = args.threshold.as_ref().and_then(|g| num(&g.value));
+    let min_calls = args.min_calls.as_ref().and_then(|g| num(&g.value));
+    let half_open_probes = args.half_open_probes.as_ref().and_then(|g| num(&g.value));
+    let concurrency = args.concurrency.as_ref().and_then(|g| num(&g.value));
+    let window_calls = match args.window.as_ref().map(|g| &g.value) {
+        Some(WindowArg::Calls(l)) => num(l),
+        _ => None,
+    };
+    let failure_rate = match args.failure_rate.as_ref().map(|g| &g.value) {
+        Some(Number::Int(l)) => num(l).map(|n| n as f64),
+        Some(Number::Float(l)) => match l.base10_parse::<f64>() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                cx.error_spanned_by(l, format!("invalid number `{l}`: {e}"));
+                ok = false;
+                None
+            }
+        },
+        None => None,
+    };
+    if !ok {
+        return None;
+    }
+    let window_time = match args.window.as_ref().map(|g| &g.value) {
+        Some(WindowArg::Time(l)) => Some(l.value()),
+        _ => None,
+    };
+    let string = |g: &Option<Given<LitStr>>| g.as_ref().map(|g| g.value.value());
+    let (cooldown, retry, timeout, deadline) = (
+        string(&args.cooldown),
+        string(&args.retry),
+        string(&args.timeout),
+        string(&args.deadline),
+    );
+    let order_names: Option<Vec<String>> = args
+        .order
+        .as_ref()
+        .map(|g| g.value.items.iter().map(|i| i.to_string()).collect());
+    let order_refs: Option<Vec<&str>> = order_names
+        .as_ref()
+        .map(|v| v.iter().map(String::as_str).collect());
+    let policy = InlinePolicy {
+        threshold,
+        failure_rate,
+        window_calls,
+        window_time: window_time.as_deref(),
+        min_calls,
+        cooldown: cooldown.as_deref(),
+        half_open_probes,
+        retry: retry.as_deref(),
+        idempotent: args.idempotent.as_ref().map(|g| g.value.value),
+        timeout: timeout.as_deref(),
+        deadline: deadline.as_deref(),
+        concurrency,
+        order: order_refs.as_deref(),
+    };
+    match policy.build() {
+        Ok(policy) => Some(InlineTokens {
+            tokens: inline_tokens(args),
+            policy: Box::new(policy),
+        }),
+        Err(errors) => {
+            for e in errors {
+                cx.error_at(option_span(args, &e), e.message);
+            }
+            None
+        }
+    }
+}
+
+/// Where an option error belongs: at the offending `order` item, else at the option's value.
+fn option_span(args: &Args, e: &OptionError) -> Span {
+    fn value<T: Spanned>(g: &Option<Given<T>>) -> Option<Span> {
+        g.as_ref().map(|g| g.value.span())
+    }
+    let span = match e.option {
+        "threshold" => value(&args.threshold),
+        "failure_rate" => args.failure_rate.as_ref().map(|g| g.value.span()),
+        "window" => args.window.as_ref().map(|g| match &g.value {
+            WindowArg::Calls(l) => l.span(),
+            WindowArg::Time(l) => l.span(),
+        }),
+        "min_calls" => value(&args.min_calls),
+        "cooldown" => value(&args.cooldown),
+        "half_open_probes" => value(&args.half_open_probes),
+        "retry" => value(&args.retry),
+        "idempotent" => value(&args.idempotent),
+        "timeout" => value(&args.timeout),
+        "deadline" => value(&args.deadline),
+        "concurrency" => value(&args.concurrency),
+        "order" => args.order.as_ref().map(|g| match e.item {
+            Some(i) => g.value.items[i].span(),
+            None => g.value.span,
+        }),
+        _ => None,
+    };
+    span.unwrap_or_else(Span::call_site)
+}
+
+/// The `InlinePolicy { .. }` literal the expansion builds at run time: the attribute's own
+/// literals, in the order the fields are declared.
+fn inline_tokens(args: &Args) -> TokenStream {
+    let mut fields = TokenStream::new();
+    let some = |v: TokenStream| quote!(::core::option::Option::Some(#v));
+    let mut field = |name: &str, v: Option<TokenStream>| {
+        if let Some(v) = v {
+            let name = Ident::new(name, Span::call_site());
+            let v = some(v);
+            fields.extend(quote!(#name: #v,));
+        }
+    };
+    let int = |g: &Option<Given<LitInt>>| {
+        g.as_ref().map(|g| {
+            let n = g.value.base10_parse::<u64>().unwrap_or_default();
+            quote!(#n)
+        })
+    };
+    let string = |g: &Option<Given<LitStr>>| g.as_ref().map(|g| g.value.to_token_stream());
+    field("threshold", int(&args.threshold));
+    field(
+        "failure_rate",
+        args.failure_rate.as_ref().map(|g| {
+            let f = match &g.value {
+                Number::Int(l) => l.base10_parse::<u64>().unwrap_or_default() as f64,
+                Number::Float(l) => l.base10_parse::<f64>().unwrap_or_default(),
+            };
+            let lit = proc_macro2::Literal::f64_suffixed(f);
+            quote!(#lit)
+        }),
+    );
+    match args.window.as_ref().map(|g| &g.value) {
+        Some(WindowArg::Calls(l)) => {
+            let n = l.base10_parse::<u64>().unwrap_or_default();
+            field("window_calls", Some(quote!(#n)));
+        }
+        Some(WindowArg::Time(l)) => field("window_time", Some(l.to_token_stream())),
+        None => {}
+    }
+    field("min_calls", int(&args.min_calls));
+    field("cooldown", string(&args.cooldown));
+    field("half_open_probes", int(&args.half_open_probes));
+    field("retry", string(&args.retry));
+    field(
+        "idempotent",
+        args.idempotent.as_ref().map(|g| {
+            let b = g.value.value;
+            quote!(#b)
+        }),
+    );
+    field("timeout", string(&args.timeout));
+    field("deadline", string(&args.deadline));
+    field("concurrency", int(&args.concurrency));
+    field(
+        "order",
+        args.order.as_ref().map(|g| {
+            let names = g.value.items.iter().map(|i| i.to_string());
+            quote!(&[#(#names),*])
+        }),
+    );
+    fields
+}
