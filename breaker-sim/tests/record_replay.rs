@@ -1,35 +1,41 @@
-//! Record calls of a live pipeline on tokio's paused clock, replay the recording against the
-//! same policy, and get the decisions the live breaker took: the same transitions at the same
-//! instants, the same rejections.
+//! Record the calls of a live pipeline on tokio's paused clock (with the pipeline's own
+//! recorder), replay the recording against the same policy, and get the decisions the live
+//! breaker took: the same transitions at the same instants, the same rejections.
 
 use breaker_core::breaker::{CircuitBreaker, State};
 use breaker_core::clock::Clock;
 use breaker_core::pipeline::Pipeline;
 use breaker_core::policy::Policy;
-use breaker_core::record::{Recorded, Recorder};
+use breaker_core::record::Recorder;
+use breaker_core::retry::RetryPolicy;
 use breaker_core::Error;
 use breaker_sim::replay::{NamedPolicy, Options};
+use breaker_sim::report::Report;
 use breaker_sim::trace::{Format, TraceReader};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
 const BREAKER: &str = "3 consecutive, open 500ms";
-const TIMEOUT: Duration = Duration::from_millis(103);
-/// One call every 7 ms; answers take 16 ms (healthy) or 4 ms (down), a hang is cut at 103 ms:
-/// no two events of the run fall on the same instant, so the order of events at an instant,
+const TIMEOUT: Duration = Duration::from_millis(61);
+const RETRY: &str = "3x fixed 12ms";
+/// One call every 11 ms; answers take 5 ms (healthy) or 2 ms (down), a hang is cut at 61 ms,
+/// retries wait 12 ms: chosen (by searching) so that no two arrivals, attempt starts or
+/// attempt ends of the run fall on the same instant, so the order of events at one instant,
 /// which a live run does not define, never matters.
-const PERIOD_MS: u64 = 7;
+const PERIOD_MS: u64 = 11;
+const CALLS: u64 = 5000 / PERIOD_MS;
 
-/// The dependency at `ms` since the start: healthy, down, hanging, healthy again.
+/// The dependency at `ms` since the start: healthy, down, hanging, healthy again. A pure
+/// function of time, as a replay assumes.
 async fn dependency(ms: u64) -> Result<(), &'static str> {
     match ms {
         0..1000 | 3000.. => {
-            tokio::time::sleep(Duration::from_millis(16)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
             Ok(())
         }
         1000..2000 => {
-            tokio::time::sleep(Duration::from_millis(4)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
             Err("503")
         }
         _ => {
@@ -39,63 +45,47 @@ async fn dependency(ms: u64) -> Result<(), &'static str> {
     }
 }
 
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn replaying_a_recorded_live_run_gives_the_live_decisions() {
-    let live_transitions: Arc<Mutex<Vec<(u64, State)>>> = Arc::default();
-    let sink = Arc::clone(&live_transitions);
+/// Runs the live pipeline; returns its transitions, its rejected calls and the recording.
+async fn live(retry: Option<RetryPolicy>) -> (Vec<(u64, State)>, u64, String) {
+    let transitions: Arc<Mutex<Vec<(u64, State)>>> = Arc::default();
+    let sink = Arc::clone(&transitions);
     let breaker = CircuitBreaker::builder(BREAKER.parse().unwrap())
         .clock(Clock::tokio())
         .on_transition(move |t| sink.lock().unwrap().push((t.at.as_nanos() as u64, t.to)))
         .build()
         .unwrap();
     let (recorder, lines) = Recorder::builder().clock(Clock::tokio()).to_memory();
-    let pipeline = Arc::new(
-        Pipeline::builder()
-            .breaker(breaker)
-            .timeout(TIMEOUT)
-            .build()
-            .unwrap(),
-    );
+    let mut builder = Pipeline::builder()
+        .breaker(breaker)
+        .timeout(TIMEOUT)
+        .recorder(recorder.clone());
+    if let Some(r) = retry {
+        builder = builder.retry(r).idempotent(true);
+    }
+    let pipeline = Arc::new(builder.build().unwrap());
     let start = Instant::now();
-    let rejected = Arc::new(Mutex::new(0u64));
     let mut tasks = Vec::new();
-    for k in 0..(5000 / PERIOD_MS) {
+    for k in 0..CALLS {
         tokio::time::sleep_until(start + Duration::from_millis(k * PERIOD_MS)).await;
-        let (pipeline, recorder, rejected) = (
-            Arc::clone(&pipeline),
-            recorder.clone(),
-            Arc::clone(&rejected),
-        );
+        let pipeline = Arc::clone(&pipeline);
         tasks.push(tokio::spawn(async move {
-            let at = recorder.start();
-            let ms = start.elapsed().as_millis() as u64;
-            let result = pipeline.call(|| dependency(ms)).await;
-            let outcome = match result {
-                Ok(()) => Recorded::Success,
-                Err(Error::Inner(_)) => Recorded::Failure,
-                Err(Error::Timeout(_)) => Recorded::Timeout,
-                Err(Error::Rejected(_)) => {
-                    *rejected.lock().unwrap() += 1;
-                    Recorded::Rejected
-                }
-                Err(e) => panic!("unexpected {e}"),
-            };
-            recorder.record(at, outcome, None);
+            let result = pipeline
+                .call(|| dependency(start.elapsed().as_millis() as u64))
+                .await;
+            matches!(result, Err(Error::Rejected(_)))
         }));
     }
+    let mut rejected = 0;
     for t in tasks {
-        t.await.unwrap();
+        rejected += u64::from(t.await.unwrap());
     }
-    let (written, dropped) = recorder.flush().unwrap();
-    assert_eq!((written, dropped), (5000 / PERIOD_MS, 0));
+    let (_, dropped) = recorder.flush().unwrap();
+    assert_eq!(dropped, 0);
+    let transitions = transitions.lock().unwrap().clone();
+    (transitions, rejected, lines.text())
+}
 
-    let live = live_transitions.lock().unwrap().clone();
-    // The run did go through the breaker's states: opened in the outage, probed, closed.
-    assert!(live.len() >= 4, "{live:?}");
-    assert!(live.iter().any(|(_, s)| *s == State::Open));
-    assert_eq!(live.last().unwrap().1, State::Closed);
-
-    let text = lines.text();
+fn replay(text: String, retry: Option<RetryPolicy>) -> Report {
     let mut reader = TraceReader::new(
         "recorded",
         Box::new(std::io::Cursor::new(text.into_bytes())),
@@ -107,6 +97,8 @@ async fn replaying_a_recorded_live_run_gives_the_live_decisions() {
         policy: Policy {
             breaker: Some(BREAKER.parse().unwrap()),
             timeout: Some(TIMEOUT),
+            retry,
+            idempotent: retry.is_some(),
             ..Policy::default()
         },
         params: Vec::new(),
@@ -115,13 +107,35 @@ async fn replaying_a_recorded_live_run_gives_the_live_decisions() {
         timeline: true,
         ..Options::default()
     };
-    let report = breaker_sim::run::run(&mut reader, &[policy], options, &|_| {})
+    breaker_sim::run::run(&mut reader, &[policy], options, &|_| {})
         .unwrap()
-        .remove(0);
+        .remove(0)
+}
+
+async fn check(retry: Option<RetryPolicy>) {
+    let (live, rejected, text) = live(retry).await;
+    assert_eq!(text.contains("\"attempt\":2"), retry.is_some());
+    // The run did go through the breaker's states: opened in the outage, closed at the end.
+    assert!(live.len() >= 4, "{live:?}");
+    assert!(live.iter().any(|(_, s)| *s == State::Open));
+    assert_eq!(live.last().unwrap().1, State::Closed);
+    let report = replay(text, retry);
     let timeline = report.timeline.as_ref().unwrap();
-    // The replay's transitions: after the initial closed state, up to the final repeat.
+    // The replay's transitions, without its initial closed state and final repeat.
     let replayed = &timeline.transitions[1..timeline.transitions.len() - 1];
     assert_eq!(replayed, live.as_slice());
-    assert_eq!(report.rejected, *rejected.lock().unwrap());
-    assert_eq!(report.calls, 5000 / PERIOD_MS);
+    assert_eq!(report.calls, CALLS);
+    assert_eq!(report.rejected, rejected);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn replaying_a_recorded_live_run_gives_the_live_decisions() {
+    check(None).await;
+}
+
+/// With retry: the pipeline records every attempt (retries with their number); the replay
+/// makes its own retries, which read the recorded ones as the dependency's behaviour.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn with_retry_too() {
+    check(Some(RETRY.parse().unwrap())).await;
 }
