@@ -325,6 +325,7 @@ impl Recorder {
     }
 }
 
+#[cfg(feature = "tokio")]
 impl Recorder {
     /// Starts recording attempt `attempt` of a call (for the pipeline): finish it with
     /// [`AttemptRecord::finish`]; dropped unfinished, it records a cancellation.
@@ -339,7 +340,8 @@ impl Recorder {
     }
 }
 
-/// An attempt being recorded; see [`Recorder::attempt`].
+/// An attempt being recorded; see `Recorder::attempt`.
+#[cfg(feature = "tokio")]
 pub(crate) struct AttemptRecord<'r> {
     recorder: &'r Recorder,
     start: u64,
@@ -347,6 +349,7 @@ pub(crate) struct AttemptRecord<'r> {
     done: bool,
 }
 
+#[cfg(feature = "tokio")]
 impl AttemptRecord<'_> {
     /// Records how the attempt ended, now.
     #[inline]
@@ -357,6 +360,7 @@ impl AttemptRecord<'_> {
     }
 }
 
+#[cfg(feature = "tokio")]
 impl Drop for AttemptRecord<'_> {
     fn drop(&mut self) {
         if !self.done {

@@ -70,6 +70,7 @@ options! {
     order => Order,
     fallback => Fallback,
     classify => Classify,
+    record => Record,
     name => Name,
     key => ByKey,
     policy => Policy,
@@ -154,6 +155,8 @@ pub struct Args {
     pub classify: Option<Given<Path>>,
     /// `retry_if = path`.
     pub retry_if: Option<Given<Path>>,
+    /// `record = path`: a `fn() -> Option<Recorder>`.
+    pub record: Option<Given<Path>>,
     /// `idempotent` or `idempotent = bool`.
     pub idempotent: Option<Given<LitBool>>,
     /// `name = "..."`.
@@ -287,6 +290,7 @@ impl Args {
             Key::Order => set_once(cx, &mut self.order, &key, order(cx, option, v)),
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
             Key::Classify => set_once(cx, &mut self.classify, &key, path(cx, option, v)),
+            Key::Record => set_once(cx, &mut self.record, &key, path(cx, option, v)),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
             Key::ByKey => {
                 let ident = match v {
@@ -354,6 +358,7 @@ fn example(option: Key) -> &'static str {
         "concurrency" => "10",
         "fallback" => "path::to::fallback",
         "classify" => "path::to::classify",
+        "record" => "path::to::recorder",
         "retry_if" => "path::to::is_transient",
         "idempotent" => "true",
         "name" => "\"inventory\"",
@@ -373,7 +378,7 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
         "failure_rate" => "a percentage (an integer or float literal)",
         "window" => "a number of calls or a duration string",
         "order" => "a list of layer names",
-        "fallback" | "classify" | "retry_if" | "crate" => "a path",
+        "fallback" | "classify" | "retry_if" | "record" | "crate" => "a path",
         "idempotent" => "`true` or `false`",
         _ => "a string literal",
     };

@@ -31,6 +31,8 @@ pub struct Spec {
     pub classify: Option<syn::Path>,
     /// `retry_if = path`.
     pub retry_if: Option<syn::Path>,
+    /// `record = path`: where the pipeline records its calls.
+    pub record: Option<syn::Path>,
     /// `name = ".."`, if given (the default is the function's path).
     pub name: Option<LitStr>,
     /// `key = arg`, resolved to the argument.
@@ -106,6 +108,7 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
         fallback: args.fallback.map(|g| g.value),
         classify: args.classify.map(|g| g.value),
         retry_if: args.retry_if.map(|g| g.value),
+        record: args.record.map(|g| g.value),
         name: args.name.map(|g| g.value),
         key,
         reruns,

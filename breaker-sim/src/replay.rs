@@ -311,10 +311,14 @@ impl Sim {
                 .copied()
                 .flatten()
                 .map(|t| ms(t - start));
-            if let Some(next) = phases.get(p + 1) {
+            // The outage lasts while phases are outages (a hang, then fast failures).
+            let end = (p..phases.len())
+                .find(|&q| !phases[q].is_outage())
+                .unwrap_or(phases.len());
+            if let Some(next) = phases.get(end) {
                 recover_ms = self
                     .first_closed
-                    .get(p + 1)
+                    .get(end)
                     .copied()
                     .flatten()
                     .map(|t| ms(t - next.start_ns));

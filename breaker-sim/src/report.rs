@@ -59,11 +59,12 @@ pub struct Report {
     /// When the breaker first opened.
     pub first_open_ms: Option<f64>,
     /// From the start of the trace's first outage (the first phase in which at least half of
-    /// the known answers are failures or timeouts; labelled or detected) to the breaker's first
-    /// opening after it.
+    /// the known answers are failures or timeouts, labelled or detected, and the outage phases
+    /// right after it) to the breaker's first opening after that start.
     pub detect_ms: Option<f64>,
-    /// From the end of that outage (the start of the next phase) to the first instant after it
-    /// at which the breaker was closed (0 if it was closed then).
+    /// From the end of that outage (the start of the first phase after it that is no outage)
+    /// to the first instant from then on at which the breaker was closed (0 if it was closed
+    /// then); `null` if it never closed again, or the trace ends in the outage.
     pub recover_ms: Option<f64>,
     /// Calls that succeeded.
     pub succeeded: u64,

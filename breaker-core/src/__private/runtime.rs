@@ -37,6 +37,13 @@ pub fn transient_fn<E>(f: fn(&E) -> bool) -> fn(&E) -> bool {
     f
 }
 
+/// A `record = path`, as the function pointer [`Pipeline::recording`] takes.
+pub fn recorder_fn(
+    f: fn() -> Option<crate::record::Recorder>,
+) -> fn() -> Option<crate::record::Recorder> {
+    f
+}
+
 /// A `fallback = path`: an async function taking the pipeline's error and returning the
 /// function's rewritten result.
 #[diagnostic::on_unimplemented(
@@ -184,6 +191,15 @@ impl Pipeline {
             factory: None,
             keyed: OnceLock::new(),
         }
+    }
+
+    /// `record = path`: the pipeline records its calls in the recorder `f` returns, asked
+    /// once, when the pipeline is built (the function's first call); `None` records nothing.
+    pub fn recording(mut self, f: fn() -> Option<crate::record::Recorder>) -> Pipeline {
+        if let Some(recorder) = f() {
+            self.shared.set_recorder(recorder);
+        }
+        self
     }
 
     /// The pipeline with the function's one breaker.

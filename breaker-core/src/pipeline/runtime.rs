@@ -114,6 +114,12 @@ impl Pipeline {
         }
     }
 
+    /// Records this pipeline's calls in `recorder` from now on (see
+    /// [`PipelineBuilder::recorder`]); for the attribute's `record = path`.
+    pub(crate) fn set_recorder(&mut self, recorder: Recorder) {
+        self.recorder = Some(recorder);
+    }
+
     /// The bulkhead, if configured.
     pub fn bulkhead(&self) -> Option<&Bulkhead> {
         self.bulkhead.as_ref()
