@@ -42,7 +42,7 @@
 //!   then the outcomes and retries due, in the order they were scheduled.
 //!
 //! # What is counted
-//! See [`Report`](crate::report::Report): calls and how they ended, attempts that reached the
+//! See [`crate::report::Report`]: calls and how they ended, attempts that reached the
 //! dependency, failures among them, rejected calls that would have succeeded, and the
 //! breaker's transitions.
 
@@ -134,7 +134,7 @@ struct Event {
 
 /// How an attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Result_ {
+enum Ending {
     Ok,
     /// An answer that is not a success: its breaker outcome and whether it may be retried.
     Error {
@@ -178,7 +178,7 @@ struct Slot {
     inner_slot: bool,
     attempts: u32,
     /// The attempt in flight: when it ends and how.
-    ending: Result_,
+    ending: Ending,
     delays: Option<Box<Delays<SmallRng>>>,
 }
 
@@ -467,7 +467,7 @@ impl Sim {
             inner_permit: None,
             inner_slot: false,
             attempts: 0,
-            ending: Result_::Ok,
+            ending: Ending::Ok,
             delays: None,
         });
         if call.outcome == CallOutcome::Cancelled {
@@ -500,7 +500,7 @@ impl Sim {
 
     /// Enters the layers `from..to` of the order for `slot`: the outer run (`outer = true`
     /// when `from == 0` and there is a retry layer) or an attempt's run.
-    fn enter(&mut self, slot: u32, from: usize, to: usize) -> Result<(), Result_> {
+    fn enter(&mut self, slot: u32, from: usize, to: usize) -> Result<(), Ending> {
         let outer = self.has_retry && from == 0;
         let now = self.now;
         for i in from..to {
@@ -526,7 +526,7 @@ impl Sim {
                         }
                         Err(_) => {
                             self.release(slot, outer, Some(Outcome::Ignored));
-                            return Err(Result_::Rejected(true));
+                            return Err(Ending::Rejected(true));
                         }
                     }
                 }
@@ -534,7 +534,7 @@ impl Sim {
                     let Some(max) = self.bulkhead else { continue };
                     if self.bulkhead_in_use >= max {
                         self.release(slot, outer, Some(Outcome::Ignored));
-                        return Err(Result_::Rejected(false));
+                        return Err(Ending::Rejected(false));
                     }
                     self.bulkhead_in_use += 1;
                     let s = &mut self.slots[slot as usize];
@@ -601,21 +601,21 @@ impl Sim {
         let (end, ending) = if due <= limit && due != NEVER {
             (due, answer_result(answer))
         } else if limit != NEVER {
-            (limit, Result_::Timeout)
+            (limit, Ending::Timeout)
         } else {
             // A hang without any limit: it fails where the trace's knowledge ends.
             (
                 now.saturating_add(answer.latency_ns),
-                Result_::Error {
+                Ending::Error {
                     outcome: Outcome::Failure,
                     transient: true,
                 },
             )
         };
-        if matches!(ending, Result_::Timeout)
+        if matches!(ending, Ending::Timeout)
             || matches!(
                 ending,
-                Result_::Error {
+                Ending::Error {
                     outcome: Outcome::Failure,
                     ..
                 }
@@ -630,26 +630,26 @@ impl Sim {
     fn attempt_end(&mut self, slot: u32) {
         let ending = self.slots[slot as usize].ending;
         let outcome = match ending {
-            Result_::Ok => Outcome::Success,
-            Result_::Error { outcome, .. } => outcome,
-            Result_::Timeout => Outcome::Failure,
-            Result_::Rejected(_) => Outcome::Ignored,
+            Ending::Ok => Outcome::Success,
+            Ending::Error { outcome, .. } => outcome,
+            Ending::Timeout => Outcome::Failure,
+            Ending::Rejected(_) => Outcome::Ignored,
         };
         self.release(slot, false, Some(outcome));
         self.after(slot, ending);
     }
 
     /// What follows an attempt that ended with `r` (the pipeline's retry rules).
-    fn after(&mut self, slot: u32, r: Result_) {
-        if !self.has_retry || r == Result_::Ok {
+    fn after(&mut self, slot: u32, r: Ending) {
+        if !self.has_retry || r == Ending::Ok {
             self.finish_call(slot, r);
             return;
         }
         let now = self.now;
         let s = &mut self.slots[slot as usize];
         let transient = match r {
-            Result_::Error { transient, .. } => transient,
-            Result_::Timeout => now < s.outer_limit,
+            Ending::Error { transient, .. } => transient,
+            Ending::Timeout => now < s.outer_limit,
             _ => false,
         };
         if !transient || s.attempts >= self.max_attempts {
@@ -678,18 +678,18 @@ impl Sim {
     }
 
     /// The call of `slot` ends with `r`: the outer run records it, the call is counted.
-    fn finish_call(&mut self, slot: u32, r: Result_) {
+    fn finish_call(&mut self, slot: u32, r: Ending) {
         let outcome = match r {
-            Result_::Ok => Outcome::Success,
-            Result_::Error { outcome, .. } => outcome,
-            Result_::Timeout => Outcome::Failure,
-            Result_::Rejected(_) => Outcome::Ignored,
+            Ending::Ok => Outcome::Success,
+            Ending::Error { outcome, .. } => outcome,
+            Ending::Timeout => Outcome::Failure,
+            Ending::Rejected(_) => Outcome::Ignored,
         };
         self.release(slot, true, Some(outcome));
         let s = &self.slots[slot as usize];
         let kind = match r {
-            Result_::Ok => 0,
-            Result_::Rejected(by_breaker) => {
+            Ending::Ok => 0,
+            Ending::Rejected(by_breaker) => {
                 self.counts.rejected += 1;
                 if by_breaker && s.would_succeed {
                     self.counts.successes_rejected += 1;
@@ -728,14 +728,14 @@ impl Sim {
     }
 }
 
-fn answer_result(a: Answer) -> Result_ {
+fn answer_result(a: Answer) -> Ending {
     match a.outcome {
-        CallOutcome::Success => Result_::Ok,
-        CallOutcome::Ignored => Result_::Error {
+        CallOutcome::Success => Ending::Ok,
+        CallOutcome::Ignored => Ending::Error {
             outcome: Outcome::Ignored,
             transient: a.transient,
         },
-        _ => Result_::Error {
+        _ => Ending::Error {
             outcome: Outcome::Failure,
             transient: a.transient,
         },

@@ -65,7 +65,7 @@ fn feed_all(sims: &mut [Sim], chunk: &[crate::trace::Call], threads: usize) {
         }
         return;
     }
-    // Interleaved shares, so neighbouring (similar) sweep points spread over the threads.
+    // Contiguous shares, one per thread; each policy is fed by one thread only.
     let per = sims.len().div_ceil(threads);
     std::thread::scope(|scope| {
         for group in sims.chunks_mut(per) {

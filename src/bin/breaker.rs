@@ -90,7 +90,9 @@ struct Simulate {
     /// One JSON object per policy and line instead of the table.
     #[arg(long)]
     json: bool,
-    /// Write an SVG chart: per policy its timeline (a sweep: the scatter and the 3 best).
+    /// Write an SVG chart: per policy its timeline. For a sweep, FILE is the scatter of the
+    /// grid with its Pareto front, and FILE with the extension .best.svg the timelines of the
+    /// 3 best points.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// Write an HTML page with the table and the charts.
