@@ -7,7 +7,7 @@ use crate::layer::Layer;
 use crate::policy::{BulkheadPolicy, Policy};
 use std::time::Duration;
 
-/// The attribute's policy options, as written (literals only). See the [module docs](self).
+/// The attribute's policy options, as written (literals only). See the [module docs](super).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InlinePolicy<'a> {
     /// `threshold = N`.
