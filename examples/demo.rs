@@ -40,7 +40,7 @@
 //!
 //! Network: loopback only; every loop is bounded in time and stops by itself.
 
-use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason, WindowCounts};
+use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason};
 use breaker::circuit_breaker;
 use breaker::http::{status_is_transient, status_outcome, HttpClassifier, HttpFailure};
 use breaker::layer::Layer as PipelineLayer;
@@ -64,8 +64,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tracing_subscriber::layer::{Context, SubscriberExt};
-use tracing_subscriber::Layer;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -628,112 +626,6 @@ impl Timeline {
     }
 }
 
-/// A `tracing` layer that turns the breaker's `circuit breaker state transition` events into
-/// [`Transition`]s for the timeline: the breaker built by `#[circuit_breaker]` has no listener
-/// of ours (its metrics need none: the attribute publishes them), but it reports every
-/// transition as an event. Every other event is disabled at its call site, so
-/// rejections (a debug event) cost nothing.
-struct TransitionEvents(Arc<Timeline>);
-
-fn is_transition(m: &tracing::Metadata<'_>) -> bool {
-    m.is_event()
-        && m.target() == "breaker"
-        && *m.level() == tracing::Level::INFO
-        && m.fields().field("from").is_some()
-}
-
-impl<S: tracing::Subscriber> Layer<S> for TransitionEvents {
-    fn register_callsite(
-        &self,
-        m: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        if is_transition(m) {
-            tracing::subscriber::Interest::always()
-        } else {
-            tracing::subscriber::Interest::never()
-        }
-    }
-
-    fn enabled(&self, m: &tracing::Metadata<'_>, _: Context<'_, S>) -> bool {
-        is_transition(m)
-    }
-
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut fields = EventFields::default();
-        event.record(&mut fields);
-        if let Some(t) = fields.transition() {
-            self.0.push(t);
-        }
-    }
-}
-
-/// The fields of a transition event.
-#[derive(Default)]
-struct EventFields {
-    breaker: String,
-    from: String,
-    to: String,
-    reason: String,
-    generation: u64,
-    consecutive_failures: u64,
-    window: [u64; 3],
-}
-
-impl tracing::field::Visit for EventFields {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        let slot = match field.name() {
-            "breaker" => &mut self.breaker,
-            "from" => &mut self.from,
-            "to" => &mut self.to,
-            "reason" => &mut self.reason,
-            _ => return,
-        };
-        *slot = value.to_owned();
-    }
-
-    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
-        match field.name() {
-            "generation" => self.generation = value,
-            "consecutive_failures" => self.consecutive_failures = value,
-            "window_calls" => self.window[0] = value,
-            "window_failures" => self.window[1] = value,
-            "window_slow" => self.window[2] = value,
-            _ => {}
-        }
-    }
-
-    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
-}
-
-fn parse_state(s: &str) -> Option<State> {
-    State::ALL.into_iter().find(|st| st.as_str() == s)
-}
-
-fn parse_reason(s: &str) -> Option<TransitionReason> {
-    TransitionReason::ALL.into_iter().find(|r| r.as_str() == s)
-}
-
-impl EventFields {
-    fn transition(&self) -> Option<Transition> {
-        let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-        Some(Transition {
-            name: Arc::from(self.breaker.as_str()),
-            from: parse_state(&self.from)?,
-            to: parse_state(&self.to)?,
-            reason: parse_reason(&self.reason)?,
-            at: Duration::ZERO,
-            generation: n(self.generation),
-            window: WindowCounts {
-                calls: n(self.window[0]),
-                failures: n(self.window[1]),
-                slow: n(self.window[2]),
-            },
-            consecutive_failures: n(self.consecutive_failures),
-            cooldown: None,
-        })
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The report
 
@@ -1039,9 +931,9 @@ async fn run(args: Args) -> Result<bool, BoxError> {
 
     let callers = match &args.config {
         None => {
-            tracing::subscriber::set_global_default(
-                tracing_subscriber::registry().with(TransitionEvents(Arc::clone(&timeline))),
-            )?;
+            // The annotated function's breaker is built on its first call, with this listener.
+            let timeline = Arc::clone(&timeline);
+            breaker::annotated::on_transition(BREAKER_NAME, move |t| timeline.push(t.clone()))?;
             println!(
                 "with breaker: #[circuit_breaker(failure_rate = 50, window = 20, min_calls = 20, \
                  cooldown = \"1s\", timeout = \"400ms\", retry = \"{RETRY}\")]"

@@ -92,7 +92,7 @@ async fn br_42_retry_outside_breaker_makes_5_invocations() {
     let annotated = Trace {
         invocations: RETRY_OUTSIDE.load(Ordering::SeqCst),
         errors,
-        state: breaker::__private::breaker_named("br42_a").unwrap().state(),
+        state: breaker::annotated::breaker("br42_a").unwrap().state(),
     };
     let expected = Trace {
         invocations: 5,
@@ -115,7 +115,7 @@ async fn br_42_breaker_outside_retry_makes_12_invocations() {
     let annotated = Trace {
         invocations: BREAKER_OUTSIDE.load(Ordering::SeqCst),
         errors,
-        state: breaker::__private::breaker_named("br42_b").unwrap().state(),
+        state: breaker::annotated::breaker("br42_b").unwrap().state(),
     };
     let expected = Trace {
         invocations: 12,
@@ -147,7 +147,7 @@ async fn slow() -> Result<(), Down> {
 async fn timeouts_are_breaker_failures_and_cooldown_follows_tokio_time() {
     assert_eq!(kind(&slow().await.unwrap_err()), "timeout");
     assert_eq!(kind(&slow().await.unwrap_err()), "timeout");
-    let breaker = breaker::__private::breaker_named("timeout_breaker").unwrap();
+    let breaker = breaker::annotated::breaker("timeout_breaker").unwrap();
     assert_eq!(breaker.state(), State::Open);
     assert_eq!(kind(&slow().await.unwrap_err()), "rejected");
     assert_eq!(SLOW.load(Ordering::SeqCst), 2);

@@ -66,7 +66,7 @@ async fn named_policy_uses_the_files_thresholds() {
     for _ in 0..3 {
         results.push(kind(&inventory(true).await));
     }
-    let breaker = breaker::__private::breaker_named("policy_inventory").unwrap();
+    let breaker = breaker::annotated::breaker("policy_inventory").unwrap();
     let open = Trace {
         invocations: INVENTORY_CALLS.load(Ordering::SeqCst),
         results,

@@ -62,7 +62,7 @@ async fn installed_registry_wins_and_its_breaker_is_shared() {
     assert!(matches!(without_config().await, Err(Error::Rejected(_))));
     assert_eq!(CALLS.load(Ordering::SeqCst), 1);
     assert_eq!(
-        breaker::__private::breaker_named("installed_without_config")
+        breaker::annotated::breaker("installed_without_config")
             .unwrap()
             .state(),
         State::Open

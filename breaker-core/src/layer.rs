@@ -1,4 +1,4 @@
-//! The layers of a pipeline and the order they are stacked in.
+//! The layers of a pipeline, the order they are stacked in, and the one check of an order.
 
 use std::fmt;
 
@@ -17,6 +17,15 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// Every layer, in declaration order (`timeout`, `retry`, `breaker`, `bulkhead`): the order
+    /// the DSL lists them in its errors.
+    pub const ALL: [Layer; 4] = [
+        Layer::Timeout,
+        Layer::Retry,
+        Layer::Breaker,
+        Layer::Bulkhead,
+    ];
+
     /// Every layer, in the default order (outermost first): `bulkhead > retry > breaker > timeout`.
     pub const DEFAULT_ORDER: [Layer; 4] = [
         Layer::Bulkhead,
@@ -37,13 +46,17 @@ impl Layer {
 
     /// Parses a layer name; `None` for anything but `timeout`, `retry`, `breaker`, `bulkhead`.
     pub fn from_name(name: &str) -> Option<Layer> {
-        Some(match name {
-            "timeout" => Layer::Timeout,
-            "retry" => Layer::Retry,
-            "breaker" => Layer::Breaker,
-            "bulkhead" => Layer::Bulkhead,
-            _ => return None,
-        })
+        Layer::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The layer names in the default order, each in backticks, comma-separated:
+    /// `` `bulkhead`, `retry`, `breaker`, `timeout` `` (for "expected one of .." messages).
+    pub fn names_in_default_order() -> String {
+        let names: Vec<String> = Layer::DEFAULT_ORDER
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect();
+        names.join(", ")
     }
 }
 
@@ -51,4 +64,112 @@ impl fmt::Display for Layer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// What is wrong with a layer order, as found by [`check_order`]. Positions are indices into
+/// the order as given (0 = outermost).
+///
+/// `Display` is the wording of [`Policy::validate`](crate::policy::Policy::validate) (config
+/// files, the DSL); the builder and the attribute word the same facts their own way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OrderError {
+    /// `layer` is named again at `at`; it was first named at `first`.
+    Twice {
+        /// The layer.
+        layer: Layer,
+        /// Its second position.
+        at: usize,
+        /// Its first position.
+        first: usize,
+    },
+    /// The order names `layer` (at `at`), which is not configured.
+    NotConfigured {
+        /// The layer.
+        layer: Layer,
+        /// Its position.
+        at: usize,
+    },
+    /// `layer` is configured but the order leaves it out.
+    Missing {
+        /// The layer.
+        layer: Layer,
+    },
+}
+
+impl OrderError {
+    /// The layer the error is about.
+    pub fn layer(self) -> Layer {
+        match self {
+            OrderError::Twice { layer, .. }
+            | OrderError::NotConfigured { layer, .. }
+            | OrderError::Missing { layer } => layer,
+        }
+    }
+
+    /// The position in the order the error points at, if it is about one item.
+    pub fn at(self) -> Option<usize> {
+        match self {
+            OrderError::Twice { at, .. } | OrderError::NotConfigured { at, .. } => Some(at),
+            OrderError::Missing { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for OrderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            OrderError::Twice { layer, .. } => write!(
+                f,
+                "layer `{layer}` appears twice; each layer may appear at most once"
+            ),
+            OrderError::NotConfigured { layer, .. } => write!(
+                f,
+                "layer `{layer}` is in the order but not configured; configure `{layer}` or \
+                 remove it from the order"
+            ),
+            OrderError::Missing { layer } => write!(
+                f,
+                "layer `{layer}` is configured but missing from the order; add it"
+            ),
+        }
+    }
+}
+
+/// The rules of an explicit order, checked in one place for every way of building a pipeline
+/// (the builder, [`Policy::validate`](crate::policy::Policy::validate), config files, the DSL
+/// and the attribute): each layer at most once, only `configured` layers, and every configured
+/// layer placed.
+///
+/// Returns every problem: first those about items, in the order's order (a repeated layer is
+/// reported once, at its repetition, and not checked again), then the missing layers in
+/// [`Layer::DEFAULT_ORDER`]. Empty when the order is valid.
+///
+/// # Examples
+/// ```
+/// use breaker_core::layer::{check_order, Layer, OrderError};
+/// let problems = check_order(&[Layer::Retry, Layer::Retry], &[Layer::Retry, Layer::Breaker]);
+/// assert_eq!(
+///     problems,
+///     [
+///         OrderError::Twice { layer: Layer::Retry, at: 1, first: 0 },
+///         OrderError::Missing { layer: Layer::Breaker },
+///     ]
+/// );
+/// ```
+pub fn check_order(order: &[Layer], configured: &[Layer]) -> Vec<OrderError> {
+    let mut problems = Vec::new();
+    for (at, &layer) in order.iter().enumerate() {
+        if let Some(first) = order[..at].iter().position(|l| *l == layer) {
+            problems.push(OrderError::Twice { layer, at, first });
+        } else if !configured.contains(&layer) {
+            problems.push(OrderError::NotConfigured { layer, at });
+        }
+    }
+    for layer in Layer::DEFAULT_ORDER {
+        if configured.contains(&layer) && !order.contains(&layer) {
+            problems.push(OrderError::Missing { layer });
+        }
+    }
+    problems
 }

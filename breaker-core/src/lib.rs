@@ -7,6 +7,7 @@
 
 #[doc(hidden)]
 pub mod __private;
+pub mod annotated;
 pub mod breaker;
 pub mod bulkhead;
 pub mod classify;

@@ -1,7 +1,7 @@
 //! Property tests for delay bounds (invariant 8 of CASES.md: BR-26 to BR-31) and the total
 //! deadline (invariant 9: BR-32 to BR-34).
 
-use breaker_core::pipeline::Pipeline;
+use breaker_core::pipeline::{BuildError, Pipeline};
 use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
@@ -95,7 +95,7 @@ proptest! {
             .build()
             .unwrap();
         let deadline = Duration::from_millis(deadline_ms);
-        let p = Pipeline::builder()
+        let built = Pipeline::builder()
             .retry(RetryPolicy {
                 max_attempts: attempts,
                 backoff: Backoff::Exponential {
@@ -108,8 +108,16 @@ proptest! {
             .idempotent(true)
             .deadline(deadline)
             .seed(seed)
-            .build()
-            .unwrap();
+            .build();
+        // The builder runs the retry rules: a zero base or a cap below the base is refused.
+        let invalid = base_ms == 0 || max_ms < base_ms;
+        prop_assert_eq!(
+            matches!(built, Err(BuildError::Retry(_))),
+            invalid,
+            "{:?}",
+            built
+        );
+        let Ok(p) = built else { return Ok(()) };
         let (elapsed, starts, work) = rt.block_on(async {
             let start = Instant::now();
             let starts = Mutex::new(Vec::new());

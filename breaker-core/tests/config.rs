@@ -477,3 +477,32 @@ fn committed_schema_matches_the_types() {
          schema > examples/breaker.schema.json`"
     );
 }
+
+// ---- issue 11: an explicit `null` is not a default ----
+
+/// YAML `~` / `null` and JSON `null` used to load as the key's default, silently: a user who
+/// wrote `cooldown: ~` to "unset" an inherited value got 30 s. Now it is an error at the key
+/// (TOML has no null).
+#[test]
+fn explicit_null_is_an_error_at_the_key() {
+    let yaml = "policies:\n  a:\n    timeout: ~\n";
+    let err = config::load_str(yaml, Format::Yaml).unwrap_err();
+    assert_eq!(err.errors()[0].key_path, "policies.a.timeout");
+    assert_eq!(
+        err.to_string(),
+        "3:5: policies.a.timeout: explicit `null`; remove the key to take the inherited or \
+         default value"
+    );
+    let yaml = "default:\n  breaker:\n    cooldown: null\npolicies:\n  a: {}\n";
+    let err = config::load_str(yaml, Format::Yaml).unwrap_err();
+    assert_eq!(err.errors()[0].key_path, "default.breaker.cooldown");
+    let json = r#"{"policies": {"a": {"retry": {"max_attempts": null}}}}"#;
+    let err = config::load_str(json, Format::Json).unwrap_err();
+    assert_eq!(err.errors()[0].key_path, "policies.a.retry.max_attempts");
+    assert!(err.to_string().contains("explicit `null`"), "{err}");
+    let json = r#"{"default": null}"#;
+    let err = config::load_str(json, Format::Json).unwrap_err();
+    assert_eq!(err.errors()[0].key_path, "default");
+    // Leaving the key out is how a default is taken.
+    assert!(config::load_str("policies:\n  a: {}\n", Format::Yaml).is_ok());
+}

@@ -99,6 +99,56 @@ fn br_38_space_between_number_and_unit_is_an_error() {
     );
 }
 
+/// Issue 13: `"30 secs"` is a space before a unit humantime accepts (`secs`); it was taken
+/// for an unknown unit, with the suggestion `30sec` and a list of fewer units than accepted.
+#[test]
+fn space_before_a_long_unit_says_to_remove_it() {
+    assert_err(
+        dsl::parse_duration("30 secs").unwrap_err(),
+        "30 secs",
+        0..7,
+        "space between number and unit in duration `30 secs` at 0..7; expected `30secs`",
+    );
+    assert_eq!(dsl::parse_duration("30secs"), Ok(Duration::from_secs(30)));
+    for unit in ["nanos", "millis", "mins", "hrs", "wk", "yrs"] {
+        let src = format!("2 {unit}");
+        let e = dsl::parse_duration(&src).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!("space between number and unit in duration `{src}`")
+        );
+    }
+}
+
+/// Issue 13: a fraction (`1.5s`) says how fractions are written, with the exact equivalent.
+#[test]
+fn fractional_duration_says_how_to_write_it() {
+    assert_err(
+        dsl::parse_duration("1.5s").unwrap_err(),
+        "1.5s",
+        0..4,
+        "fractional duration `1.5s` at 0..4; expected `1s 500ms`; fractions are written with a \
+         smaller unit",
+    );
+    assert_eq!(
+        dsl::parse_duration("0.25h").unwrap_err().expected,
+        ["`15m`"]
+    );
+    assert_eq!(
+        dsl::parse_duration("2.5 m").unwrap_err().expected,
+        ["`2m 30s`"]
+    );
+    // Inside a longer word too (humantime itself would take it).
+    let e = dsl::parse_retry("3x fixed 1m1.5s").unwrap_err();
+    assert_eq!(
+        (e.fragment.as_str(), e.expected.clone()),
+        ("1m1.5s", vec!["`1m 1s 500ms`".to_owned()])
+    );
+    // The same text in the attribute, a config file and the API: all use this parser.
+    let e = "3x fixed 1.5s".parse::<RetryPolicy>().unwrap_err();
+    assert_eq!(e.span, 9..13);
+}
+
 #[test]
 fn br_38_negative_duration_is_an_error() {
     assert_err(

@@ -190,6 +190,8 @@ fn from_policy_uses_default_or_declared_order() {
         retry: Some(no_delay(3)),
         timeout: Some(secs(1)),
         deadline: Some(secs(10)),
+        // A 3x retry in a policy is refused unless the policy is idempotent (case BR-35).
+        idempotent: true,
         ..Policy::default()
     };
     let p = Pipeline::from_policy(&policy).unwrap();

@@ -66,7 +66,8 @@ fn br_26_exponential_backoff_never_overflows() {
 }
 
 /// BR-28: a float backoff far beyond any Duration never panics and never leaves [0, 20 s],
-/// through the schedule and through a 2000-attempt pipeline run.
+/// through the schedule (2000 delays) and through a pipeline run of the most attempts a
+/// pipeline accepts (100: past the point where `1s * 2^n` leaves `Duration`'s range, n = 64).
 #[tokio::test(start_paused = true)]
 async fn br_28_huge_float_backoff_stays_finite_and_capped() {
     let cap = Duration::from_secs(20);
@@ -80,7 +81,7 @@ async fn br_28_huge_float_backoff_stays_finite_and_capped() {
     }
 
     let pipeline = Pipeline::builder()
-        .retry(exp(Duration::from_secs(1), 2.0, cap, Jitter::Full, 2000))
+        .retry(exp(Duration::from_secs(1), 2.0, cap, Jitter::Full, 100))
         .idempotent(true)
         .seed(28)
         .build()
@@ -94,10 +95,10 @@ async fn br_28_huge_float_backoff_stays_finite_and_capped() {
         })
         .await
         .unwrap_err();
-    assert_eq!(calls.load(Ordering::SeqCst), 2000);
+    assert_eq!(calls.load(Ordering::SeqCst), 100);
     assert_eq!(e.give_up_reason(), Some(GiveUpReason::AttemptsExhausted));
-    assert_eq!(e.attempts(), 2000);
-    assert!(start.elapsed() <= cap * 1999);
+    assert_eq!(e.attempts(), 100);
+    assert!(start.elapsed() <= cap * 99);
 }
 
 /// BR-30: the cap is a hard ceiling after jitter, for every strategy: 10,000 seeded samples

@@ -104,12 +104,22 @@ async fn breaker_outside_retry_counts_one_failure_per_call() {
 #[tokio::test(start_paused = true)]
 async fn non_idempotent_policy_attempts_once() {
     let calls = Arc::default();
-    let layer = PolicyLayer::new(&Policy {
+    let policy = Policy {
         idempotent: false,
         breaker: None,
         ..policy(None)
-    })
-    .unwrap();
+    };
+    // A policy whose retry could never retry is refused whole (case BR-35) ...
+    let refused = PolicyLayer::new(&policy).unwrap_err();
+    assert!(refused
+        .to_string()
+        .contains("only operations declared idempotent"));
+    // ... and saying so on the builder makes one attempt.
+    let pipeline = breaker_core::pipeline::PipelineBuilder::from_policy(&policy)
+        .idempotent(false)
+        .build()
+        .unwrap();
+    let layer = PolicyLayer::from_pipeline(pipeline);
     let err = layer.layer(failing(&calls)).oneshot(1).await.unwrap_err();
     assert!(matches!(err, Error::Inner(ref e) if e == "down"), "{err:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);

@@ -17,64 +17,15 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
-/// Declares the options once: their `custom_keyword!`s (module [`kw`]), the [`Key`] enum and its
-/// `peek`, and [`OPTION_NAMES`], so the list of valid options cannot drift from the parser.
-macro_rules! options {
-    ($($kw:ident => $Var:ident,)*) => {
-        /// The option keywords (`crate` is Rust's own keyword).
-        pub mod kw {
-            $(syn::custom_keyword!($kw);)*
-        }
+/// One option of the attribute: `breaker-core`'s list of them, which also maps the policy's
+/// fields to options, so the parser and that mapping are exhaustive `match`es over one enum.
+pub use breaker_core::__private::AttrOption as Key;
 
-        /// One option of the attribute.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        #[allow(clippy::enum_variant_names)]
-        pub enum Key {
-            $(
-                #[allow(missing_docs)]
-                $Var,
-            )*
-            /// `crate`.
-            Crate,
-        }
-
-        impl Key {
-            /// The option that `input` starts with, if it is one.
-            fn peek(input: ParseStream) -> Option<Key> {
-                $(if input.peek(kw::$kw) { return Some(Key::$Var); })*
-                if input.peek(Token![crate]) {
-                    return Some(Key::Crate);
-                }
-                None
-            }
-        }
-
-        /// Every valid option name, in the order the docs list them.
-        pub const OPTION_NAMES: &[&str] = &[$(stringify!($kw),)* "crate"];
-    };
-}
-
-options! {
-    threshold => Threshold,
-    failure_rate => FailureRate,
-    window => Window,
-    min_calls => MinCalls,
-    cooldown => Cooldown,
-    half_open_probes => HalfOpenProbes,
-    retry => Retry,
-    retry_if => RetryIf,
-    idempotent => Idempotent,
-    timeout => Timeout,
-    deadline => Deadline,
-    concurrency => Concurrency,
-    order => Order,
-    fallback => Fallback,
-    classify => Classify,
-    record => Record,
-    name => Name,
-    key => ByKey,
-    policy => Policy,
-    config => Config,
+/// The option that `input` starts with, if it is one (`crate` is Rust's own keyword, so the
+/// name is read as any identifier).
+fn peek_option(input: ParseStream) -> Option<Key> {
+    let name = input.fork().call(Ident::parse_any).ok()?;
+    Key::ALL.into_iter().find(|o| name == o.name())
 }
 
 /// An option's value together with the span of its key, for errors about the option as a whole
@@ -113,6 +64,16 @@ pub enum WindowArg {
     Calls(LitInt),
     /// `window = "60s"`: the calls of the last 60 seconds.
     Time(LitStr),
+}
+
+impl WindowArg {
+    /// The literal's span.
+    pub fn span(&self) -> Span {
+        match self {
+            WindowArg::Calls(l) => l.span(),
+            WindowArg::Time(l) => l.span(),
+        }
+    }
 }
 
 /// `order = [retry, breaker, timeout]`: layer names, outermost first.
@@ -190,6 +151,46 @@ fn set_once<T>(cx: &Ctxt, slot: &mut Option<Given<T>>, key: &Ident, value: Optio
 }
 
 impl Args {
+    /// The spans of option `option`'s name and of its value, if it was given.
+    fn spans(&self, option: Key) -> Option<(Span, Span)> {
+        fn of<T: Spanned>(g: &Option<Given<T>>) -> Option<(Span, Span)> {
+            g.as_ref().map(|g| (g.key, g.value.span()))
+        }
+        match option {
+            Key::Threshold => of(&self.threshold),
+            Key::FailureRate => self.failure_rate.as_ref().map(|g| (g.key, g.value.span())),
+            Key::Window => self.window.as_ref().map(|g| (g.key, g.value.span())),
+            Key::MinCalls => of(&self.min_calls),
+            Key::Cooldown => of(&self.cooldown),
+            Key::HalfOpenProbes => of(&self.half_open_probes),
+            Key::Retry => of(&self.retry),
+            Key::RetryIf => of(&self.retry_if),
+            Key::Idempotent => of(&self.idempotent),
+            Key::Timeout => of(&self.timeout),
+            Key::Deadline => of(&self.deadline),
+            Key::Concurrency => of(&self.concurrency),
+            Key::Order => self.order.as_ref().map(|g| (g.key, g.value.span)),
+            Key::Fallback => of(&self.fallback),
+            Key::Classify => of(&self.classify),
+            Key::Record => of(&self.record),
+            Key::Name => of(&self.name),
+            Key::ByKey => of(&self.key),
+            Key::Policy => of(&self.policy),
+            Key::Config => of(&self.config),
+            Key::Crate => of(&self.krate),
+        }
+    }
+
+    /// The span of option `option`'s name, if it was given.
+    pub fn key_span(&self, option: Key) -> Option<Span> {
+        self.spans(option).map(|(key, _)| key)
+    }
+
+    /// The span of option `option`'s value, if it was given.
+    pub fn value_span(&self, option: Key) -> Option<Span> {
+        self.spans(option).map(|(_, value)| value)
+    }
+
     /// Parses the attribute's arguments, recording value errors in `cx`.
     ///
     /// # Errors
@@ -210,7 +211,7 @@ impl Args {
     }
 
     fn parse_one(&mut self, cx: &Ctxt, input: ParseStream) -> syn::Result<()> {
-        let option = Key::peek(input);
+        let option = peek_option(input);
         // `crate` is a Rust keyword, so read the name as any identifier.
         let key = Ident::parse_any(input)?;
         let value: Option<Expr> = if input.peek(Token![=]) {
@@ -331,9 +332,9 @@ impl Args {
 }
 
 fn unknown(cx: &Ctxt, key: &Ident) {
-    let list = OPTION_NAMES
+    let list = Key::ALL
         .iter()
-        .map(|n| format!("`{n}`"))
+        .map(|o| format!("`{o}`"))
         .collect::<Vec<_>>()
         .join(", ");
     cx.error_at(
@@ -342,50 +343,33 @@ fn unknown(cx: &Ctxt, key: &Ident) {
     );
 }
 
-/// A short example value for option `name`, used in "expected .." messages.
+/// A short example value for `option`, used in "expected .." messages.
 fn example(option: Key) -> &'static str {
-    match OPTION_NAMES[option as usize] {
-        "threshold" => "5",
-        "failure_rate" => "50",
-        "window" => "100",
-        "min_calls" => "20",
-        "cooldown" => "\"30s\"",
-        "half_open_probes" => "1",
-        "retry" => "\"3x exp jitter\"",
-        "timeout" => "\"2s\"",
-        "deadline" => "\"10s\"",
-        "order" => "[retry, breaker, timeout]",
-        "concurrency" => "10",
-        "fallback" => "path::to::fallback",
-        "classify" => "path::to::classify",
-        "record" => "path::to::recorder",
-        "retry_if" => "path::to::is_transient",
-        "idempotent" => "true",
-        "name" => "\"inventory\"",
-        "crate" => "::breaker",
-        "policy" => "\"inventory\"",
-        "config" => "\"breaker.toml\"",
-        "key" => "host",
-        _ => "..",
-    }
+    option.example()
 }
 
 /// Records "`key` expects X" at the value and returns `None`.
 fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
-    let name = OPTION_NAMES[option as usize];
-    let what = match name {
-        "threshold" | "min_calls" | "half_open_probes" | "concurrency" => "an integer",
-        "failure_rate" => "a percentage (an integer or float literal)",
-        "window" => "a number of calls or a duration string",
-        "order" => "a list of layer names",
-        "fallback" | "classify" | "retry_if" | "record" | "crate" => "a path",
-        "idempotent" => "`true` or `false`",
-        _ => "a string literal",
+    let what = match option {
+        Key::Threshold | Key::MinCalls | Key::HalfOpenProbes | Key::Concurrency => "an integer",
+        Key::FailureRate => "a percentage (an integer or float literal)",
+        Key::Window => "a number of calls or a duration string",
+        Key::Order => "a list of layer names",
+        Key::Fallback | Key::Classify | Key::RetryIf | Key::Record | Key::Crate => "a path",
+        Key::Idempotent => "`true` or `false`",
+        Key::Cooldown
+        | Key::Retry
+        | Key::Timeout
+        | Key::Deadline
+        | Key::Name
+        | Key::ByKey
+        | Key::Policy
+        | Key::Config => "a string literal",
     };
     cx.error_spanned_by(
         value,
         format!(
-            "`{name}` expects {what}, like `{name} = {}`",
+            "`{option}` expects {what}, like `{option} = {}`",
             example(option)
         ),
     );
@@ -433,7 +417,10 @@ fn order(cx: &Ctxt, option: Key, value: &Expr) -> Option<OrderArg> {
                 ok = false;
                 cx.error_spanned_by(
                     other,
-                    "expected a layer name: one of `bulkhead`, `retry`, `breaker`, `timeout`",
+                    format!(
+                        "expected a layer name: one of {}",
+                        breaker_core::layer::Layer::names_in_default_order()
+                    ),
                 );
             }
         }
@@ -495,6 +482,23 @@ mod tests {
         assert!(errors[1].starts_with("unknown option `bogus`; expected one of `threshold`"));
         assert!(errors[2].contains("`cooldown` is given more than once"));
         assert!(errors[3].contains("`timeout` needs a value"));
+    }
+
+    /// The parser knows every option of the one list, by the name the list gives it.
+    #[test]
+    fn every_option_of_the_list_is_read() {
+        for option in Key::ALL {
+            let tokens: proc_macro2::TokenStream =
+                format!("{option} = {}", option.example()).parse().unwrap();
+            let peek = |s: ParseStream| {
+                let found = peek_option(s);
+                s.parse::<proc_macro2::TokenStream>()?;
+                Ok(found)
+            };
+            assert_eq!(peek.parse2(tokens.clone()).unwrap(), Some(option));
+            let (args, errors) = parse(tokens);
+            assert!(args.is_some() && errors.is_empty(), "{option}: {errors:?}");
+        }
     }
 
     #[test]

@@ -1,13 +1,12 @@
 //! A policy written in the attribute's options: built with `breaker-core`'s own code to
 //! report errors at the literals, and turned into the tokens that build it again at run time.
 
-use crate::args::{Args, Given, Number, WindowArg};
+use crate::args::{Args, Given, Key, Number, WindowArg};
 use crate::ctxt::Ctxt;
 use crate::validate::InlineTokens;
 use breaker_core::__private::{InlinePolicy, OptionError};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};
-use syn::spanned::Spanned;
 use syn::{Ident, LitInt, LitStr};
 
 /// Builds the attribute's policy with `breaker-core`'s [`InlinePolicy::build`] (the code the
@@ -93,33 +92,17 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
     }
 }
 
-/// Where an option error belongs: at the offending `order` item, else at the option's value.
+/// Where an option error belongs: at the offending `order` item, else at the option's value;
+/// an error no option caused (a default, `option: None`) belongs to the attribute as a whole.
 fn option_span(args: &Args, e: &OptionError) -> Span {
-    fn value<T: Spanned>(g: &Option<Given<T>>) -> Option<Span> {
-        g.as_ref().map(|g| g.value.span())
-    }
-    let span = match e.option {
-        "threshold" => value(&args.threshold),
-        "failure_rate" => args.failure_rate.as_ref().map(|g| g.value.span()),
-        "window" => args.window.as_ref().map(|g| match &g.value {
-            WindowArg::Calls(l) => l.span(),
-            WindowArg::Time(l) => l.span(),
-        }),
-        "min_calls" => value(&args.min_calls),
-        "cooldown" => value(&args.cooldown),
-        "half_open_probes" => value(&args.half_open_probes),
-        "retry" => value(&args.retry),
-        "idempotent" => value(&args.idempotent),
-        "timeout" => value(&args.timeout),
-        "deadline" => value(&args.deadline),
-        "concurrency" => value(&args.concurrency),
-        "order" => args.order.as_ref().map(|g| match e.item {
-            Some(i) => g.value.items[i].span(),
-            None => g.value.span,
-        }),
-        _ => None,
+    let Some(option) = e.option else {
+        return Span::call_site();
     };
-    span.unwrap_or_else(Span::call_site)
+    if let (Key::Order, Some(i), Some(order)) = (option, e.item, &args.order) {
+        return order.value.items[i].span();
+    }
+    // `InlinePolicy::build` only reports options that were given, at their value.
+    args.value_span(option).unwrap_or_else(Span::call_site)
 }
 
 /// The `InlinePolicy { .. }` literal the expansion builds at run time: the attribute's own

@@ -8,14 +8,14 @@
 //! function's shape (async, returns a `Result`, arguments reusable by retry) are checked here
 //! too. Every error is recorded in the [`Ctxt`], spanned at the offending tokens.
 
-use crate::args::Args;
+use crate::args::{Args, Key};
 use crate::config_file::check_config_file;
 use crate::ctxt::Ctxt;
 use crate::inline::inline_policy;
 use crate::shape::{check_no_mut_ref_arguments, check_receiver_reusable, fn_shape, key_argument};
 pub use crate::shape::{FnKind, FnShape};
 use breaker_core::policy::Policy;
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 use syn::{Ident, LitStr};
 
@@ -119,35 +119,13 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
 // ---------------------------------------------------------------------------------------------
 // The policy
 
-/// The options that describe the policy itself; they cannot be combined with `policy = ".."`.
-fn inline_options(args: &Args) -> Vec<(&'static str, Span)> {
-    let mut given = Vec::new();
-    let mut add = |name: &'static str, key: Option<Span>| {
-        if let Some(span) = key {
-            given.push((name, span));
-        }
-    };
-    add("threshold", args.threshold.as_ref().map(|g| g.key));
-    add("failure_rate", args.failure_rate.as_ref().map(|g| g.key));
-    add("window", args.window.as_ref().map(|g| g.key));
-    add("min_calls", args.min_calls.as_ref().map(|g| g.key));
-    add("cooldown", args.cooldown.as_ref().map(|g| g.key));
-    add(
-        "half_open_probes",
-        args.half_open_probes.as_ref().map(|g| g.key),
-    );
-    add("retry", args.retry.as_ref().map(|g| g.key));
-    add("idempotent", args.idempotent.as_ref().map(|g| g.key));
-    add("timeout", args.timeout.as_ref().map(|g| g.key));
-    add("deadline", args.deadline.as_ref().map(|g| g.key));
-    add("concurrency", args.concurrency.as_ref().map(|g| g.key));
-    add("order", args.order.as_ref().map(|g| g.key));
-    given
-}
-
 fn policy_source(cx: &Ctxt, args: &Args) -> Option<Source> {
     if let Some(name) = &args.policy {
-        for (option, span) in inline_options(args) {
+        let given = Key::ALL
+            .into_iter()
+            .filter(|o| o.sets_policy())
+            .filter_map(|o| Some((o, args.key_span(o)?)));
+        for (option, span) in given {
             cx.error_at(
                 span,
                 format!(

@@ -1,10 +1,13 @@
 //! The policy written in the attribute's options: built at compile time to report invalid
 //! values, and again at run time from the same literals.
 
-use crate::breaker::{BreakerPolicy, FieldError, SlidingWindow};
+use super::option::AttrOption;
+use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::dsl::{self, DslError};
-use crate::layer::Layer;
-use crate::policy::{BulkheadPolicy, Policy};
+use crate::layer::{Layer, OrderError};
+use crate::policy::defaults::{self, BULKHEAD_MAX_WAIT};
+use crate::policy::{policy_errors, BulkheadPolicy, FieldError, Policy, Rule};
+use crate::retry::RetryPolicy;
 use std::time::Duration;
 
 /// The attribute's policy options, as written (literals only). See the [module docs](super).
@@ -41,30 +44,31 @@ pub struct InlinePolicy<'a> {
 /// One invalid option value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OptionError {
-    /// The attribute option (`threshold`, `cooldown`, `order`, ...).
-    pub option: &'static str,
+    /// The option that set the value; `None` for a value no option sets (a default), which
+    /// the macro shows at the attribute as a whole.
+    pub option: Option<AttrOption>,
     /// For `order`: the index of the offending item, if the error is about one item.
     pub item: Option<usize>,
     /// What is wrong and what is accepted, lowercase.
     pub message: String,
 }
 
-fn err(option: &'static str, message: impl Into<String>) -> OptionError {
+fn err(option: AttrOption, message: impl Into<String>) -> OptionError {
     OptionError {
-        option,
+        option: Some(option),
         item: None,
         message: message.into(),
     }
 }
 
-fn dsl_err(option: &'static str, src: &str, e: &DslError) -> OptionError {
+fn dsl_err(option: AttrOption, src: &str, e: &DslError) -> OptionError {
     err(
         option,
         format!("invalid {option} `{src}`: {}", e.describe()),
     )
 }
 
-fn u32_of(option: &'static str, n: u64, errors: &mut Vec<OptionError>) -> Option<u32> {
+fn u32_of(option: AttrOption, n: u64, errors: &mut Vec<OptionError>) -> Option<u32> {
     match u32::try_from(n) {
         Ok(n) => Some(n),
         Err(_) => {
@@ -74,25 +78,6 @@ fn u32_of(option: &'static str, n: u64, errors: &mut Vec<OptionError>) -> Option
             ));
             None
         }
-    }
-}
-
-/// The attribute option that sets a policy field, for the errors of
-/// [`Policy::validate`](crate::policy::Policy::validate).
-fn option_of_field(field: &str) -> &'static str {
-    match field {
-        "consecutive_failures" => "threshold",
-        "failure_rate" => "failure_rate",
-        "window" => "window",
-        "min_calls" => "min_calls",
-        "cooldown" | "cooldown_max" => "cooldown",
-        "half_open_probes" => "half_open_probes",
-        "max_attempts" | "backoff" | "jitter" => "retry",
-        "timeout" => "timeout",
-        "deadline" => "deadline",
-        "max_concurrent" | "max_wait" => "concurrency",
-        "order" => "order",
-        _ => "threshold",
     }
 }
 
@@ -119,41 +104,162 @@ impl InlinePolicy<'_> {
     /// Defaults: the breaker trips after 5 consecutive failures unless `failure_rate` is given
     /// (then it trips on the rate alone), stays open 30 s, admits 1 probe. Writing `retry` is
     /// itself the opt-in to re-running the function, so it implies `idempotent = true`;
-    /// `idempotent = false` together with `retry` is an error (case BR-35). Without `order`,
-    /// the configured layers nest in [`Layer::DEFAULT_ORDER`].
+    /// `idempotent = false` together with a retry of more than one attempt is an error (case
+    /// BR-35). Without `order`, the configured layers nest in [`Layer::DEFAULT_ORDER`].
+    ///
+    /// The values are checked by [`Policy::validate`]'s validator; this only adds the
+    /// attribute's own rules (`window` and `min_calls` need `failure_rate`) and words the
+    /// errors for the attribute: errors about values that parsed, in the order the options
+    /// are checked, the `order` items next, then the validator's other errors.
     ///
     /// # Errors
     /// Every invalid value, each with the option that set it.
     pub fn build(&self) -> Result<Policy, Vec<OptionError>> {
         let mut errors = Vec::new();
+        let breaker = self.breaker(&mut errors);
+        // A layer whose value did not parse is still configured (with a placeholder), so that
+        // `order` is judged as written; the value's own error is already recorded.
+        let retry = self.retry.map(|src| match dsl::parse_retry(src) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(dsl_err(AttrOption::Retry, src, &e));
+                RetryPolicy::NONE
+            }
+        });
+        let mut duration = |option: AttrOption, src: Option<&str>| {
+            src.and_then(|src| match dsl::parse_duration(src) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    errors.push(dsl_err(option, src, &e));
+                    None
+                }
+            })
+        };
+        let timeout = duration(AttrOption::Timeout, self.timeout);
+        let deadline = duration(AttrOption::Deadline, self.deadline);
+        let bulkhead = self.concurrency.map(|n| BulkheadPolicy {
+            max_concurrent: u32_of(AttrOption::Concurrency, n, &mut errors).unwrap_or(1),
+            max_wait: BULKHEAD_MAX_WAIT,
+        });
+        // The positions of the known layer names among the items as written.
+        let mut order_errors = Vec::new();
+        let (order, items) = match self.order {
+            None => (None, Vec::new()),
+            Some(names) => {
+                let (mut layers, mut items) = (Vec::new(), Vec::new());
+                for (i, name) in names.iter().enumerate() {
+                    match Layer::from_name(name) {
+                        Some(l) => {
+                            layers.push(l);
+                            items.push(i);
+                        }
+                        None => order_errors.push(OptionError {
+                            option: Some(AttrOption::Order),
+                            item: Some(i),
+                            message: format!(
+                                "unknown layer `{name}` in `order`; expected one of {}",
+                                Layer::names_in_default_order()
+                            ),
+                        }),
+                    }
+                }
+                (Some(layers), items)
+            }
+        };
+        let mut policy = Policy {
+            breaker: Some(breaker),
+            retry,
+            // A timeout that did not parse is configured too (see `retry`); its placeholder is
+            // never compared with the deadline: errors of options in error are dropped below.
+            timeout: timeout.or(self.timeout.map(|_| Duration::from_secs(1))),
+            deadline,
+            bulkhead,
+            order,
+            idempotent: self.idempotent.unwrap_or(self.retry.is_some()),
+        };
+        let mut missing = Vec::new();
+        let mut others: Vec<OptionError> = Vec::new();
+        for e in policy_errors(&policy) {
+            if let Some(problem) = e.order() {
+                match problem {
+                    OrderError::Missing { layer } => missing.push(layer),
+                    _ => order_errors.push(OptionError {
+                        option: Some(AttrOption::Order),
+                        item: problem.at().map(|at| items[at]),
+                        message: order_message(problem),
+                    }),
+                }
+                continue;
+            }
+            let option = match e.rule {
+                Rule::Idempotent => Some(AttrOption::Idempotent),
+                _ => AttrOption::of_field(e.field),
+            };
+            let involved = match e.rule {
+                Rule::TimeoutWithinDeadline => vec![AttrOption::Timeout, AttrOption::Deadline],
+                _ => option.into_iter().collect(),
+            };
+            // One error per option: a value that did not parse already has its error (the
+            // placeholder left in its place must not add another), and so has a value the
+            // validator already reported.
+            let reported =
+                |o: &AttrOption| errors.iter().chain(&others).any(|e| e.option == Some(*o));
+            if !involved.iter().any(reported) {
+                others.push(field_message(e, option));
+            }
+        }
+        order_errors.sort_by_key(|e| e.item);
+        if order_errors.is_empty() && !missing.is_empty() {
+            let missing: Vec<String> = missing.iter().map(|l| format!("`{l}`")).collect();
+            order_errors.push(err(
+                AttrOption::Order,
+                format!(
+                    "`order` must place every configured layer, outermost first; it leaves out {}",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        errors.append(&mut order_errors);
+        errors.append(&mut others);
+        if errors.is_empty() {
+            policy.order = Some(policy.effective_order());
+            Ok(policy)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The breaker of the options, recording the errors of values that do not parse and of
+    /// the attribute's own rules.
+    fn breaker(&self, errors: &mut Vec<OptionError>) -> BreakerPolicy {
         let mut breaker = BreakerPolicy::default();
         if let Some(n) = self.threshold {
-            breaker.consecutive_failures = u32_of("threshold", n, &mut errors);
+            breaker.consecutive_failures = u32_of(AttrOption::Threshold, n, errors);
         } else if self.failure_rate.is_some() {
             breaker.consecutive_failures = None;
         }
-        if let Some(p) = self.failure_rate {
-            breaker.failure_rate_percent = Some(p);
-        }
-        let has_rate = self.failure_rate.is_some();
-        if !has_rate {
-            if self.window_calls.is_some() || self.window_time.is_some() {
-                errors.push(err(
-                    "window",
-                    "`window` has no effect without `failure_rate`; add `failure_rate` or \
-                     remove `window`",
-                ));
-            }
-            if self.min_calls.is_some() {
-                errors.push(err(
-                    "min_calls",
-                    "`min_calls` has no effect without `failure_rate`; add `failure_rate` or \
-                     remove `min_calls`",
-                ));
+        breaker.failure_rate_percent = self.failure_rate;
+        if self.failure_rate.is_none() {
+            for (given, option) in [
+                (
+                    self.window_calls.is_some() || self.window_time.is_some(),
+                    AttrOption::Window,
+                ),
+                (self.min_calls.is_some(), AttrOption::MinCalls),
+            ] {
+                if given {
+                    errors.push(err(
+                        option,
+                        format!(
+                            "`{option}` has no effect without `failure_rate`; add `failure_rate` \
+                             or remove `{option}`"
+                        ),
+                    ));
+                }
             }
         }
         if let Some(n) = self.window_calls {
-            if let Some(n) = u32_of("window", n, &mut errors) {
+            if let Some(n) = u32_of(AttrOption::Window, n, errors) {
                 breaker.window = SlidingWindow::Count(n);
             }
         }
@@ -165,206 +271,64 @@ impl InlinePolicy<'_> {
                         buckets: SlidingWindow::DEFAULT_BUCKETS,
                     }
                 }
-                Err(e) => errors.push(dsl_err("window", src, &e)),
+                Err(e) => errors.push(dsl_err(AttrOption::Window, src, &e)),
             }
         }
         breaker.min_calls = match self.min_calls {
-            Some(n) => u32_of("min_calls", n, &mut errors).unwrap_or(1),
-            None => dsl::default_min_calls(breaker.window),
+            Some(n) => u32_of(AttrOption::MinCalls, n, errors).unwrap_or(1),
+            None => defaults::default_min_calls(breaker.window),
         };
         if let Some(src) = self.cooldown {
             match dsl::parse_duration(src) {
                 Ok(d) => {
                     breaker.cooldown = d;
-                    breaker.cooldown_max = d;
+                    breaker.cooldown_max = defaults::cooldown_max(d, breaker.cooldown_multiplier);
                 }
-                Err(e) => errors.push(dsl_err("cooldown", src, &e)),
+                Err(e) => errors.push(dsl_err(AttrOption::Cooldown, src, &e)),
             }
         }
         if let Some(n) = self.half_open_probes {
-            if let Some(n) = u32_of("half_open_probes", n, &mut errors) {
+            if let Some(n) = u32_of(AttrOption::HalfOpenProbes, n, errors) {
                 breaker.half_open_probes = n;
             }
         }
-        let retry = self.retry.and_then(|src| match dsl::parse_retry(src) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                errors.push(dsl_err("retry", src, &e));
-                None
-            }
-        });
-        let idempotent = match (self.idempotent, self.retry) {
-            (Some(false), Some(_)) => {
-                errors.push(err(
-                    "idempotent",
-                    "`retry` runs the function again, but `idempotent = false` says it must run \
-                     at most once (case BR-35); remove `retry` or set `idempotent = true`",
-                ));
-                // Said once, here: the policy's own check of the same rule must not repeat it.
-                true
-            }
-            (Some(flag), _) => flag,
-            (None, retry) => retry.is_some(),
-        };
-        let mut duration = |option: &'static str, src: Option<&str>| {
-            src.and_then(|src| match dsl::parse_duration(src) {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    errors.push(dsl_err(option, src, &e));
-                    None
-                }
-            })
-        };
-        let timeout = duration("timeout", self.timeout);
-        let deadline = duration("deadline", self.deadline);
-        let bulkhead = self.concurrency.map(|n| BulkheadPolicy {
-            max_concurrent: u32::try_from(n).unwrap_or(u32::MAX),
-            max_wait: Duration::ZERO,
-        });
-        let mut policy = Policy {
-            breaker: Some(breaker),
-            retry,
-            timeout,
-            deadline,
-            bulkhead,
-            order: None,
-            idempotent,
-        };
-        if let Some(names) = self.order {
-            policy.order = Some(self.check_order(names, &mut errors));
-        }
-        // Field errors only for options whose own value parsed: a value that did not parse
-        // already has its error, and the default left in its place must not add another.
-        if let Err(e) = policy.validate() {
-            for FieldError { field, message } in e.errors {
-                let option = option_of_field(field);
-                if option == "order" || errors.iter().any(|e| e.option == option) {
-                    continue;
-                }
-                let shown = if option == "threshold" && field != "consecutive_failures" {
-                    field
-                } else {
-                    option
-                };
-                errors.push(err(option, format!("invalid `{shown}`: {message}")));
-            }
-        }
-        if errors.is_empty() {
-            policy.order = Some(policy.effective_order());
-            Ok(policy)
-        } else {
-            Err(errors)
-        }
-    }
-
-    /// Checks `order` item by item (so each error can point at its item): known names, no
-    /// duplicates, only configured layers, and every configured layer placed.
-    fn check_order(&self, names: &[&str], errors: &mut Vec<OptionError>) -> Vec<Layer> {
-        // Configured means "given": a retry spec that did not parse has its own error.
-        let configured: Vec<Layer> = Layer::DEFAULT_ORDER
-            .into_iter()
-            .filter(|l| match l {
-                Layer::Breaker => true,
-                Layer::Retry => self.retry.is_some(),
-                Layer::Timeout => self.timeout.is_some(),
-                Layer::Bulkhead => self.concurrency.is_some(),
-            })
-            .collect();
-        let mut layers = Vec::new();
-        let mut items_ok = true;
-        for (i, name) in names.iter().enumerate() {
-            let mut item_err = |message: String| {
-                errors.push(OptionError {
-                    option: "order",
-                    item: Some(i),
-                    message,
-                })
-            };
-            let Some(layer) = Layer::from_name(name) else {
-                item_err(format!(
-                    "unknown layer `{name}` in `order`; expected one of `bulkhead`, `retry`, \
-                     `breaker`, `timeout`"
-                ));
-                items_ok = false;
-                continue;
-            };
-            if layers.contains(&layer) {
-                item_err(format!(
-                    "layer `{name}` is listed twice in `order` (case BR-43); each layer has \
-                     exactly one position, outermost first: remove one"
-                ));
-                items_ok = false;
-                continue;
-            }
-            if !configured.contains(&layer) {
-                let (option, example) = match layer {
-                    Layer::Retry => ("retry", "\"3x exp\""),
-                    Layer::Timeout => ("timeout", "\"2s\""),
-                    Layer::Bulkhead => ("concurrency", "10"),
-                    Layer::Breaker => ("threshold", "5"),
-                };
-                item_err(format!(
-                    "layer `{name}` is in `order` but not configured (case BR-43); add \
-                     `{option} = {example}` or remove `{name}` from `order`"
-                ));
-                items_ok = false;
-                continue;
-            }
-            layers.push(layer);
-        }
-        if items_ok {
-            let missing: Vec<String> = configured
-                .iter()
-                .filter(|l| !layers.contains(l))
-                .map(|l| format!("`{l}`"))
-                .collect();
-            if !missing.is_empty() {
-                errors.push(err(
-                    "order",
-                    format!(
-                        "`order` must place every configured layer, outermost first; it leaves \
-                         out {}",
-                        missing.join(", ")
-                    ),
-                ));
-            }
-        }
-        layers
+        breaker
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_build() {
-        let p = InlinePolicy::default().build().unwrap();
-        assert_eq!(p.order, Some(vec![Layer::Breaker]));
-        assert!(!p.idempotent);
-    }
-
-    #[test]
-    fn every_error_at_once() {
-        let errors = InlinePolicy {
-            threshold: Some(0),
-            cooldown: Some("30 parsecs"),
-            retry: Some("3x expo"),
-            order: Some(&["retry", "retry", "bogus"]),
-            ..InlinePolicy::default()
+/// An `order` problem in the attribute's words (its items are the list's elements).
+fn order_message(problem: OrderError) -> String {
+    match problem {
+        OrderError::Twice { layer, .. } => format!(
+            "layer `{layer}` is listed twice in `order`; each layer has exactly one position, \
+             outermost first: remove one"
+        ),
+        OrderError::NotConfigured { layer, .. } => {
+            let option = AttrOption::of_layer(layer);
+            format!(
+                "layer `{layer}` is in `order` but not configured; add `{option} = {}` or \
+                 remove `{layer}` from `order`",
+                option.example()
+            )
         }
-        .build()
-        .unwrap_err();
-        let options: Vec<_> = errors.iter().map(|e| (e.option, e.item)).collect();
-        assert_eq!(
-            options,
-            [
-                ("cooldown", None),
-                ("retry", None),
-                ("order", Some(1)),
-                ("order", Some(2)),
-                ("threshold", None),
-            ]
-        );
+        // Gathered into one message by the caller.
+        OrderError::Missing { layer } => format!("`order` leaves out `{layer}`"),
+    }
+}
+
+/// Any other validator error, at `option`.
+fn field_message(e: FieldError, option: Option<AttrOption>) -> OptionError {
+    let message = match (e.rule, option) {
+        (Rule::Idempotent, _) => "`retry` runs the function again, but `idempotent = false` says \
+                                  it must run at most once; remove `retry` or set \
+                                  `idempotent = true`"
+            .to_owned(),
+        (_, Some(option)) => format!("invalid `{option}`: {}", e.message),
+        (_, None) => format!("invalid `{}`: {}", e.field, e.message),
+    };
+    OptionError {
+        option,
+        item: None,
+        message,
     }
 }

@@ -11,9 +11,12 @@
 //!   function, created on first call, and the small traits that give targeted errors for
 //!   arguments that retry cannot reuse and for keys that cannot key a breaker.
 //!
-//! Files: `inline.rs` (the attribute's options as a policy), `named.rs` (the compile-time check
-//! of `policy = ".."` / `config = ".."`), `runtime.rs` (the per-function pipeline and its
-//! breakers), `support.rs` (the traits and helpers the expansion names).
+//! Files: `option.rs` (the list of the attribute's options, shared with the macro's parser),
+//! `inline.rs` (the attribute's options as a policy, and the validator's errors in the
+//! attribute's words), `named.rs` (the compile-time check of `policy = ".."` /
+//! `config = ".."`), `runtime.rs` (the per-function pipeline and its breakers), `support.rs`
+//! (the traits and helpers the expansion names). The public handle of a function's breaker is
+//! [`crate::annotated`].
 
 use crate::dsl::{self, DslError};
 use std::time::Duration;
@@ -23,13 +26,17 @@ pub use std::sync::OnceLock;
 mod inline;
 #[cfg(feature = "config")]
 mod named;
+mod option;
 #[cfg(feature = "tokio")]
 mod runtime;
 mod support;
+#[cfg(test)]
+mod tests;
 
 pub use inline::{InlinePolicy, OptionError};
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
+pub use option::AttrOption;
 #[cfg(feature = "tokio")]
 pub use runtime::*;
 pub use support::*;

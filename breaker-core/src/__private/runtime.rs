@@ -1,8 +1,9 @@
 //! Run time: one pipeline per annotated function, created on first call, and the breakers
-//! of its keys.
+//! of its keys; each recorded in [`crate::annotated`], the public handle.
 
 use super::InlinePolicy;
-use crate::breaker::{BreakerFactory, CircuitBreaker};
+use crate::annotated;
+use crate::breaker::{BreakerBuilder, BreakerFactory, CircuitBreaker};
 use crate::classify::Outcome;
 #[cfg(feature = "config")]
 use crate::config::PolicyRegistry;
@@ -10,12 +11,15 @@ use crate::pipeline::{self, ErrorClassifier, PipelineBuilder};
 use crate::policy::Policy;
 use crate::registry::Registry;
 use crate::Error;
+#[cfg(feature = "config")]
 use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Deref;
 #[cfg(feature = "config")]
 use std::sync::Arc;
-use std::sync::{Mutex, OnceLock};
+#[cfg(feature = "config")]
+use std::sync::Mutex;
+use std::sync::OnceLock;
 
 /// The error classifier of an annotated function: `classify` and `retry_if` as function
 /// pointers, so that a path of the wrong signature is one type error, at that path (and
@@ -150,45 +154,46 @@ impl Pipeline {
                 names.join(", ")
             )
         };
-        let mut builder = PipelineBuilder::from_policy(&found);
-        if let Some(breaker) = registry.breaker(policy) {
-            register(name, &breaker);
-            builder = builder.breaker(breaker);
-        }
-        let shared = builder
-            .build()
-            .expect("#[circuit_breaker]: loaded policies are validated");
-        Pipeline {
-            shared,
-            policy: (*found).clone(),
+        Pipeline::assemble(
+            (*found).clone(),
             name,
-            factory: registry.factory(policy),
-            keyed: OnceLock::new(),
-        }
+            registry.breaker(policy),
+            registry.factory(policy),
+        )
     }
 
     fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
-        let mut builder = PipelineBuilder::from_policy(&policy);
-        if let Some(b) = &policy.breaker {
-            let breaker = crate::observe::instrument(
-                CircuitBreaker::builder(b.clone())
-                    .name(name)
-                    .clock(default_clock()),
-            )
-            .build()
-            .expect("#[circuit_breaker]: validated at compile time");
+        let breaker = policy.breaker.as_ref().map(|b| {
+            let breaker = breaker_builder(b.clone(), name)
+                .build()
+                .expect("#[circuit_breaker]: validated at compile time");
             crate::observe::track(&breaker);
-            register(name, &breaker);
+            breaker
+        });
+        Pipeline::assemble(policy, name, breaker, None)
+    }
+
+    /// The pipeline of a validated `policy` with the function's `breaker` (recorded for
+    /// [`annotated::breaker`]) and the `factory` of its keyed breakers (`None`: from `policy`).
+    fn assemble(
+        policy: Policy,
+        name: &'static str,
+        breaker: Option<CircuitBreaker>,
+        factory: Option<BreakerFactory>,
+    ) -> Pipeline {
+        let mut builder = PipelineBuilder::from_policy(&policy);
+        if let Some(breaker) = breaker {
+            annotated::register(name, &breaker);
             builder = builder.breaker(breaker);
         }
         let shared = builder
             .build()
-            .expect("#[circuit_breaker]: the policy was validated at compile time");
+            .expect("#[circuit_breaker]: the policy was validated when it was compiled or loaded");
         Pipeline {
             shared,
             policy,
             name,
-            factory: None,
+            factory,
             keyed: OnceLock::new(),
         }
     }
@@ -221,25 +226,18 @@ impl Pipeline {
         let registry = self.keyed.get_or_init(|| {
             let factory = self.factory.clone().unwrap_or_else(|| {
                 let b = self.policy.breaker.clone().unwrap_or_default();
-                crate::observe::instrument(
-                    CircuitBreaker::builder(b)
-                        .name(self.name)
-                        .clock(default_clock()),
-                )
-                .build_factory()
-                .expect("#[circuit_breaker]: validated at compile time")
+                breaker_builder(b, self.name)
+                    .build_factory()
+                    .expect("#[circuit_breaker]: validated at compile time")
             });
-            Registry::builder(factory).state_gauge(true).build()
+            let registry = Registry::builder(factory).state_gauge(true).build();
+            annotated::register_keyed(self.name, &registry);
+            registry
         });
         let breaker = registry
             .get_or_create(&key)
             .expect("#[circuit_breaker]: the registry of keyed breakers is full");
         Target::Keyed(&self.shared, breaker)
-    }
-
-    /// The breaker of `key`, if one has been created (for tests and metrics).
-    pub fn key_breaker(&self, key: &str) -> Option<CircuitBreaker> {
-        self.keyed.get()?.get(key)
     }
 }
 
@@ -277,32 +275,20 @@ fn embedded_registry(embedded: EmbeddedConfig) -> Arc<PolicyRegistry> {
     Arc::clone(registry)
 }
 
+/// The builder of an annotated function's breakers: named after the function, with its
+/// metrics, on [`default_clock`], with the listeners registered for its name
+/// ([`annotated::on_transition`]).
+fn breaker_builder(policy: crate::breaker::BreakerPolicy, name: &str) -> BreakerBuilder {
+    let builder = CircuitBreaker::builder(policy)
+        .name(name)
+        .clock(default_clock());
+    annotated::attach(crate::observe::instrument(builder), name)
+}
+
 /// The breaker clock of annotated functions: tokio's, so a paused test runtime drives
 /// cooldowns as it drives timeouts and backoff sleeps.
 fn default_clock() -> crate::clock::Clock {
     crate::clock::Clock::tokio()
-}
-
-fn breakers() -> &'static Mutex<HashMap<&'static str, CircuitBreaker>> {
-    static BREAKERS: OnceLock<Mutex<HashMap<&'static str, CircuitBreaker>>> = OnceLock::new();
-    BREAKERS.get_or_init(Default::default)
-}
-
-fn register(name: &'static str, breaker: &CircuitBreaker) {
-    breakers()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(name, breaker.clone());
-}
-
-/// The breaker of the annotated function named `name` (its `name = ..`, or its module path
-/// and name), once the function has been called.
-pub fn breaker_named(name: &str) -> Option<CircuitBreaker> {
-    breakers()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(name)
-        .cloned()
 }
 
 /// The pipeline one call runs through, and the breaker it runs with.

@@ -4,7 +4,7 @@
 //! read from config files and checked by the `#[circuit_breaker]` attribute at compile time, and
 //! [`BreakerPolicy::validate`] is the one validator all of those paths share.
 
-use std::fmt;
+use crate::policy::Field;
 use std::time::Duration;
 
 /// Which calls make up the sliding window that failure-rate and slow-call rules look at.
@@ -128,28 +128,7 @@ impl Default for BreakerPolicy {
     }
 }
 
-/// One invalid value of a policy: which field and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field's name as written in config files (`consecutive_failures`, `min_calls`, ...).
-    pub field: &'static str,
-    /// What is wrong and what is expected, lowercase.
-    pub message: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}`: {}", self.field, self.message)
-    }
-}
-
-/// Every invalid value found in a policy, in field order.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid policy: {}", .errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
-pub struct ValidationError {
-    /// The individual errors; never empty.
-    pub errors: Vec<FieldError>,
-}
+pub use crate::policy::{FieldError, ValidationError};
 
 /// Largest count window accepted.
 pub const MAX_COUNT_WINDOW: u32 = 1_000_000;
@@ -158,12 +137,12 @@ pub const MAX_HALF_OPEN_PROBES: u32 = 65_535;
 /// Largest `successes_to_close` accepted.
 pub const MAX_SUCCESSES_TO_CLOSE: u32 = 8_191;
 
-pub(crate) fn check_percent(errors: &mut Vec<FieldError>, field: &'static str, p: f64) {
+pub(crate) fn check_percent(errors: &mut Vec<FieldError>, field: Field, p: f64) {
     if !(p > 0.0 && p <= 100.0) {
-        errors.push(FieldError {
+        errors.push(FieldError::new(
             field,
-            message: format!("must be a percentage in (0, 100], got {p}"),
-        });
+            format!("must be a percentage in (0, 100], got {p}"),
+        ));
     }
 }
 
@@ -176,30 +155,32 @@ impl BreakerPolicy {
     /// (BR-18), or no trip rule at all.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let mut errors = Vec::new();
-        let mut push =
-            |field: &'static str, message: String| errors.push(FieldError { field, message });
+        let mut push = |field: Field, message: String| errors.push(FieldError::new(field, message));
         if self.consecutive_failures.is_none()
             && self.failure_rate_percent.is_none()
             && self.slow_call.is_none()
         {
             push(
-                "consecutive_failures",
+                Field::ConsecutiveFailures,
                 "no trip rule: set `consecutive_failures`, `failure_rate` or `slow_call`".into(),
             );
         }
         if self.consecutive_failures == Some(0) {
-            push("consecutive_failures", "must be at least 1, got 0".into());
+            push(
+                Field::ConsecutiveFailures,
+                "must be at least 1, got 0".into(),
+            );
         }
         match self.window {
             SlidingWindow::Count(n) => {
                 if n == 0 || n > MAX_COUNT_WINDOW {
                     push(
-                        "window",
+                        Field::Window,
                         format!("count window must hold 1..={MAX_COUNT_WINDOW} calls, got {n}"),
                     );
                 } else if self.min_calls > n {
                     push(
-                        "min_calls",
+                        Field::MinCalls,
                         format!(
                             "min_calls ({}) must be <= the count window size ({n}); \
                              the window can never hold more than {n} calls",
@@ -211,59 +192,53 @@ impl BreakerPolicy {
             SlidingWindow::Time { length, buckets } => {
                 if length < Duration::from_millis(1) || length > Duration::from_secs(86_400) {
                     push(
-                        "window",
+                        Field::Window,
                         format!("time window length must be in 1ms..=1day, got {length:?}"),
                     );
                 }
                 if buckets == 0 || buckets > 600 {
                     push(
-                        "window",
+                        Field::Window,
                         format!("time window needs 1..=600 buckets, got {buckets}"),
                     );
                 } else if length / buckets < Duration::from_millis(1) {
                     push(
-                        "window",
+                        Field::Window,
                         format!("time window buckets must be at least 1ms long ({length:?} / {buckets})"),
                     );
                 }
             }
         }
         if self.min_calls == 0 {
-            push("min_calls", "must be at least 1, got 0".into());
+            push(Field::MinCalls, "must be at least 1, got 0".into());
         }
         let mut rate_errors = Vec::new();
         if let Some(p) = self.failure_rate_percent {
-            check_percent(&mut rate_errors, "failure_rate", p);
+            check_percent(&mut rate_errors, Field::FailureRate, p);
         }
         if let Some(slow) = self.slow_call {
-            check_percent(&mut rate_errors, "slow_call_rate", slow.rate_percent);
+            check_percent(&mut rate_errors, Field::SlowCallRate, slow.rate_percent);
             if slow.duration.is_zero() {
-                rate_errors.push(FieldError {
-                    field: "slow_call_duration",
-                    message: "must be non-zero".into(),
-                });
+                rate_errors.push(FieldError::new(Field::SlowCallDuration, "must be non-zero"));
             }
         }
         if self.cooldown.is_zero() {
-            rate_errors.push(FieldError {
-                field: "cooldown",
-                message:
-                    "must be non-zero, got 0s (a breaker that never stays open protects nothing)"
-                        .into(),
-            });
+            rate_errors.push(FieldError::new(
+                Field::Cooldown,
+                "must be non-zero, got 0s (a breaker that never stays open protects nothing)",
+            ));
         }
         errors.append(&mut rate_errors);
-        let mut push =
-            |field: &'static str, message: String| errors.push(FieldError { field, message });
+        let mut push = |field: Field, message: String| errors.push(FieldError::new(field, message));
         if !(self.cooldown_multiplier >= 1.0 && self.cooldown_multiplier <= 1000.0) {
             push(
-                "cooldown_multiplier",
+                Field::CooldownMultiplier,
                 format!("must be in 1.0..=1000.0, got {}", self.cooldown_multiplier),
             );
         }
         if self.cooldown_multiplier != 1.0 && self.cooldown_max < self.cooldown {
             push(
-                "cooldown_max",
+                Field::CooldownMax,
                 format!(
                     "must be >= cooldown ({:?}), got {:?}",
                     self.cooldown, self.cooldown_max
@@ -272,7 +247,7 @@ impl BreakerPolicy {
         }
         if !(0.0..=1.0).contains(&self.cooldown_jitter) {
             push(
-                "cooldown_jitter",
+                Field::CooldownJitter,
                 format!(
                     "must be a fraction in 0.0..=1.0, got {}",
                     self.cooldown_jitter
@@ -281,7 +256,7 @@ impl BreakerPolicy {
         }
         if self.half_open_probes == 0 || self.half_open_probes > MAX_HALF_OPEN_PROBES {
             push(
-                "half_open_probes",
+                Field::HalfOpenProbes,
                 format!(
                     "must be in 1..={MAX_HALF_OPEN_PROBES}, got {}",
                     self.half_open_probes
@@ -290,7 +265,7 @@ impl BreakerPolicy {
         }
         if self.successes_to_close == 0 || self.successes_to_close > MAX_SUCCESSES_TO_CLOSE {
             push(
-                "successes_to_close",
+                Field::SuccessesToClose,
                 format!(
                     "must be in 1..={MAX_SUCCESSES_TO_CLOSE}, got {}",
                     self.successes_to_close
@@ -298,7 +273,7 @@ impl BreakerPolicy {
             );
         }
         if self.max_probe_wait == Some(Duration::ZERO) {
-            push("max_probe_wait", "must be non-zero".into());
+            push(Field::MaxProbeWait, "must be non-zero".into());
         }
         if errors.is_empty() {
             Ok(())

@@ -15,7 +15,10 @@ pub struct BulkheadFull {
 
 /// A bulkhead policy whose limit is out of range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("bulkhead `max_concurrent` ({max_concurrent}) must be in 1..=1000000")]
+#[error(
+    "bulkhead `max_concurrent` ({max_concurrent}) must be in 1..={}",
+    crate::policy::MAX_CONCURRENT
+)]
 pub struct InvalidBulkhead {
     /// The rejected value.
     pub max_concurrent: u32,

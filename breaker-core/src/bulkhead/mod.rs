@@ -32,9 +32,6 @@ mod runtime {
     use tokio::sync::{Semaphore, SemaphorePermit};
     use tokio::time::Instant;
 
-    /// The most calls a bulkhead may admit at once.
-    pub const MAX_CONCURRENT: u32 = 1_000_000;
-
     /// A concurrency limit. See the [module docs](super). Cloning is cheap and clones share
     /// the limit.
     #[derive(Clone)]
@@ -56,7 +53,9 @@ mod runtime {
         /// # Errors
         /// [`InvalidBulkhead`] if `max_concurrent` is outside `1..=1_000_000`.
         pub fn new(policy: BulkheadPolicy) -> Result<Self, InvalidBulkhead> {
-            if !(1..=MAX_CONCURRENT).contains(&policy.max_concurrent) {
+            let mut errors = Vec::new();
+            crate::policy::check_bulkhead(&policy, &mut errors);
+            if !errors.is_empty() {
                 return Err(InvalidBulkhead {
                     max_concurrent: policy.max_concurrent,
                 });

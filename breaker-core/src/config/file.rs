@@ -1,6 +1,6 @@
 //! The serde types of a config file.
 
-use super::value::{Dsl, Percent, Spec};
+use super::value::{present, Dsl, Percent, Spec};
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow};
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
@@ -16,10 +16,19 @@ use std::time::Duration;
 pub struct ConfigFile {
     /// Where the JSON Schema of this file is, for editors (`"./breaker.schema.json"`);
     /// ignored by the loader.
-    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "$schema",
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub schema: Option<String>,
     /// Settings every named policy inherits; a named policy's own settings win.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default: Option<Section>,
     /// The named policies, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -32,27 +41,55 @@ pub struct ConfigFile {
 #[serde(deny_unknown_fields)]
 pub struct Section {
     /// The circuit breaker: a DSL string (`"5 consecutive, open 30s"`) or a table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub breaker: Option<Spec<BreakerPolicy, BreakerTable>>,
     /// Retry: a DSL string (`"3x exp jitter"`) or a table. `"3x"` is 3 attempts in total.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retry: Option<Spec<RetryPolicy, RetryTable>>,
     /// Per-attempt timeout, non-zero (`"2s"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout: Option<Dsl<Duration>>,
     /// Total deadline over all attempts, non-zero and at least `timeout` (`"10s"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deadline: Option<Dsl<Duration>>,
     /// The bulkhead: a DSL string (`"10 concurrent wait 100ms"`) or a table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub bulkhead: Option<Spec<BulkheadPolicy, BulkheadTable>>,
     /// Layer order, outermost first (`"timeout > retry > breaker"`); it must name exactly the
     /// configured layers. Default: `bulkhead > retry > breaker > timeout` restricted to the
     /// configured layers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub order: Option<Dsl<Vec<Layer>>>,
     /// Whether the operation may be retried. Default `false`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub idempotent: Option<bool>,
 }
 
@@ -67,57 +104,113 @@ pub struct Section {
 #[serde(deny_unknown_fields)]
 pub struct BreakerTable {
     /// Trip after this many failures in a row; at least 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1))]
     pub consecutive_failures: Option<u32>,
     /// Trip when failures reach this share of the window; in (0, 100].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub failure_rate: Option<Percent>,
     /// A call taking at least this long is slow; non-zero. Needs `slow_call_rate`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub slow_call_duration: Option<Dsl<Duration>>,
     /// Trip when slow calls reach this share of the window; in (0, 100]. Needs
     /// `slow_call_duration`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub slow_call_rate: Option<Percent>,
     /// The window of the rate rules: `"100 calls"` or `"60s"` (`"1m in 12 buckets"`).
     /// Default `"100 calls"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub window: Option<Dsl<SlidingWindow>>,
     /// Rate rules wait for this many calls in the window; at most the size of a count window.
     /// Default: the size of a count window, 10 for a time window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1))]
     pub min_calls: Option<u32>,
     /// How long the breaker stays open before a probe; non-zero. Default `"30s"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cooldown: Option<Dsl<Duration>>,
     /// Growth of the cooldown per failed probe, in 1.0..=1000.0. Default 1.0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1.0, max = 1000.0))]
     pub cooldown_multiplier: Option<f64>,
     /// Cap of the grown cooldown, at least `cooldown`. Default: `cooldown`, or 10 x `cooldown`
     /// when `cooldown_multiplier` is above 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cooldown_max: Option<Dsl<Duration>>,
     /// Random shortening of the cooldown, as a fraction in 0.0..=1.0. Default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub cooldown_jitter: Option<f64>,
     /// Probes in flight while half-open, in 1..=65535. Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 65535))]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = crate::breaker::MAX_HALF_OPEN_PROBES))]
     pub half_open_probes: Option<u32>,
     /// Successful probes that close the breaker, in 1..=8191. Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 8191))]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = crate::breaker::MAX_SUCCESSES_TO_CLOSE))]
     pub successes_to_close: Option<u32>,
     /// A probe outstanding this long stops blocking new probes; non-zero. Default: the
     /// current cooldown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_probe_wait: Option<Dsl<Duration>>,
     /// What an ignored probe means: `"release"` (default) or `"count-as-success"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub neutral_probe: Option<Dsl<NeutralProbe>>,
 }
 
@@ -126,15 +219,27 @@ pub struct BreakerTable {
 #[serde(deny_unknown_fields)]
 pub struct RetryTable {
     /// Attempts in total, the first included, in 1..=100. Default 3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 100))]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = crate::policy::MAX_ATTEMPTS))]
     pub max_attempts: Option<u32>,
     /// The delay schedule (`"fixed 200ms"`, `"exp(100ms, max 2s)"`). Default
     /// `"exp(100ms, factor 2, max 10s)"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backoff: Option<Dsl<Backoff>>,
     /// The randomisation of each delay (`"full-jitter"`). Default `"no-jitter"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub jitter: Option<Dsl<Jitter>>,
 }
 
@@ -143,10 +248,18 @@ pub struct RetryTable {
 #[serde(deny_unknown_fields)]
 pub struct BulkheadTable {
     /// Calls running at once, in 1..=1000000. Required unless inherited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1_000_000))]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = crate::policy::MAX_CONCURRENT))]
     pub max_concurrent: Option<u32>,
     /// How long a call may wait for a slot. Default `"0s"` (reject at once).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_wait: Option<Dsl<Duration>>,
 }

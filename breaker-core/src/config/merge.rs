@@ -5,45 +5,46 @@ use super::error::ConfigErrors;
 use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
 use super::load::{Policies, Source};
 use super::value::{Dsl, Percent, Spec};
-use crate::breaker::{BreakerPolicy, FieldError, SlowCall};
-use crate::dsl::{self, default_min_calls};
-use crate::policy::{BulkheadPolicy, Policy};
-use crate::retry::{Backoff, Jitter, RetryPolicy};
+use crate::breaker::{BreakerPolicy, SlowCall};
+use crate::policy::defaults::{self, default_min_calls};
+use crate::policy::{BulkheadPolicy, Field, FieldError, Policy};
+use crate::retry::RetryPolicy;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
+/// Which key set each field of a merged policy: where its errors are shown.
 #[derive(Default)]
-struct Origins(HashMap<&'static str, Vec<String>>);
+struct Origins(HashMap<Field, Vec<String>>);
 
 impl Origins {
-    fn set(&mut self, field: &'static str, path: Vec<String>) {
+    /// Records that `field` came from the section at `prefix`: from its key, or from the DSL
+    /// string of the whole layer when `whole`.
+    fn set(&mut self, field: Field, prefix: &[String], whole: bool) {
+        let mut path = prefix.to_vec();
+        match field.layer() {
+            Some(layer) => {
+                path.push(layer.name().into());
+                if !whole {
+                    path.push(field.key().into());
+                }
+            }
+            None => path.push(field.key().into()),
+        }
         self.0.insert(field, path);
     }
-}
 
-const TRIP_FIELDS: [&str; 4] = [
-    "consecutive_failures",
-    "failure_rate",
-    "slow_call_duration",
-    "slow_call_rate",
-];
-const BREAKER_FIELDS: [&str; 14] = [
-    "consecutive_failures",
-    "failure_rate",
-    "slow_call_duration",
-    "slow_call_rate",
-    "window",
-    "min_calls",
-    "cooldown",
-    "cooldown_multiplier",
-    "cooldown_max",
-    "cooldown_jitter",
-    "half_open_probes",
-    "successes_to_close",
-    "max_probe_wait",
-    "neutral_probe",
-];
+    /// The key path of `field` in policy `own` (`["policies", name]`): the key that set it,
+    /// else where it would be written in the policy's own section.
+    fn path(&self, field: Field, own: &[String]) -> Vec<String> {
+        self.0.get(&field).cloned().unwrap_or_else(|| {
+            let mut path = own.to_vec();
+            if let Some(layer) = field.layer() {
+                path.push(layer.name().into());
+            }
+            path
+        })
+    }
+}
 
 fn breaker_table(p: &BreakerPolicy) -> BreakerTable {
     BreakerTable {
@@ -64,6 +65,26 @@ fn breaker_table(p: &BreakerPolicy) -> BreakerTable {
     }
 }
 
+/// A layer's spec as a table, and whether it was one DSL string (a whole value).
+fn as_table<T, Table: Clone>(spec: &Spec<T, Table>, table: impl Fn(&T) -> Table) -> (Table, bool) {
+    match spec {
+        Spec::Dsl(p) => (table(p), true),
+        Spec::Table(t) => (t.clone(), false),
+    }
+}
+
+/// For each `key => Field`: a key set in `$table` overrides `$acc` and records where it came
+/// from.
+macro_rules! take {
+    ($acc:ident, $table:ident, $origins:ident, $prefix:ident, $whole:ident;
+     $($key:ident => $field:ident),* $(,)?) => {$(
+        if $table.$key.is_some() {
+            $acc.$key = $table.$key.clone();
+            $origins.set(Field::$field, $prefix, $whole);
+        }
+    )*};
+}
+
 fn has_trip_rule(t: &BreakerTable) -> bool {
     t.consecutive_failures.is_some()
         || t.failure_rate.is_some()
@@ -80,51 +101,32 @@ fn merge_breaker(
 ) -> BreakerPolicy {
     let mut acc = BreakerTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = match spec {
-            Spec::Dsl(p) => (breaker_table(p), true),
-            Spec::Table(t) => (t.clone(), false),
-        };
-        let path = |field: &'static str| {
-            let mut p = prefix.clone();
-            p.push("breaker".into());
-            if !whole {
-                p.push(field.into());
-            }
-            p
-        };
+        let (table, whole) = as_table(spec, breaker_table);
         if has_trip_rule(&table) {
             acc.consecutive_failures = table.consecutive_failures;
             acc.failure_rate = table.failure_rate;
             acc.slow_call_duration = table.slow_call_duration.clone();
             acc.slow_call_rate = table.slow_call_rate;
-            for f in TRIP_FIELDS {
-                origins.set(f, path(f));
+            for f in Field::ALL.into_iter().filter(|f| f.is_trip_rule()) {
+                origins.set(f, prefix, whole);
             }
         }
-        macro_rules! take {
-            ($($field:ident),*) => {$(
-                if table.$field.is_some() {
-                    acc.$field = table.$field.clone();
-                    origins.set(stringify!($field), path(stringify!($field)));
-                }
-            )*};
-        }
-        take!(
-            window,
-            min_calls,
-            cooldown,
-            cooldown_multiplier,
-            cooldown_max,
-            cooldown_jitter,
-            half_open_probes,
-            successes_to_close,
-            max_probe_wait,
-            neutral_probe
+        take!(acc, table, origins, prefix, whole;
+            window => Window,
+            min_calls => MinCalls,
+            cooldown => Cooldown,
+            cooldown_multiplier => CooldownMultiplier,
+            cooldown_max => CooldownMax,
+            cooldown_jitter => CooldownJitter,
+            half_open_probes => HalfOpenProbes,
+            successes_to_close => SuccessesToClose,
+            max_probe_wait => MaxProbeWait,
+            neutral_probe => NeutralProbe
         );
         if whole {
             // A DSL string is a complete breaker: its unset optional fields are unset.
             acc.max_probe_wait = table.max_probe_wait.clone();
-            origins.set("max_probe_wait", path("max_probe_wait"));
+            origins.set(Field::MaxProbeWait, prefix, whole);
         }
     }
     let d = BreakerPolicy::default();
@@ -135,17 +137,17 @@ fn merge_breaker(
         }),
         (None, None) => None,
         (Some(_), None) => {
-            errors.push(FieldError {
-                field: "slow_call_duration",
-                message: "is set without `slow_call_rate`; set both or neither".into(),
-            });
+            errors.push(FieldError::new(
+                Field::SlowCallDuration,
+                "is set without `slow_call_rate`; set both or neither",
+            ));
             None
         }
         (None, Some(_)) => {
-            errors.push(FieldError {
-                field: "slow_call_rate",
-                message: "is set without `slow_call_duration`; set both or neither".into(),
-            });
+            errors.push(FieldError::new(
+                Field::SlowCallRate,
+                "is set without `slow_call_duration`; set both or neither",
+            ));
             None
         }
     };
@@ -168,12 +170,8 @@ fn merge_breaker(
         }),
         cooldown,
         cooldown_multiplier,
-        cooldown_max: acc.cooldown_max.map_or(
-            if cooldown_multiplier == 1.0 {
-                cooldown
-            } else {
-                cooldown.saturating_mul(10)
-            },
+        cooldown_max: acc.cooldown_max.map_or_else(
+            || defaults::cooldown_max(cooldown, cooldown_multiplier),
             |m| m.0,
         ),
         cooldown_jitter: acc.cooldown_jitter.unwrap_or(d.cooldown_jitter),
@@ -190,49 +188,22 @@ fn merge_retry(
 ) -> RetryPolicy {
     let mut acc = RetryTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = match spec {
-            Spec::Dsl(p) => (
-                RetryTable {
-                    max_attempts: Some(p.max_attempts),
-                    backoff: Some(Dsl(p.backoff)),
-                    jitter: Some(Dsl(p.jitter)),
-                },
-                true,
-            ),
-            Spec::Table(t) => (t.clone(), false),
-        };
-        let path = |field: &'static str| {
-            let mut p = prefix.clone();
-            p.push("retry".into());
-            if !whole {
-                p.push(field.into());
-            }
-            p
-        };
-        if let Some(n) = table.max_attempts {
-            acc.max_attempts = Some(n);
-            origins.set("max_attempts", path("max_attempts"));
-        }
-        if let Some(b) = table.backoff {
-            acc.backoff = Some(b);
-            origins.set("backoff", path("backoff"));
-        }
-        if let Some(j) = table.jitter {
-            acc.jitter = Some(j);
-            origins.set("jitter", path("jitter"));
-        }
+        let (table, whole) = as_table(spec, |p| RetryTable {
+            max_attempts: Some(p.max_attempts),
+            backoff: Some(Dsl(p.backoff)),
+            jitter: Some(Dsl(p.jitter)),
+        });
+        take!(acc, table, origins, prefix, whole;
+            max_attempts => MaxAttempts,
+            backoff => Backoff,
+            jitter => Jitter,
+        );
     }
+    let d = defaults::RETRY;
     RetryPolicy {
-        max_attempts: acc.max_attempts.unwrap_or(3),
-        backoff: acc.backoff.map_or(
-            Backoff::Exponential {
-                base: dsl::DEFAULT_BASE,
-                factor: dsl::DEFAULT_FACTOR,
-                max: dsl::DEFAULT_MAX,
-            },
-            |b| b.0,
-        ),
-        jitter: acc.jitter.map_or(Jitter::None, |j| j.0),
+        max_attempts: acc.max_attempts.unwrap_or(d.max_attempts),
+        backoff: acc.backoff.map_or(d.backoff, |b| b.0),
+        jitter: acc.jitter.map_or(d.jitter, |j| j.0),
     }
 }
 
@@ -243,42 +214,24 @@ fn merge_bulkhead(
 ) -> BulkheadPolicy {
     let mut acc = BulkheadTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = match spec {
-            Spec::Dsl(p) => (
-                BulkheadTable {
-                    max_concurrent: Some(p.max_concurrent),
-                    max_wait: Some(Dsl(p.max_wait)),
-                },
-                true,
-            ),
-            Spec::Table(t) => (t.clone(), false),
-        };
-        let path = |field: &'static str| {
-            let mut p = prefix.clone();
-            p.push("bulkhead".into());
-            if !whole {
-                p.push(field.into());
-            }
-            p
-        };
-        if let Some(n) = table.max_concurrent {
-            acc.max_concurrent = Some(n);
-            origins.set("max_concurrent", path("max_concurrent"));
-        }
-        if let Some(w) = table.max_wait {
-            acc.max_wait = Some(w);
-            origins.set("max_wait", path("max_wait"));
-        }
+        let (table, whole) = as_table(spec, |p| BulkheadTable {
+            max_concurrent: Some(p.max_concurrent),
+            max_wait: Some(Dsl(p.max_wait)),
+        });
+        take!(acc, table, origins, prefix, whole;
+            max_concurrent => MaxConcurrent,
+            max_wait => MaxWait,
+        );
     }
     if acc.max_concurrent.is_none() {
-        errors.push(FieldError {
-            field: "max_concurrent",
-            message: "is required when a bulkhead is configured".into(),
-        });
+        errors.push(FieldError::new(
+            Field::MaxConcurrent,
+            "is required when a bulkhead is configured",
+        ));
     }
     BulkheadPolicy {
         max_concurrent: acc.max_concurrent.unwrap_or(1),
-        max_wait: acc.max_wait.map_or(Duration::ZERO, |w| w.0),
+        max_wait: acc.max_wait.map_or(defaults::BULKHEAD_MAX_WAIT, |w| w.0),
     }
 }
 
@@ -316,25 +269,21 @@ fn merge(
         ..Policy::default()
     };
     for (prefix, s) in &sections {
-        let path = |field: &str| {
-            let mut p = prefix.clone();
-            p.push(field.into());
-            p
-        };
         if let Some(t) = &s.timeout {
             policy.timeout = Some(t.0);
-            origins.set("timeout", path("timeout"));
+            origins.set(Field::Timeout, prefix, false);
         }
         if let Some(t) = &s.deadline {
             policy.deadline = Some(t.0);
-            origins.set("deadline", path("deadline"));
+            origins.set(Field::Deadline, prefix, false);
         }
         if let Some(o) = &s.order {
             policy.order = Some(o.0.clone());
-            origins.set("order", path("order"));
+            origins.set(Field::Order, prefix, false);
         }
         if let Some(i) = s.idempotent {
             policy.idempotent = i;
+            origins.set(Field::Idempotent, prefix, false);
         }
     }
     (policy, origins, errors)
@@ -358,14 +307,8 @@ pub(super) fn resolve(
         }
         let own = vec!["policies".to_owned(), name.clone()];
         for fe in field_errors {
-            let path = origins.0.get(fe.field).cloned().unwrap_or_else(|| {
-                let mut p = own.clone();
-                if BREAKER_FIELDS.contains(&fe.field) {
-                    p.push("breaker".into());
-                }
-                p
-            });
-            let mut message = if path.last().map(String::as_str) == Some(fe.field) {
+            let path = origins.path(fe.field, &own);
+            let mut message = if path.last().map(String::as_str) == Some(fe.field.key()) {
                 fe.message.clone()
             } else {
                 fe.to_string()

@@ -35,7 +35,9 @@
 //!
 //! **Values.** `breaker`, `retry` and `bulkhead` are a DSL string or a table; durations are DSL
 //! strings (`"30s"`, `"1m 30s"`); rates are numbers (`50`) or strings (`"50%"`); `window` is
-//! `"100 calls"` or `"60s"`; `order` is `"timeout > retry > breaker"`.
+//! `"100 calls"` or `"60s"`; `order` is `"timeout > retry > breaker"`. A key is either left
+//! out (it takes the inherited or default value) or holds a value: an explicit `null` (YAML
+//! `~`, JSON `null`) is an error at the key, not a way to unset an inherited value.
 //!
 //! **Defaults and inheritance.** A named policy is its `default` section overlaid with its own
 //! keys, field by field; a value written as a DSL string replaces the inherited value whole.
@@ -111,11 +113,51 @@ use std::fmt;
 /// The JSON Schema of a config file, generated from [`ConfigFile`], pretty-printed with a
 /// trailing newline (this is `examples/breaker.schema.json`, and what `breaker schema`
 /// prints).
+///
+/// Optional keys may be left out but are never `null` (the loader refuses an explicit
+/// `null`), so the schema does not allow `null` either.
 pub fn json_schema() -> String {
-    let schema = schemars::schema_for!(ConfigFile);
+    let mut schema = schemars::schema_for!(ConfigFile);
+    if let Some(root) = schema.as_object_mut() {
+        let mut value = serde_json::Value::Object(std::mem::take(root));
+        no_null_properties(&mut value);
+        if let serde_json::Value::Object(map) = value {
+            *root = map;
+        }
+    }
+    // The schema's own `Serialize` writes its keywords in their usual order.
     let mut out = serde_json::to_string_pretty(&schema).expect("a schema serializes");
     out.push('\n');
     out
+}
+
+/// Removes `null` from the schema of every property (schemars allows it for `Option` fields).
+fn no_null_properties(schema: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Value::Object(map) = schema else { return };
+    if let Some(Value::Object(properties)) = map.get_mut("properties") {
+        for property in properties.values_mut() {
+            let Value::Object(p) = property else { continue };
+            if let Some(Value::Array(types)) = p.get_mut("type") {
+                types.retain(|t| t != "null");
+                if let [only] = types.as_slice() {
+                    let only = only.clone();
+                    p.insert("type".into(), only);
+                }
+            }
+            if let Some(Value::Array(any)) = p.get_mut("anyOf") {
+                any.retain(|s| s.get("type").and_then(Value::as_str) != Some("null"));
+                if let [Value::Object(only)] = any.as_slice() {
+                    let only = only.clone();
+                    p.remove("anyOf");
+                    p.extend(only);
+                }
+            }
+        }
+    }
+    for child in map.values_mut() {
+        no_null_properties(child);
+    }
 }
 
 /// Writes one effective policy as a TOML section with every layer in the DSL, defaults filled

@@ -213,7 +213,8 @@ impl PolicyRegistry {
         if let Some(clock) = &self.clock {
             builder = builder.clock(clock.clone());
         }
-        let factory = crate::observe::instrument(builder)
+        let builder = crate::annotated::attach(crate::observe::instrument(builder), name);
+        let factory = builder
             .build_factory()
             .expect("loaded policies are validated");
         let breaker = factory.create();

@@ -91,6 +91,21 @@ dsl_value!(
     |p: &NeutralProbe| p.to_string()
 );
 
+/// The `deserialize_with` of every optional key: a key that is present must hold a value. An
+/// explicit `null` (YAML `~` or `null`, JSON `null`; TOML has none) would otherwise load as
+/// "not set", silently taking the default, or the inherited value a user may have meant to
+/// clear (issue 11: no silent misconfiguration).
+pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match Option::<T>::deserialize(d)? {
+        Some(v) => Ok(Some(v)),
+        None => Err(de::Error::custom(
+            "explicit `null`; remove the key to take the inherited or default value",
+        )),
+    }
+}
+
 /// A value written as a DSL string; see [`DslValue`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Dsl<T>(pub T);

@@ -4,22 +4,11 @@
 use super::error::{tick, DslError};
 use super::parse::{fmt_duration, Parser};
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow, SlowCall};
+use crate::policy::defaults::{self, default_min_calls};
+use crate::policy::Field;
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
-
-/// `min` of a time window when none is given. (A count window's default `min` is its size: the
-/// rate is judged once the window is full.)
-pub const DEFAULT_TIME_WINDOW_MIN_CALLS: u32 = 10;
-
-/// The `min_calls` a window gets when none is given: the size of a count window,
-/// [`DEFAULT_TIME_WINDOW_MIN_CALLS`] for a time window.
-pub fn default_min_calls(window: SlidingWindow) -> u32 {
-    match window {
-        SlidingWindow::Count(n) => n,
-        SlidingWindow::Time { .. } => DEFAULT_TIME_WINDOW_MIN_CALLS,
-    }
-}
 
 pub(super) const KEYWORDS: [&str; 7] = [
     "consecutive",
@@ -79,12 +68,12 @@ fn window(p: &mut Parser<'_>) -> Result<Option<WindowSpec>, DslError> {
     let start = p.bump().expect("peeked").span.start;
     let window = window_size(p)?;
     let span = start..p.last_end();
-    p.record("window", span.clone());
+    p.record(Field::Window, span.clone());
     let mut min_calls = default_min_calls(window);
     if p.peek_is("min") {
         let min_start = p.bump().expect("peeked").span.start;
         min_calls = p.int("a minimum number of calls")?.0;
-        p.record("min_calls", min_start..p.last_end());
+        p.record(Field::MinCalls, min_start..p.last_end());
     }
     Ok(Some(WindowSpec {
         window,
@@ -139,12 +128,12 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
             }
             p.bump();
             seen.once(p.src, "consecutive", start..p.last_end())?;
-            p.record("consecutive_failures", start..p.last_end());
+            p.record(Field::ConsecutiveFailures, start..p.last_end());
             policy.consecutive_failures = Some(n);
         } else if t.text.ends_with('%') || space_before_percent {
             let (rate, span) = p.percent("a failure rate")?;
             seen.once(p.src, "failure rate", span.clone())?;
-            p.record("failure_rate", span);
+            p.record(Field::FailureRate, span);
             policy.failure_rate_percent = Some(rate);
             window_of_rule = Some(window(p)?);
         } else {
@@ -153,9 +142,9 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
                     p.bump();
                     seen.once(p.src, "slow", t.span.clone())?;
                     let (duration, dspan) = p.duration("a slow-call duration")?;
-                    p.record("slow_call_duration", dspan);
+                    p.record(Field::SlowCallDuration, dspan);
                     let (rate_percent, rspan) = p.percent("a slow-call rate")?;
-                    p.record("slow_call_rate", rspan);
+                    p.record(Field::SlowCallRate, rspan);
                     policy.slow_call = Some(SlowCall {
                         duration,
                         rate_percent,
@@ -166,42 +155,42 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
                     p.bump();
                     seen.once(p.src, "open", t.span.clone())?;
                     let (cooldown, span) = p.duration("a cooldown")?;
-                    p.record("cooldown", span);
+                    p.record(Field::Cooldown, span);
                     policy.cooldown = cooldown;
                     if p.peek_is("factor") {
                         let s = p.bump().expect("peeked").span.start;
                         policy.cooldown_multiplier = p.number("a factor")?.0;
-                        p.record("cooldown_multiplier", s..p.last_end());
+                        p.record(Field::CooldownMultiplier, s..p.last_end());
                     }
                     if p.peek_is("max") {
                         let s = p.bump().expect("peeked").span.start;
                         cooldown_max = Some(p.duration("a maximum cooldown")?.0);
-                        p.record("cooldown_max", s..p.last_end());
+                        p.record(Field::CooldownMax, s..p.last_end());
                     }
                     if p.peek_is("jitter") {
                         let s = p.bump().expect("peeked").span.start;
                         policy.cooldown_jitter = p.number("a jitter fraction")?.0;
-                        p.record("cooldown_jitter", s..p.last_end());
+                        p.record(Field::CooldownJitter, s..p.last_end());
                     }
                 }
                 "probes" => {
                     p.bump();
                     seen.once(p.src, "probes", t.span.clone())?;
                     policy.half_open_probes = p.int("a probe count")?.0;
-                    p.record("half_open_probes", start..p.last_end());
+                    p.record(Field::HalfOpenProbes, start..p.last_end());
                 }
                 "close" => {
                     p.bump();
                     seen.once(p.src, "close", t.span.clone())?;
                     p.expect("after")?;
                     policy.successes_to_close = p.int("a success count")?.0;
-                    p.record("successes_to_close", start..p.last_end());
+                    p.record(Field::SuccessesToClose, start..p.last_end());
                 }
                 "probe-wait" => {
                     p.bump();
                     seen.once(p.src, "probe-wait", t.span.clone())?;
                     policy.max_probe_wait = Some(p.duration("a probe wait")?.0);
-                    p.record("max_probe_wait", start..p.last_end());
+                    p.record(Field::MaxProbeWait, start..p.last_end());
                 }
                 "neutral-probe" => {
                     p.bump();
@@ -246,11 +235,8 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
         policy.window = spec.window;
         policy.min_calls = spec.min_calls;
     }
-    policy.cooldown_max = cooldown_max.unwrap_or(if policy.cooldown_multiplier == 1.0 {
-        policy.cooldown
-    } else {
-        policy.cooldown.saturating_mul(10)
-    });
+    policy.cooldown_max = cooldown_max
+        .unwrap_or_else(|| defaults::cooldown_max(policy.cooldown, policy.cooldown_multiplier));
     Ok(policy)
 }
 
@@ -275,10 +261,11 @@ fn neutral(p: &mut Parser<'_>) -> Result<NeutralProbe, DslError> {
 pub(crate) fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
     let mut p = Parser::new(src);
     let policy = breaker(&mut p)?;
-    match policy.validate() {
-        Ok(()) => Ok(policy),
-        Err(e) => Err(p.field_error(&e.errors)),
-    }
+    p.validated(policy, |policy, errors| {
+        if let Err(e) = policy.validate() {
+            errors.extend(e.errors);
+        }
+    })
 }
 
 /// Parses and checks a window alone: `100 calls`, `60s`, `1m in 12 buckets`.
@@ -286,27 +273,21 @@ pub(crate) fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
     let mut p = Parser::new(src);
     let start = p.here();
     let window = window_size(&mut p)?;
-    p.record("window", start..p.last_end());
+    p.record(Field::Window, start..p.last_end());
     p.finish(&["end of input".to_owned()])?;
     // The breaker validator is the one place that knows the window's bounds.
-    let probe = BreakerPolicy {
-        consecutive_failures: None,
-        failure_rate_percent: Some(50.0),
-        window,
-        min_calls: 1,
-        ..BreakerPolicy::default()
-    };
-    match probe.validate() {
-        Err(e) if e.errors.iter().any(|f| f.field == "window") => {
-            let errors: Vec<_> = e
-                .errors
-                .into_iter()
-                .filter(|f| f.field == "window")
-                .collect();
-            Err(p.field_error(&errors))
+    p.validated(window, |&window, errors| {
+        let probe = BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window,
+            min_calls: 1,
+            ..BreakerPolicy::default()
+        };
+        if let Err(e) = probe.validate() {
+            errors.extend(e.errors.into_iter().filter(|f| f.field == Field::Window));
         }
-        _ => Ok(window),
-    }
+    })
 }
 
 /// Parses `release` or `count-as-success`.

@@ -56,7 +56,8 @@
 //! duration    = duration-part , { duration-part } ;   (* "250ms", "30s", "1m 30s" *)
 //! duration-part = int , unit , { int , unit } ;        (* one word: "1m30s" is one part *)
 //! unit        = "ns" | "us" | "ms" | "s" | "m" | "h" | "d" | "w"
-//!             | ? humantime's long forms: "sec", "min", "hours", "days", ... ? ;
+//!             | ? humantime's other forms: "sec", "secs", "min", "hours", "M", "y", ... ? ;
+//!                                                     (* no fractions: "1s 500ms", not "1.5s" *)
 //!
 //! (* retry; "3x" = 3 attempts in total, the first included *)
 //! retry       = "none" | attempts , [ backoff ] , [ jitter ] ;
@@ -91,10 +92,11 @@
 //! **Whitespace.** ASCII whitespace (space, tab, CR, LF) separates words and is otherwise
 //! ignored: any amount is allowed between tokens, before the first and after the last, and
 //! none is needed around `( ) , >`. Whitespace is *not* allowed inside a word, so `"3 x"`,
-//! `"30 s"` and `"50 %"` are errors that say so. Keywords are lowercase and case-sensitive.
+//! `"30 s"`, `"30 secs"` and `"50 %"` are errors that say so (and what to write). A fraction
+//! (`"1.5s"`) is an error that names its equivalent in whole units (`1s 500ms`). Keywords are lowercase and case-sensitive.
 //! Non-ASCII whitespace is part of a word (and so an error).
 //!
-//! **Defaults** of what is left out:
+//! **Defaults** of what is left out (the one table of them is [`crate::policy::defaults`]):
 //! - retry: the backoff is `exp(100ms, factor 2, max 10s)`; no jitter. `linear` without
 //!   arguments is `linear(100ms, step 100ms, max 10s)`; a missing `step` equals the base; a
 //!   missing `max` is 10 s, or the base if that is larger ([`DEFAULT_BASE`],
@@ -124,10 +126,12 @@ mod order;
 mod parse;
 mod retry;
 
-pub use breaker::{default_min_calls, DEFAULT_TIME_WINDOW_MIN_CALLS};
+pub use crate::policy::defaults::{
+    default_min_calls, BACKOFF_BASE as DEFAULT_BASE, BACKOFF_FACTOR as DEFAULT_FACTOR,
+    BACKOFF_MAX as DEFAULT_MAX, TIME_WINDOW_MIN_CALLS as DEFAULT_TIME_WINDOW_MIN_CALLS,
+};
 pub use error::DslError;
 pub use order::Order;
-pub use retry::{DEFAULT_BASE, DEFAULT_FACTOR, DEFAULT_MAX};
 
 use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::layer::Layer;

@@ -2,16 +2,20 @@
 
 use super::error::{tick, DslError};
 use super::parse::{fmt_duration, Parser};
-use crate::layer::Layer;
-use crate::policy::{check_bulkhead, duplicate_layer, BulkheadPolicy};
+use crate::layer::{check_order, Layer, OrderError};
+use crate::policy::defaults::BULKHEAD_MAX_WAIT;
+use crate::policy::{check_bulkhead, BulkheadPolicy, Field};
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
-const LAYERS: [&str; 4] = ["timeout", "retry", "breaker", "bulkhead"];
-
-fn layer_expected() -> Vec<String> {
-    LAYERS.iter().map(|l| tick(l)).collect()
+/// The next token as a layer name, or the error listing the layers.
+fn layer(p: &mut Parser<'_>) -> Result<(Layer, std::ops::Range<usize>), DslError> {
+    let names = Layer::ALL.map(Layer::name);
+    let Some(layer) = p.peek().and_then(|t| Layer::from_name(t.text)) else {
+        let expected: Vec<String> = names.iter().map(|l| tick(l)).collect();
+        return Err(p.unexpected("layer", &expected, &names));
+    };
+    Ok((layer, p.bump().expect("peeked").span))
 }
 
 /// The nesting of layers, outermost first, as written in the DSL: `timeout > retry > breaker`.
@@ -29,27 +33,32 @@ pub struct Order(pub Vec<Layer>);
 
 pub(crate) fn parse_order(src: &str) -> Result<Vec<Layer>, DslError> {
     let mut p = Parser::new(src);
-    let mut layers: Vec<(Layer, std::ops::Range<usize>)> = Vec::new();
+    let mut layers = Vec::new();
+    let mut spans = Vec::new();
     loop {
-        let Some(layer) = p.peek().and_then(|t| Layer::from_name(t.text)) else {
-            return Err(p.unexpected("layer", &layer_expected(), &LAYERS));
-        };
-        let t = p.bump().expect("peeked");
-        if let Some((_, first)) = layers.iter().find(|(l, _)| *l == layer) {
+        let (l, span) = layer(&mut p)?;
+        layers.push(l);
+        spans.push(span);
+        // Whether the named layers are configured is the policy's business: here only the
+        // rule an order has on its own (each layer once) applies.
+        if let Some(problem) = check_order(&layers, &layers).first() {
+            let OrderError::Twice { at, first, .. } = *problem else {
+                unreachable!("an order naming only itself can only repeat a layer")
+            };
+            let first = &spans[first];
             return Err(
-                DslError::new(src, t.span.clone(), duplicate_layer(layer)).help(format!(
-                    "`{layer}` is already at {}..{}",
+                DslError::new(src, spans[at].clone(), problem.to_string()).help(format!(
+                    "`{l}` is already at {}..{}",
                     first.start, first.end
                 )),
             );
         }
-        layers.push((layer, t.span));
         if p.peek_is(">") {
             p.bump();
             continue;
         }
         p.finish(&[tick(">"), "end of input".to_owned()])?;
-        return Ok(layers.into_iter().map(|(l, _)| l).collect());
+        return Ok(layers);
     }
 }
 
@@ -82,12 +91,9 @@ impl FromStr for Layer {
     /// A [`DslError`] naming the token and listing the layers.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut p = Parser::new(s);
-        let Some(layer) = p.peek().and_then(|t| Layer::from_name(t.text)) else {
-            return Err(p.unexpected("layer", &layer_expected(), &LAYERS));
-        };
-        p.bump();
+        let (l, _) = layer(&mut p)?;
         p.finish(&["end of input".to_owned()])?;
-        Ok(layer)
+        Ok(l)
     }
 }
 
@@ -96,12 +102,12 @@ pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
     let start = p.here();
     let (max_concurrent, _) = p.int("a concurrency limit")?;
     p.expect("concurrent")?;
-    p.record("max_concurrent", start..p.last_end());
-    let mut max_wait = Duration::ZERO;
+    p.record(Field::MaxConcurrent, start..p.last_end());
+    let mut max_wait = BULKHEAD_MAX_WAIT;
     if p.peek_is("wait") {
         p.bump();
         let (d, span) = p.duration("a maximum wait")?;
-        p.record("max_wait", span);
+        p.record(Field::MaxWait, span);
         max_wait = d;
     }
     p.finish(&[tick("wait"), "end of input".to_owned()])?;
@@ -109,13 +115,7 @@ pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
         max_concurrent,
         max_wait,
     };
-    let mut errors = Vec::new();
-    check_bulkhead(&policy, &mut errors);
-    if errors.is_empty() {
-        Ok(policy)
-    } else {
-        Err(p.field_error(&errors))
-    }
+    p.validated(policy, check_bulkhead)
 }
 
 impl fmt::Display for BulkheadPolicy {

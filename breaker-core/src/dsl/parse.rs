@@ -1,7 +1,7 @@
 //! The tokenizer and the parsing helpers shared by every grammar of the DSL.
 
 use super::error::{suggest, tick, DslError};
-use crate::breaker::FieldError;
+use crate::policy::{Field, FieldError};
 use std::ops::Range;
 use std::time::Duration;
 
@@ -10,11 +10,32 @@ const PUNCT: [char; 4] = ['(', ')', ',', '>'];
 
 /// The units a duration part accepts, as listed in errors (humantime accepts the long forms too).
 pub(crate) const UNITS: [&str; 8] = ["ns", "us", "ms", "s", "m", "h", "d", "w"];
-const ALL_UNITS: [&str; 30] = [
-    "nsec", "ns", "usec", "us", "msec", "ms", "seconds", "second", "sec", "s", "minutes", "minute",
-    "min", "m", "hours", "hour", "hr", "h", "days", "day", "d", "weeks", "week", "w", "months",
-    "month", "M", "years", "year", "y",
+/// Every unit humantime 2 accepts (its `parse_unit`), so that `30 secs` is known for a unit
+/// written after a space, and suggestions are only spellings that parse.
+const ALL_UNITS: [&str; 40] = [
+    "nanos", "nsec", "ns", "usec", "us", "µs", "millis", "msec", "ms", "seconds", "second", "secs",
+    "sec", "s", "minutes", "minute", "min", "mins", "m", "hours", "hour", "hr", "hrs", "h", "days",
+    "day", "d", "weeks", "week", "wk", "wks", "w", "months", "month", "M", "years", "year", "yr",
+    "yrs", "y",
 ];
+/// Nanoseconds per unit, for the exact equivalent of a fraction (`1.5s` is `1s 500ms`).
+fn unit_nanos(unit: &str) -> Option<u128> {
+    const S: u128 = 1_000_000_000;
+    Some(match unit {
+        "nanos" | "nsec" | "ns" => 1,
+        "usec" | "us" | "µs" => 1_000,
+        "millis" | "msec" | "ms" => 1_000_000,
+        "seconds" | "second" | "secs" | "sec" | "s" => S,
+        "minutes" | "minute" | "min" | "mins" | "m" => 60 * S,
+        "hours" | "hour" | "hr" | "hrs" | "h" => 3_600 * S,
+        "days" | "day" | "d" => 86_400 * S,
+        "weeks" | "week" | "wk" | "wks" | "w" => 7 * 86_400 * S,
+        // humantime's month and year.
+        "months" | "month" | "M" => 2_630_016 * S,
+        "years" | "year" | "yr" | "yrs" | "y" => 31_557_600 * S,
+        _ => return None,
+    })
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Token<'a> {
@@ -61,7 +82,7 @@ pub(crate) struct Parser<'a> {
     pub src: &'a str,
     tokens: Vec<Token<'a>>,
     pos: usize,
-    fields: Vec<(&'static str, Range<usize>)>,
+    fields: Vec<(Field, Range<usize>)>,
 }
 
 impl<'a> Parser<'a> {
@@ -106,7 +127,7 @@ impl<'a> Parser<'a> {
             .map_or(0, |i| self.tokens[i].span.end)
     }
 
-    pub fn record(&mut self, field: &'static str, span: Range<usize>) {
+    pub fn record(&mut self, field: Field, span: Range<usize>) {
         self.fields.push((field, span));
     }
 
@@ -163,6 +184,22 @@ impl<'a> Parser<'a> {
             .find(|(f, _)| *f == e.field)
             .map_or(0..self.src.len(), |(_, s)| s.clone());
         DslError::new(self.src, span, e.to_string())
+    }
+
+    /// `value` if `check` finds nothing wrong with it, else its first error at the token that
+    /// set the field: the DSL's rendering of the one validator's errors.
+    pub fn validated<T>(
+        &self,
+        value: T,
+        check: impl FnOnce(&T, &mut Vec<FieldError>),
+    ) -> Result<T, DslError> {
+        let mut errors = Vec::new();
+        check(&value, &mut errors);
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.field_error(&errors))
+        }
     }
 
     /// `int = digit , { digit } ;` as a `u32`.
@@ -300,6 +337,19 @@ impl<'a> Parser<'a> {
             )
             .expected(UNITS.iter().map(|u| tick(u))));
         }
+        if is_number(first.text) {
+            // `2.5 m`: a fraction, and a space.
+            if let Some(unit) = self.peek_at(1).filter(|u| ALL_UNITS.contains(&u.text)) {
+                let span = first.span.start..unit.span.end;
+                let word = format!("{}{}", first.text, unit.text);
+                if let Some(e) = self.fraction_error(span, &word) {
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(e) = self.fraction_error(first.span.clone(), first.text) {
+            return Err(e);
+        }
         if !starts_duration_part(first.text) {
             return Err(self.unexpected("", &expected(), &[]));
         }
@@ -307,12 +357,31 @@ impl<'a> Parser<'a> {
         let start = first.span.start;
         while self.at_duration_part() {
             let t = self.bump().expect("peeked");
+            // humantime takes `1m1.5s`; the grammar does not (fractions are `1s 500ms`).
+            if let Some(e) = self.fraction_error(t.span.clone(), t.text) {
+                return Err(e);
+            }
             let d = self.duration_part(&t)?;
             total = total.checked_add(d).ok_or_else(|| {
                 DslError::new(self.src, start..t.span.end, "duration is too large")
             })?;
         }
         Ok((total, start..self.last_end()))
+    }
+
+    /// The error for a duration written with a fraction (`1.5s`, `1m1.5s`), naming its exact
+    /// equivalent in whole units; `None` if `word` is not one.
+    fn fraction_error(&self, span: Range<usize>, word: &str) -> Option<DslError> {
+        let equivalent = fraction_equivalent(word)?;
+        Some(
+            DslError::new(
+                self.src,
+                span.clone(),
+                format!("fractional duration `{}`", &self.src[span]),
+            )
+            .expected([tick(&equivalent)])
+            .help("fractions are written with a smaller unit"),
+        )
     }
 
     fn duration_part(&self, t: &Token<'a>) -> Result<Duration, DslError> {
@@ -355,6 +424,42 @@ fn is_number(s: &str) -> bool {
         && !frac.is_empty()
         && int.bytes().all(|b| b.is_ascii_digit())
         && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `1.5s` as `1s 500ms`: the exact value of a duration word with fractions, in whole units
+/// (digits below a nanosecond are dropped); `None` unless `word` is numbers with units and at
+/// least one fraction.
+fn fraction_equivalent(word: &str) -> Option<String> {
+    fn digits(s: &str) -> usize {
+        s.bytes().take_while(u8::is_ascii_digit).count()
+    }
+    if !word.contains('.') {
+        return None;
+    }
+    let mut total: u128 = 0;
+    let mut rest = word;
+    while !rest.is_empty() {
+        let (int, r) = rest.split_at(digits(rest));
+        let (frac, r) = match r.strip_prefix('.') {
+            Some(r) if digits(r) > 0 => r.split_at(digits(r)),
+            Some(_) => return None,
+            None => ("", r),
+        };
+        let (unit, r) = r.split_at(r.find(|c: char| c.is_ascii_digit()).unwrap_or(r.len()));
+        let nanos = unit_nanos(unit)?;
+        if int.is_empty() {
+            return None;
+        }
+        total = total.checked_add(int.parse::<u128>().ok()?.checked_mul(nanos)?)?;
+        if !frac.is_empty() {
+            let frac = &frac[..frac.len().min(18)];
+            let scale = 10u128.pow(frac.len() as u32);
+            total = total.checked_add(frac.parse::<u128>().ok()? * nanos / scale)?;
+        }
+        rest = r;
+    }
+    let nanos = u64::try_from(total).ok()?;
+    Some(fmt_duration(Duration::from_nanos(nanos)).to_string())
 }
 
 fn starts_duration_part(s: &str) -> bool {
@@ -416,8 +521,12 @@ mod tests {
             "unknown duration unit `parsecs` in `30 parsecs` at 3..10; expected one of `ns`, \
              `us`, `ms`, `s`, `m`, `h`, `d` or `w`"
         );
+        // `secs` is a unit (humantime's): only the space is wrong (issue 13).
         let e = parse_duration("2 secs").unwrap_err();
-        assert_eq!(e.help.as_deref(), Some("did you mean `2sec`?"));
+        assert_eq!(
+            e.to_string(),
+            "space between number and unit in duration `2 secs` at 0..6; expected `2secs`"
+        );
         // A keyword of a grammar is not a unit: the number lacks one.
         assert!(crate::dsl::parse_retry("3x fixed 100 jitter")
             .unwrap_err()

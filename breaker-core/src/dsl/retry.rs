@@ -2,18 +2,11 @@
 
 use super::error::{tick, DslError};
 use super::parse::{fmt_duration, Parser};
-use crate::policy::check_retry;
+use crate::policy::defaults::{self, BACKOFF_BASE, BACKOFF_FACTOR};
+use crate::policy::{check_retry, Field};
 use crate::retry::{Backoff, Jitter, RetryPolicy};
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
-
-/// Base delay of `linear` and `exp` when none is given.
-pub const DEFAULT_BASE: Duration = Duration::from_millis(100);
-/// Cap of `linear` and `exp` when none is given (raised to the base delay if that is larger).
-pub const DEFAULT_MAX: Duration = Duration::from_secs(10);
-/// Factor of `exp` when none is given.
-pub const DEFAULT_FACTOR: f64 = 2.0;
 
 pub(super) const BACKOFFS: [&str; 4] = ["fixed", "linear", "exp", "exponential"];
 pub(super) const JITTERS: [&str; 6] = [
@@ -51,7 +44,7 @@ fn jitter(p: &mut Parser<'_>) -> Result<Jitter, DslError> {
         "no-jitter" => Jitter::None,
         _ => unreachable!("caller checked the word"),
     };
-    p.record("jitter", t.span.start..p.last_end());
+    p.record(Field::Jitter, t.span.start..p.last_end());
     Ok(j)
 }
 
@@ -65,9 +58,9 @@ fn backoff(p: &mut Parser<'_>) -> Result<Backoff, DslError> {
         }
         "linear" | "exp" | "exponential" => {
             let linear = kw.text == "linear";
-            let mut base = DEFAULT_BASE;
+            let mut base = BACKOFF_BASE;
             let mut step = None;
-            let mut factor = DEFAULT_FACTOR;
+            let mut factor = BACKOFF_FACTOR;
             let mut max = None;
             if p.peek_is("(") {
                 p.bump();
@@ -107,7 +100,7 @@ fn backoff(p: &mut Parser<'_>) -> Result<Backoff, DslError> {
                 }
                 p.bump();
             }
-            let max = max.unwrap_or(DEFAULT_MAX.max(base));
+            let max = max.unwrap_or_else(|| defaults::backoff_max(base));
             if linear {
                 Backoff::Linear {
                     base,
@@ -120,7 +113,7 @@ fn backoff(p: &mut Parser<'_>) -> Result<Backoff, DslError> {
         }
         _ => unreachable!("caller checked the keyword"),
     };
-    p.record("backoff", start..p.last_end());
+    p.record(Field::Backoff, start..p.last_end());
     Ok(b)
 }
 
@@ -166,15 +159,10 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
         _ => return Err(p.unexpected("", &attempts_expected, &["none"])),
     };
     p.bump();
-    p.record("max_attempts", first.span.clone());
+    p.record(Field::MaxAttempts, first.span.clone());
     let mut policy = RetryPolicy {
         max_attempts,
-        backoff: Backoff::Exponential {
-            base: DEFAULT_BASE,
-            factor: DEFAULT_FACTOR,
-            max: DEFAULT_MAX,
-        },
-        jitter: Jitter::None,
+        ..defaults::RETRY
     };
     let mut expected: Vec<&str> = BACKOFFS.iter().chain(JITTERS.iter()).copied().collect();
     if p.peek().is_some_and(|t| BACKOFFS.contains(&t.text)) {
@@ -229,13 +217,7 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
 pub(crate) fn parse_retry(src: &str) -> Result<RetryPolicy, DslError> {
     let mut p = Parser::new(src);
     let policy = retry(&mut p)?;
-    let mut errors = Vec::new();
-    check_retry(&policy, &mut errors);
-    if errors.is_empty() {
-        Ok(policy)
-    } else {
-        Err(p.field_error(&errors))
-    }
+    p.validated(policy, check_retry)
 }
 
 /// Parses a backoff alone: `fixed 200ms`, `exp(100ms, max 2s)`.
@@ -246,19 +228,13 @@ pub(crate) fn parse_backoff(src: &str) -> Result<Backoff, DslError> {
     }
     let b = backoff(&mut p)?;
     p.finish(&[end()])?;
-    let mut errors = Vec::new();
-    check_retry(
-        &RetryPolicy {
-            backoff: b,
+    p.validated(b, |&backoff, errors| {
+        let policy = RetryPolicy {
+            backoff,
             ..RetryPolicy::NONE
-        },
-        &mut errors,
-    );
-    if errors.is_empty() {
-        Ok(b)
-    } else {
-        Err(p.field_error(&errors))
-    }
+        };
+        check_retry(&policy, errors)
+    })
 }
 
 /// Parses a jitter alone: `jitter`, `full-jitter`, `equal-jitter`, `decorrelated-jitter`,

@@ -4,9 +4,9 @@ use super::{FallbackOn, Pipeline};
 use crate::breaker::{BreakerPolicy, CircuitBreaker, ValidationError};
 use crate::bulkhead::{Bulkhead, BulkheadPolicy, InvalidBulkhead};
 use crate::clock::Clock;
-use crate::layer::Layer;
+use crate::layer::{Layer, OrderError};
 use crate::observe::{self, BreakerMetrics};
-use crate::policy::Policy;
+use crate::policy::{policy_errors, Field, FieldError, Policy, Rule};
 use crate::record::Recorder;
 use crate::retry::{RetryBudget, RetryPolicy};
 use rand::rngs::SmallRng;
@@ -22,7 +22,7 @@ pub enum BuildError {
     #[error("layer `{0}` appears more than once in the order")]
     DuplicateLayer(Layer),
     /// A name in the order is not a layer.
-    #[error("unknown layer `{0}`; expected one of `bulkhead`, `retry`, `breaker`, `timeout`")]
+    #[error("unknown layer `{0}`; expected one of {layers}", layers = Layer::names_in_default_order())]
     UnknownLayer(String),
     /// The order names a layer that has no configuration.
     #[error("layer `{0}` is in the order but not configured")]
@@ -37,7 +37,16 @@ pub enum BuildError {
     /// The bulkhead policy is invalid.
     #[error("invalid bulkhead policy: {0}")]
     Bulkhead(InvalidBulkhead),
-    /// Another value is out of range.
+    /// The retry policy is invalid (more than 100 attempts, a shrinking exponential backoff,
+    /// ...), or it retries in a [`Policy`] not declared idempotent (case BR-35). The message
+    /// names every wrong field.
+    #[error("invalid retry policy: {}", field_errors(.0))]
+    Retry(ValidationError),
+    /// Any other invalid value of the policy.
+    #[error(transparent)]
+    Policy(ValidationError),
+    /// A zero attempt count, a zero timeout or deadline, or a deadline shorter than the
+    /// timeout.
     #[error("invalid `{field}`: {reason}")]
     Invalid {
         /// The field, such as `timeout` or `retry.max_attempts`.
@@ -51,6 +60,39 @@ pub enum BuildError {
 fn field_errors(e: &ValidationError) -> String {
     let fields: Vec<String> = e.errors.iter().map(ToString::to_string).collect();
     fields.join("; ")
+}
+
+impl BuildError {
+    /// The builder's rendering of the validator's errors (never empty) for `policy`: an
+    /// order problem first, then a zero or inconsistent limit, then the errors of one layer.
+    fn from_errors(mut errors: Vec<FieldError>, policy: &Policy) -> BuildError {
+        if let Some(problem) = errors.iter().find_map(FieldError::order) {
+            return match problem {
+                OrderError::Twice { layer, .. } => BuildError::DuplicateLayer(layer),
+                OrderError::NotConfigured { layer, .. } => BuildError::NotConfigured(layer),
+                OrderError::Missing { layer } => BuildError::MissingFromOrder(layer),
+            };
+        }
+        let limit = |e: &FieldError| match (e.rule, e.field) {
+            (Rule::NonZero, Field::MaxAttempts) => Some((e.field.path(), "must be at least 1")),
+            (Rule::NonZero, _) => Some((e.field.path(), "must be non-zero")),
+            (Rule::TimeoutWithinDeadline, _) => Some(("deadline", "must be at least the timeout")),
+            _ => None,
+        };
+        if let Some((field, reason)) = errors.iter().find_map(limit) {
+            return BuildError::Invalid { field, reason };
+        }
+        let layer = errors[0].field.layer();
+        errors.retain(|e| e.field.layer() == layer);
+        match layer {
+            Some(Layer::Breaker) => BuildError::Breaker(ValidationError { errors }),
+            Some(Layer::Retry) => BuildError::Retry(ValidationError { errors }),
+            Some(Layer::Bulkhead) => BuildError::Bulkhead(InvalidBulkhead {
+                max_concurrent: policy.bulkhead.map_or(0, |b| b.max_concurrent),
+            }),
+            Some(Layer::Timeout) | None => BuildError::Policy(ValidationError { errors }),
+        }
+    }
 }
 
 enum BreakerSource {
@@ -82,6 +124,9 @@ pub struct PipelineBuilder {
     order: Option<Vec<Layer>>,
     unknown: Option<String>,
     idempotent: bool,
+    /// Whether `idempotent` came with a whole [`Policy`] and was not restated: then a retry
+    /// that could never retry is an error, as for [`Policy::validate`].
+    whole_policy: bool,
     seed: Option<u64>,
     fallback_on: FallbackOn,
     recorder: Option<Recorder>,
@@ -90,6 +135,10 @@ pub struct PipelineBuilder {
 impl PipelineBuilder {
     /// A builder with every layer of `policy` (its breaker, retry, timeout, deadline, bulkhead,
     /// order and idempotency). Further calls may add to or override them.
+    ///
+    /// [`build`](Self::build) then checks everything [`Policy::validate`] checks, including
+    /// that a retry of more than one attempt is declared idempotent (case BR-35), unless
+    /// [`idempotent`](Self::idempotent) is called to state it anew.
     pub fn from_policy(policy: &Policy) -> Self {
         PipelineBuilder {
             breaker: policy.breaker.clone().map(BreakerSource::Policy),
@@ -99,6 +148,7 @@ impl PipelineBuilder {
             bulkhead: policy.bulkhead.map(BulkheadSource::Policy),
             order: policy.order.clone(),
             idempotent: policy.idempotent,
+            whole_policy: true,
             ..PipelineBuilder::default()
         }
     }
@@ -152,9 +202,11 @@ impl PipelineBuilder {
     }
 
     /// Whether the operation is idempotent (default `false`): only then does the retry layer
-    /// make more than one attempt.
+    /// make more than one attempt. Stating it here is a decision, so a builder made
+    /// [`from_policy`](Self::from_policy) no longer refuses a non-idempotent retry after it.
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
+        self.whole_policy = false;
         self
     }
 
@@ -234,72 +286,48 @@ impl PipelineBuilder {
         self
     }
 
-    /// Validates the configuration and the order, and builds the pipeline.
+    /// The policy the builder's layers describe, for the validator.
+    fn policy(&self) -> Policy {
+        Policy {
+            breaker: self.breaker.as_ref().map(|b| match b {
+                BreakerSource::Policy(p) => p.clone(),
+                BreakerSource::Handle(h) => (*h.policy()).clone(),
+            }),
+            retry: self.retry,
+            timeout: self.timeout,
+            deadline: self.deadline,
+            bulkhead: self.bulkhead.as_ref().map(|b| match b {
+                BulkheadSource::Policy(p) => *p,
+                BulkheadSource::Handle(h) => h.policy(),
+            }),
+            order: self.order.clone(),
+            idempotent: self.idempotent,
+        }
+    }
+
+    /// Validates the configuration and the order with the validator of
+    /// [`Policy::validate`], and builds the pipeline.
     ///
     /// # Errors
-    /// [`BuildError`]: a layer twice in the order, an unknown layer name, a layer in the order
-    /// but not configured or configured but not in an explicit order, an invalid breaker or
-    /// bulkhead policy, a zero timeout or deadline, a deadline shorter than the timeout, or
-    /// `max_attempts` of 0.
+    /// [`BuildError`]: an unknown layer name, a layer twice in the order, a layer in the order
+    /// but not configured or configured but not in an explicit order, an invalid breaker,
+    /// retry or bulkhead policy, a zero timeout or deadline, a deadline shorter than the
+    /// timeout; for a builder made [`from_policy`](Self::from_policy), also a retry of more
+    /// than one attempt in a policy not declared idempotent.
     pub fn build(self) -> Result<Pipeline, BuildError> {
         if let Some(name) = self.unknown {
             return Err(BuildError::UnknownLayer(name));
         }
-        let configured = |l: Layer| match l {
-            Layer::Breaker => self.breaker.is_some(),
-            Layer::Retry => self.retry.is_some(),
-            Layer::Timeout => self.timeout.is_some(),
-            Layer::Bulkhead => self.bulkhead.is_some(),
-        };
-        let order: Vec<Layer> = match &self.order {
-            Some(order) => {
-                for (i, l) in order.iter().enumerate() {
-                    if order[..i].contains(l) {
-                        return Err(BuildError::DuplicateLayer(*l));
-                    }
-                    if !configured(*l) {
-                        return Err(BuildError::NotConfigured(*l));
-                    }
-                }
-                if let Some(l) = Layer::DEFAULT_ORDER
-                    .into_iter()
-                    .find(|l| configured(*l) && !order.contains(l))
-                {
-                    return Err(BuildError::MissingFromOrder(l));
-                }
-                order.clone()
-            }
-            None => Layer::DEFAULT_ORDER
-                .into_iter()
-                .filter(|l| configured(*l))
-                .collect(),
-        };
-        if self.timeout.is_some_and(|t| t.is_zero()) {
-            return Err(BuildError::Invalid {
-                field: "timeout",
-                reason: "must be non-zero",
-            });
+        let policy = self.policy();
+        let mut errors = policy_errors(&policy);
+        if !self.whole_policy {
+            // `idempotent(false)`, or never saying, is how the builder asks for one attempt.
+            errors.retain(|e| e.rule != Rule::Idempotent);
         }
-        if self.deadline.is_some_and(|t| t.is_zero()) {
-            return Err(BuildError::Invalid {
-                field: "deadline",
-                reason: "must be non-zero",
-            });
+        if !errors.is_empty() {
+            return Err(BuildError::from_errors(errors, &policy));
         }
-        if let (Some(t), Some(d)) = (self.timeout, self.deadline) {
-            if d < t {
-                return Err(BuildError::Invalid {
-                    field: "deadline",
-                    reason: "must be at least the timeout",
-                });
-            }
-        }
-        if self.retry.is_some_and(|r| r.max_attempts == 0) {
-            return Err(BuildError::Invalid {
-                field: "retry.max_attempts",
-                reason: "must be at least 1",
-            });
-        }
+        let order = policy.effective_order();
         let breaker = match self.breaker {
             None => None,
             Some(BreakerSource::Handle(b)) => Some(b),

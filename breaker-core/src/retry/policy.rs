@@ -94,16 +94,10 @@ impl RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 3 attempts, exponential backoff from 100 ms with factor 2 capped at 10 s, full jitter.
+    /// 3 attempts, exponential backoff from 100 ms with factor 2 capped at 10 s, no jitter:
+    /// what `"3x"` means in the DSL and an empty `retry` table in a config file (the one
+    /// defaults table is [`crate::policy::defaults`]).
     fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 3,
-            backoff: Backoff::Exponential {
-                base: Duration::from_millis(100),
-                factor: 2.0,
-                max: Duration::from_secs(10),
-            },
-            jitter: Jitter::Full,
-        }
+        crate::policy::defaults::RETRY
     }
 }

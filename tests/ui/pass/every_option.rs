@@ -47,6 +47,6 @@ fn main() {
     rt.block_on(async {
         assert_eq!(fetch(3).await.unwrap(), 3);
         assert_eq!(timed(4).await.unwrap(), 4);
-        assert!(breaker::__private::breaker_named("inventory").is_some());
+        assert!(breaker::annotated::breaker("inventory").is_some());
     });
 }

@@ -1,12 +1,30 @@
-//! The whole policy of one resilience pipeline, as plain data.
+//! The whole policy of one resilience pipeline, as plain data, its one validator and its
+//! defaults.
 //!
 //! A [`Policy`] is what a DSL string set, a named policy in a config file, and the arguments of
 //! `#[circuit_breaker(..)]` all turn into. Every layer is optional; the `order` says how the
 //! configured layers nest, outermost first.
+//!
+//! - [`Policy::validate`] is the one validator. Every way of building a pipeline runs it: config
+//!   files, `policy = ".."`, [`Pipeline::from_policy`](crate::pipeline::Pipeline::from_policy),
+//!   [`PipelineBuilder::build`](crate::pipeline::PipelineBuilder::build), the DSL parsers and
+//!   the attribute at compile time. Its errors are structured ([`FieldError`]: a [`Field`], the
+//!   [`Rule`] broken, a message); each of those callers only shows them its own way: at the
+//!   tokens of a DSL string, at the key of a config file, at the option of the attribute, as a
+//!   [`BuildError`](crate::pipeline::BuildError).
+//! - [`defaults`] is the one table of what a left-out value means.
 
-use crate::breaker::{BreakerPolicy, FieldError, ValidationError};
+pub mod defaults;
+mod field;
+mod validate;
+
+pub use field::Field;
+pub(crate) use validate::{check_bulkhead, check_retry, policy_errors};
+pub use validate::{FieldError, Rule, ValidationError};
+
+use crate::breaker::BreakerPolicy;
 use crate::layer::Layer;
-use crate::retry::{Backoff, RetryPolicy};
+use crate::retry::RetryPolicy;
 use std::time::Duration;
 
 /// The concurrency limit of a bulkhead.
@@ -48,71 +66,6 @@ pub const MAX_ATTEMPTS: u32 = 100;
 /// Largest `max_concurrent` of a bulkhead.
 pub const MAX_CONCURRENT: u32 = 1_000_000;
 
-/// Checks a retry policy: `max_attempts` in `1..=100`; exponential backoff needs a non-zero
-/// base, a factor in `1.0..=100.0` and `max >= base`; linear backoff needs `max >= base`.
-pub(crate) fn check_retry(retry: &RetryPolicy, errors: &mut Vec<FieldError>) {
-    let mut push =
-        |field: &'static str, message: String| errors.push(FieldError { field, message });
-    if retry.max_attempts == 0 || retry.max_attempts > MAX_ATTEMPTS {
-        push(
-            "max_attempts",
-            format!(
-                "must be in 1..={MAX_ATTEMPTS} (attempts in total, the first included), got {}",
-                retry.max_attempts
-            ),
-        );
-    }
-    match retry.backoff {
-        Backoff::Fixed { .. } => {}
-        Backoff::Linear { base, max, .. } => {
-            if max < base {
-                push(
-                    "backoff",
-                    format!("max ({max:?}) must be >= the base delay ({base:?})"),
-                );
-            }
-        }
-        Backoff::Exponential { base, factor, max } => {
-            if base.is_zero() {
-                push(
-                    "backoff",
-                    "exponential base delay must be non-zero (0 times any factor stays 0)".into(),
-                );
-            }
-            if !(1.0..=100.0).contains(&factor) {
-                push(
-                    "backoff",
-                    format!("factor must be in 1.0..=100.0, got {factor}"),
-                );
-            }
-            if max < base {
-                push(
-                    "backoff",
-                    format!("max ({max:?}) must be >= the base delay ({base:?})"),
-                );
-            }
-        }
-    }
-}
-
-/// Checks a bulkhead: `max_concurrent` in `1..=1_000_000`.
-pub(crate) fn check_bulkhead(bulkhead: &BulkheadPolicy, errors: &mut Vec<FieldError>) {
-    if bulkhead.max_concurrent == 0 || bulkhead.max_concurrent > MAX_CONCURRENT {
-        errors.push(FieldError {
-            field: "max_concurrent",
-            message: format!(
-                "must be in 1..={MAX_CONCURRENT}, got {}",
-                bulkhead.max_concurrent
-            ),
-        });
-    }
-}
-
-/// The message for a layer named twice in an order; shared by the DSL parser.
-pub(crate) fn duplicate_layer(layer: Layer) -> String {
-    format!("layer `{layer}` appears twice; each layer may appear at most once")
-}
-
 impl Policy {
     /// The layers this policy configures, in [`Layer::DEFAULT_ORDER`].
     pub fn configured_layers(&self) -> Vec<Layer> {
@@ -137,8 +90,8 @@ impl Policy {
 
     /// Checks every layer and the rules between them, and returns all violations at once.
     ///
-    /// The rules, each reported under the field name used in config files (the names are
-    /// unique across layers):
+    /// The rules, each reported under its [`Field`] (named as in config files; the names are
+    /// unique across layers) with the [`Rule`] it breaks:
     /// - the breaker: everything [`BreakerPolicy::validate`] checks;
     /// - retry (`max_attempts`, `backoff`): 1..=100 attempts; an exponential backoff has a
     ///   non-zero base, a factor in `1.0..=100.0` and `max >= base`; linear has `max >= base`;
@@ -146,7 +99,8 @@ impl Policy {
     ///   may use the whole deadline);
     /// - bulkhead (`max_concurrent`): 1..=1_000_000;
     /// - `order`: names each layer at most once, names only configured layers, and names every
-    ///   configured layer.
+    ///   configured layer ([`check_order`](crate::layer::check_order));
+    /// - a retry of more than one attempt needs `idempotent` (case BR-35).
     ///
     /// # Errors
     /// A [`ValidationError`] listing every invalid field.
@@ -166,99 +120,24 @@ impl Policy {
     /// );
     /// ```
     pub fn validate(&self) -> Result<(), ValidationError> {
-        let mut errors = Vec::new();
-        if let Some(breaker) = &self.breaker {
-            if let Err(e) = breaker.validate() {
-                errors.extend(e.errors);
-            }
-        }
-        if let Some(retry) = &self.retry {
-            check_retry(retry, &mut errors);
-            // Only idempotent operations are retried (case BR-35): a retry policy on a
-            // policy not declared idempotent would silently make one attempt.
-            if retry.max_attempts > 1 && !self.idempotent {
-                errors.push(FieldError {
-                    field: "max_attempts",
-                    message: format!(
-                        "{} attempts, but only operations declared idempotent are retried and \
-                         this policy is not; add `idempotent = true`, or `retry = \"none\"`",
-                        retry.max_attempts
-                    ),
-                });
-            }
-        }
-        let mut push =
-            |field: &'static str, message: String| errors.push(FieldError { field, message });
-        if self.timeout == Some(Duration::ZERO) {
-            push("timeout", "must be non-zero, got 0s".into());
-        }
-        if self.deadline == Some(Duration::ZERO) {
-            push("deadline", "must be non-zero, got 0s".into());
-        }
-        if let (Some(timeout), Some(deadline)) = (self.timeout, self.deadline) {
-            if timeout > deadline {
-                push(
-                    "timeout",
-                    format!(
-                        "attempt timeout ({}) must be <= deadline ({})",
-                        humantime::format_duration(timeout),
-                        humantime::format_duration(deadline)
-                    ),
-                );
-            }
-        }
-        if let Some(bulkhead) = &self.bulkhead {
-            check_bulkhead(bulkhead, &mut errors);
-        }
-        if let Some(order) = &self.order {
-            let configured = self.configured_layers();
-            let mut seen = Vec::new();
-            for &layer in order {
-                if seen.contains(&layer) {
-                    errors.push(FieldError {
-                        field: "order",
-                        message: duplicate_layer(layer),
-                    });
-                    continue;
-                }
-                seen.push(layer);
-                if !configured.contains(&layer) {
-                    errors.push(FieldError {
-                        field: "order",
-                        message: format!(
-                            "layer `{layer}` is in the order but not configured; configure \
-                             `{layer}` or remove it from the order"
-                        ),
-                    });
-                }
-            }
-            for layer in configured {
-                if !seen.contains(&layer) {
-                    errors.push(FieldError {
-                        field: "order",
-                        message: format!(
-                            "layer `{layer}` is configured but missing from the order; add it"
-                        ),
-                    });
-                }
-            }
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(ValidationError { errors })
-        }
+        ValidationError::check(validate::policy_errors(self))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retry::Backoff;
 
     fn fields(p: &Policy) -> Vec<(&'static str, String)> {
         p.validate()
             .err()
-            .map(|e| e.errors.into_iter().map(|e| (e.field, e.message)).collect())
+            .map(|e| {
+                e.errors
+                    .into_iter()
+                    .map(|e| (e.field.key(), e.message))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -298,7 +177,10 @@ mod tests {
                      or remove it from the order"
                         .to_owned()
                 ),
-                ("order", duplicate_layer(Layer::Retry)),
+                (
+                    "order",
+                    "layer `retry` appears twice; each layer may appear at most once".to_owned()
+                ),
                 (
                     "order",
                     "layer `bulkhead` is configured but missing from the order; add it".to_owned()

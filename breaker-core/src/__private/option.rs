@@ -1,0 +1,187 @@
+//! The options of `#[circuit_breaker(..)]`: one list, shared by the macro's parser and by the
+//! mapping of policy fields to options, so both are exhaustive `match`es over it.
+
+use crate::layer::Layer;
+use crate::policy::Field;
+
+/// One option of the attribute. The macro's keyword list (`breaker-macros/src/args.rs`) names
+/// each variant; its tests check that it covers [`AttrOption::ALL`].
+///
+/// The variant names are the macro's (`ByKey` is `key = ..`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum AttrOption {
+    Threshold,
+    FailureRate,
+    Window,
+    MinCalls,
+    Cooldown,
+    HalfOpenProbes,
+    Retry,
+    RetryIf,
+    Idempotent,
+    Timeout,
+    Deadline,
+    Concurrency,
+    Order,
+    Fallback,
+    Classify,
+    Record,
+    Name,
+    ByKey,
+    Policy,
+    Config,
+    Crate,
+}
+
+impl AttrOption {
+    /// Every option, in the order the docs list them.
+    pub const ALL: [AttrOption; 21] = [
+        AttrOption::Threshold,
+        AttrOption::FailureRate,
+        AttrOption::Window,
+        AttrOption::MinCalls,
+        AttrOption::Cooldown,
+        AttrOption::HalfOpenProbes,
+        AttrOption::Retry,
+        AttrOption::RetryIf,
+        AttrOption::Idempotent,
+        AttrOption::Timeout,
+        AttrOption::Deadline,
+        AttrOption::Concurrency,
+        AttrOption::Order,
+        AttrOption::Fallback,
+        AttrOption::Classify,
+        AttrOption::Record,
+        AttrOption::Name,
+        AttrOption::ByKey,
+        AttrOption::Policy,
+        AttrOption::Config,
+        AttrOption::Crate,
+    ];
+
+    /// The option's name as written in the attribute.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AttrOption::Threshold => "threshold",
+            AttrOption::FailureRate => "failure_rate",
+            AttrOption::Window => "window",
+            AttrOption::MinCalls => "min_calls",
+            AttrOption::Cooldown => "cooldown",
+            AttrOption::HalfOpenProbes => "half_open_probes",
+            AttrOption::Retry => "retry",
+            AttrOption::RetryIf => "retry_if",
+            AttrOption::Idempotent => "idempotent",
+            AttrOption::Timeout => "timeout",
+            AttrOption::Deadline => "deadline",
+            AttrOption::Concurrency => "concurrency",
+            AttrOption::Order => "order",
+            AttrOption::Fallback => "fallback",
+            AttrOption::Classify => "classify",
+            AttrOption::Record => "record",
+            AttrOption::Name => "name",
+            AttrOption::ByKey => "key",
+            AttrOption::Policy => "policy",
+            AttrOption::Config => "config",
+            AttrOption::Crate => "crate",
+        }
+    }
+
+    /// A short example value, for "expected .." and "add .." messages.
+    pub const fn example(self) -> &'static str {
+        match self {
+            AttrOption::Threshold => "5",
+            AttrOption::FailureRate => "50",
+            AttrOption::Window => "100",
+            AttrOption::MinCalls => "20",
+            AttrOption::Cooldown => "\"30s\"",
+            AttrOption::HalfOpenProbes => "1",
+            AttrOption::Retry => "\"3x exp jitter\"",
+            AttrOption::RetryIf => "path::to::is_transient",
+            AttrOption::Idempotent => "true",
+            AttrOption::Timeout => "\"2s\"",
+            AttrOption::Deadline => "\"10s\"",
+            AttrOption::Concurrency => "10",
+            AttrOption::Order => "[retry, breaker, timeout]",
+            AttrOption::Fallback => "path::to::fallback",
+            AttrOption::Classify => "path::to::classify",
+            AttrOption::Record => "path::to::recorder",
+            AttrOption::Name => "\"inventory\"",
+            AttrOption::ByKey => "host",
+            AttrOption::Policy => "\"inventory\"",
+            AttrOption::Config => "\"breaker.toml\"",
+            AttrOption::Crate => "::breaker",
+        }
+    }
+
+    /// Whether the option is part of the policy written in the attribute (so it cannot be
+    /// combined with `policy = ".."`, whose config file defines the policy).
+    pub const fn sets_policy(self) -> bool {
+        match self {
+            AttrOption::Threshold
+            | AttrOption::FailureRate
+            | AttrOption::Window
+            | AttrOption::MinCalls
+            | AttrOption::Cooldown
+            | AttrOption::HalfOpenProbes
+            | AttrOption::Retry
+            | AttrOption::Idempotent
+            | AttrOption::Timeout
+            | AttrOption::Deadline
+            | AttrOption::Concurrency
+            | AttrOption::Order => true,
+            AttrOption::RetryIf
+            | AttrOption::Fallback
+            | AttrOption::Classify
+            | AttrOption::Record
+            | AttrOption::Name
+            | AttrOption::ByKey
+            | AttrOption::Policy
+            | AttrOption::Config
+            | AttrOption::Crate => false,
+        }
+    }
+
+    /// The option that sets a policy field, to show the validator's errors at it; `None` for
+    /// the fields the attribute cannot set (they keep their valid defaults).
+    pub const fn of_field(field: Field) -> Option<AttrOption> {
+        Some(match field {
+            Field::ConsecutiveFailures => AttrOption::Threshold,
+            Field::FailureRate => AttrOption::FailureRate,
+            Field::Window => AttrOption::Window,
+            Field::MinCalls => AttrOption::MinCalls,
+            Field::Cooldown | Field::CooldownMax => AttrOption::Cooldown,
+            Field::HalfOpenProbes => AttrOption::HalfOpenProbes,
+            Field::MaxAttempts | Field::Backoff | Field::Jitter => AttrOption::Retry,
+            Field::Timeout => AttrOption::Timeout,
+            Field::Deadline => AttrOption::Deadline,
+            Field::Order => AttrOption::Order,
+            Field::Idempotent => AttrOption::Idempotent,
+            Field::MaxConcurrent => AttrOption::Concurrency,
+            Field::SlowCallDuration
+            | Field::SlowCallRate
+            | Field::CooldownMultiplier
+            | Field::CooldownJitter
+            | Field::SuccessesToClose
+            | Field::MaxProbeWait
+            | Field::NeutralProbe
+            | Field::MaxWait => return None,
+        })
+    }
+
+    /// The option that configures `layer`.
+    pub const fn of_layer(layer: Layer) -> AttrOption {
+        match layer {
+            Layer::Retry => AttrOption::Retry,
+            Layer::Timeout => AttrOption::Timeout,
+            Layer::Bulkhead => AttrOption::Concurrency,
+            Layer::Breaker => AttrOption::Threshold,
+        }
+    }
+}
+
+impl std::fmt::Display for AttrOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

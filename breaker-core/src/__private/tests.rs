@@ -1,0 +1,125 @@
+//! Unit tests of the attribute's policy (`inline.rs`): its rendering of the validator's errors.
+
+use super::inline::InlinePolicy;
+use super::option::AttrOption;
+use crate::layer::Layer;
+
+#[test]
+fn defaults_build() {
+    let p = InlinePolicy::default().build().unwrap();
+    assert_eq!(p.order, Some(vec![Layer::Breaker]));
+    assert!(!p.idempotent);
+}
+
+fn messages(p: InlinePolicy<'_>) -> Vec<(Option<&'static str>, Option<usize>, String)> {
+    p.build()
+        .err()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.option.map(AttrOption::name), e.item, e.message))
+        .collect()
+}
+
+/// A value that does not parse has one error: the layer it configures still counts as
+/// configured for `order`, and the validator's rules about it are not applied to a
+/// placeholder.
+#[test]
+fn a_value_that_does_not_parse_has_one_error() {
+    let got = messages(InlinePolicy {
+        retry: Some("3x expo"),
+        timeout: Some("5 parsecs"),
+        deadline: Some("1s"),
+        order: Some(&["retry", "breaker", "timeout"]),
+        ..InlinePolicy::default()
+    });
+    let options: Vec<_> = got.iter().map(|(o, _, _)| *o).collect();
+    assert_eq!(options, [Some("retry"), Some("timeout")], "{got:?}");
+}
+
+/// The validator's errors in the attribute's words, at the option (or item) that set them.
+#[test]
+fn validator_errors_are_worded_for_the_attribute() {
+    let got = messages(InlinePolicy {
+        timeout: Some("5s"),
+        deadline: Some("2s"),
+        ..InlinePolicy::default()
+    });
+    assert_eq!(
+        got,
+        [(
+            Some("timeout"),
+            None,
+            "invalid `timeout`: attempt timeout (5s) must be <= deadline (2s)".to_owned()
+        )]
+    );
+    let got = messages(InlinePolicy {
+        order: Some(&["retry", "breaker"]),
+        ..InlinePolicy::default()
+    });
+    assert_eq!(
+        got,
+        [(
+            Some("order"),
+            Some(0),
+            "layer `retry` is in `order` but not configured; add `retry = \"3x exp \
+             jitter\"` or remove `retry` from `order`"
+                .to_owned()
+        )]
+    );
+    let got = messages(InlinePolicy {
+        timeout: Some("1s"),
+        concurrency: Some(4),
+        order: Some(&["breaker"]),
+        ..InlinePolicy::default()
+    });
+    assert_eq!(
+        got,
+        [(
+            Some("order"),
+            None,
+            "`order` must place every configured layer, outermost first; it leaves out \
+             `bulkhead`, `timeout`"
+                .to_owned()
+        )]
+    );
+    let got = messages(InlinePolicy {
+        retry: Some("3x"),
+        idempotent: Some(false),
+        ..InlinePolicy::default()
+    });
+    assert_eq!(got[0].0, Some("idempotent"));
+    // One attempt retries nothing: no contradiction.
+    let one = InlinePolicy {
+        retry: Some("1x"),
+        idempotent: Some(false),
+        ..InlinePolicy::default()
+    };
+    assert!(one.build().is_ok());
+}
+
+#[test]
+fn every_error_at_once() {
+    let errors = InlinePolicy {
+        threshold: Some(0),
+        cooldown: Some("30 parsecs"),
+        retry: Some("3x expo"),
+        order: Some(&["retry", "retry", "bogus"]),
+        ..InlinePolicy::default()
+    }
+    .build()
+    .unwrap_err();
+    let options: Vec<_> = errors
+        .iter()
+        .map(|e| (e.option.map(AttrOption::name), e.item))
+        .collect();
+    assert_eq!(
+        options,
+        [
+            (Some("cooldown"), None),
+            (Some("retry"), None),
+            (Some("order"), Some(1)),
+            (Some("order"), Some(2)),
+            (Some("threshold"), None),
+        ]
+    );
+}
