@@ -22,6 +22,7 @@ pub mod layer;
 pub mod observe;
 pub mod pipeline;
 pub mod policy;
+pub mod record;
 pub mod registry;
 pub mod retry;
 mod sync;

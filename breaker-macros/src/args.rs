@@ -116,6 +116,8 @@ pub struct Args {
     pub classify: Option<Given<Expr>>,
     /// `retry_if = path`.
     pub retry_if: Option<Given<Path>>,
+    /// `record = path`: a `fn() -> Option<Recorder>`.
+    pub record: Option<Given<Path>>,
     /// `idempotent` or `idempotent = bool`.
     pub idempotent: Option<Given<LitBool>>,
     /// `name = "..."`.
@@ -176,6 +178,7 @@ impl Args {
             Key::Order => self.order.as_ref().map(|g| (g.key, g.value.span)),
             Key::Fallback => of(&self.fallback),
             Key::Classify => of(&self.classify),
+            Key::Record => of(&self.record),
             Key::Name => of(&self.name),
             Key::ByKey => of(&self.key),
             Key::MaxKeys => of(&self.max_keys),
@@ -302,6 +305,7 @@ impl Args {
             // Any expression: `http`, a `fn(&E) -> Outcome` path or a classifier value; which
             // one is decided by its type (see `expand::classifier`).
             Key::Classify => set_once(cx, &mut self.classify, &key, Some(v.clone())),
+            Key::Record => set_once(cx, &mut self.record, &key, path(cx, option, v)),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
             // Any expression over the arguments and `self`; `validate` checks what it names.
             Key::ByKey => set_once(cx, &mut self.key, &key, Some(v.clone())),
@@ -367,7 +371,7 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
         Key::FailureRate => "a percentage (an integer or float literal)",
         Key::Window => "a number of calls or a duration string",
         Key::Order => "a list of layer names",
-        Key::Fallback | Key::Classify | Key::RetryIf | Key::Crate => "a path",
+        Key::Fallback | Key::Classify | Key::RetryIf | Key::Record | Key::Crate => "a path",
         Key::Idempotent | Key::Flatten => "`true` or `false`",
         Key::Cooldown
         | Key::Retry

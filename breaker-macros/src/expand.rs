@@ -525,6 +525,20 @@ fn ok_err(spec: &Spec) -> (TokenStream, TokenStream) {
 }
 
 fn pipeline_expr(spec: &Spec) -> TokenStream {
+    let built = source_pipeline_expr(spec);
+    let krate = &spec.krate;
+    match &spec.record {
+        // Spanned at the user's path: a wrong signature is one type error there.
+        Some(path) => {
+            let span = path.span();
+            let helper = respan(quote!(#krate::__private::recorder_fn), span);
+            quote!(#built.recording(#helper(#path)))
+        }
+        None => built,
+    }
+}
+
+fn source_pipeline_expr(spec: &Spec) -> TokenStream {
     let krate = &spec.krate;
     let ident = &spec.func.item.sig.ident;
     let name = match (&spec.name, &spec.func.receiver) {

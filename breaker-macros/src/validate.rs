@@ -32,6 +32,8 @@ pub struct Spec {
     pub classify: Option<syn::Expr>,
     /// `retry_if = path`.
     pub retry_if: Option<syn::Path>,
+    /// `record = path`: where the pipeline records its calls.
+    pub record: Option<syn::Path>,
     /// `name = ".."`, if given (the default is the function's path).
     pub name: Option<LitStr>,
     /// `key = expression`.
@@ -133,6 +135,7 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
         fallback: args.fallback.map(|g| g.value),
         classify: args.classify.map(|g| g.value),
         retry_if: args.retry_if.map(|g| g.value),
+        record: args.record.map(|g| g.value),
         name: args.name.map(|g| g.value),
         key,
         max_keys,

@@ -26,6 +26,7 @@ pub enum AttrOption {
     Order,
     Fallback,
     Classify,
+    Record,
     Name,
     ByKey,
     MaxKeys,
@@ -38,7 +39,7 @@ pub enum AttrOption {
 
 impl AttrOption {
     /// Every option, in the order the docs list them.
-    pub const ALL: [AttrOption; 23] = [
+    pub const ALL: [AttrOption; 24] = [
         AttrOption::Threshold,
         AttrOption::FailureRate,
         AttrOption::Window,
@@ -54,6 +55,7 @@ impl AttrOption {
         AttrOption::Order,
         AttrOption::Fallback,
         AttrOption::Classify,
+        AttrOption::Record,
         AttrOption::Name,
         AttrOption::ByKey,
         AttrOption::MaxKeys,
@@ -82,6 +84,7 @@ impl AttrOption {
             AttrOption::Order => "order",
             AttrOption::Fallback => "fallback",
             AttrOption::Classify => "classify",
+            AttrOption::Record => "record",
             AttrOption::Name => "name",
             AttrOption::ByKey => "key",
             AttrOption::MaxKeys => "max_keys",
@@ -111,6 +114,7 @@ impl AttrOption {
             AttrOption::Order => "[retry, breaker, timeout]",
             AttrOption::Fallback => "path::to::fallback",
             AttrOption::Classify => "path::to::classify",
+            AttrOption::Record => "path::to::recorder",
             AttrOption::Name => "\"inventory\"",
             AttrOption::ByKey => "host",
             AttrOption::MaxKeys => "10_000",
@@ -141,6 +145,7 @@ impl AttrOption {
             AttrOption::RetryIf
             | AttrOption::Fallback
             | AttrOption::Classify
+            | AttrOption::Record
             | AttrOption::Name
             | AttrOption::ByKey
             | AttrOption::MaxKeys

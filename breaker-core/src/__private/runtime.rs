@@ -239,6 +239,13 @@ macro_rules! __breaker_classify_http {
 
 pub use crate::__breaker_classify_http as classify_http;
 
+/// A `record = path`, as the function pointer [`Pipeline::recording`] takes.
+pub fn recorder_fn(
+    f: fn() -> Option<crate::record::Recorder>,
+) -> fn() -> Option<crate::record::Recorder> {
+    f
+}
+
 /// A `fallback = path`: an async function taking the pipeline's error and returning the
 /// function's rewritten result.
 #[diagnostic::on_unimplemented(
@@ -412,6 +419,15 @@ impl Pipeline {
         if let Some(src) = key_idle {
             self.key_idle = crate::dsl::parse_duration(src)
                 .expect("#[circuit_breaker]: `key_idle` was validated at compile time");
+        }
+        self
+    }
+
+    /// `record = path`: the pipeline records its calls in the recorder `f` returns, asked
+    /// once, when the pipeline is built (the function's first call); `None` records nothing.
+    pub fn recording(mut self, f: fn() -> Option<crate::record::Recorder>) -> Pipeline {
+        if let Some(recorder) = f() {
+            self.shared.set_recorder(recorder);
         }
         self
     }

@@ -10,6 +10,7 @@ use crate::classify::{Classifier, Outcome};
 use crate::error::Rejection;
 use crate::layer::Layer;
 use crate::observe::BreakerMetrics;
+use crate::record::{Recorded, Recorder};
 use crate::retry::RetryPolicy;
 use crate::timeout::{Elapsed, TimeoutKind};
 use rand::rngs::SmallRng;
@@ -39,6 +40,8 @@ pub struct Pipeline {
     /// The call and rejection counters of the breaker's name (counting nothing without
     /// a breaker or without the `metrics` feature).
     pub(super) metrics: BreakerMetrics,
+    /// Where each attempt is recorded, if anywhere ([`PipelineBuilder::recorder`]).
+    pub(super) recorder: Option<Recorder>,
 }
 
 impl Pipeline {
@@ -107,7 +110,14 @@ impl Pipeline {
             fallback_on: self.fallback_on,
             rng: Arc::clone(&self.rng),
             metrics: self.metrics.clone(),
+            recorder: self.recorder.clone(),
         }
+    }
+
+    /// Records this pipeline's calls in `recorder` from now on (see
+    /// [`PipelineBuilder::recorder`]); for the attribute's `record = path`.
+    pub(crate) fn set_recorder(&mut self, recorder: Recorder) {
+        self.recorder = Some(recorder);
     }
 
     /// The bulkhead, if configured.
@@ -227,9 +237,15 @@ impl Pipeline {
             None => (0, 0),
         };
         let class = classifier;
-        segment!(self, breaker, ..outer, ctx, class, lazy = false, {
+        let mut attempt: u16 = 0;
+        let result = segment!(self, breaker, ..outer, ctx, class, lazy = false, {
             let mut run = RetryRun::new(self);
             loop {
+                attempt = attempt.saturating_add(1);
+                // Recording is off unless a recorder is set: then one clock read here, one
+                // at the end and one hand-off (an attempt dropped unfinished is recorded as
+                // cancelled).
+                let recording = self.recorder.as_ref().map(|r| r.attempt(attempt));
                 let result = segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
                     Attempt {
                         inner: op(),
@@ -239,6 +255,9 @@ impl Pipeline {
                     }
                     .await
                 });
+                if let Some(r) = recording {
+                    r.finish(recorded(&result, class));
+                }
                 if self.retry_at.is_none() {
                     break result;
                 }
@@ -263,7 +282,14 @@ impl Pipeline {
                     Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
                 }
             }
-        })
+        });
+        if attempt == 0 {
+            // Refused by a layer outside retry before any attempt.
+            if let Some(r) = &self.recorder {
+                r.attempt(1).finish(recorded(&result, class));
+            }
+        }
+        result
     }
 
     /// Like [`call_with`](Self::call_with), and on an error chosen by
@@ -335,6 +361,28 @@ impl fmt::Debug for Pipeline {
             .field("bulkhead", &self.bulkhead)
             .field("idempotent", &self.idempotent)
             .field("fallback_on", &self.fallback_on)
+            .field("recorder", &self.recorder)
             .finish()
+    }
+}
+
+/// How a call's (or an attempt's) result is recorded.
+fn recorded<T, E, C: Classifier<T, E> + ?Sized>(
+    result: &Result<T, Error<E>>,
+    class: &C,
+) -> Recorded {
+    match result {
+        // An `Ok` the classifier calls a failure (a 503 response) is recorded as one.
+        Ok(v) => Recorded::from(class.outcome_of(Ok(v))),
+        Err(e) => recorded_error::<T, E, C>(e, class),
+    }
+}
+
+fn recorded_error<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -> Recorded {
+    match e {
+        Error::Inner(e) => Recorded::from(class.outcome_of(Err(e))),
+        Error::Timeout(_) => Recorded::Timeout,
+        Error::Rejected(_) => Recorded::Rejected,
+        Error::GaveUp { last, .. } => recorded_error::<T, E, C>(last, class),
     }
 }
