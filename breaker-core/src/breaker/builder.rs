@@ -212,17 +212,23 @@ impl BreakerFactory {
     /// tenant): the key is kept with the breaker and named in its `tracing` events
     /// (`key = "..."`). It costs one heap block per breaker; metric labels do not include it.
     pub fn create_keyed(&self, key: impl Into<String>) -> CircuitBreaker {
-        self.create_with_key(Some(key.into().into_boxed_str()))
+        self.create_with_key(Some(key.into().into()))
     }
 
-    fn create_with_key(&self, key: Option<Box<str>>) -> CircuitBreaker {
+    fn create_with_key(&self, key: Option<Arc<str>>) -> CircuitBreaker {
+        self.create_with(key, self.shared.totals)
+    }
+
+    /// A breaker of this factory with lifetime totals on or off whatever the factory's
+    /// setting (a keyed registry turns them off: they cost memory per key).
+    pub(crate) fn create_with(&self, key: Option<Arc<str>>, totals: bool) -> CircuitBreaker {
         // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
         let window = policy
             .uses_window()
             .then(|| WindowSlot::new(policy.window, epoch));
-        let totals = self.shared.totals.then(Striped::new);
+        let totals = totals.then(Striped::new);
         let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
             Box::new(Heavy {
                 window,
@@ -276,5 +282,15 @@ impl BreakerFactory {
     /// with it).
     pub fn clock(&self) -> &Clock {
         &self.shared.clock
+    }
+
+    /// The name of this factory's breakers.
+    pub fn name(&self) -> &'static str {
+        self.shared.name
+    }
+
+    /// Whether this factory's breakers keep lifetime totals.
+    pub(crate) fn totals(&self) -> bool {
+        self.shared.totals
     }
 }

@@ -43,8 +43,9 @@ pub(crate) struct Heavy {
     /// The sliding window.
     pub(crate) window: Option<WindowSlot>,
     pub(crate) totals: Option<Striped>,
-    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events.
-    pub(crate) key: Option<Box<str>>,
+    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events and
+    /// rejections (shared, so a rejection names it without allocating).
+    pub(crate) key: Option<Arc<str>>,
 }
 
 /// One breaker's state: the word, its stamps and counters.
@@ -259,7 +260,12 @@ impl Inner {
             retry_after = ?retry_after,
             "call rejected"
         );
-        Rejected::new(reason, retry_after, self.shared.name)
+        Rejected::new(
+            reason,
+            retry_after,
+            self.shared.name,
+            self.heavy.as_ref().and_then(|h| h.key.clone()),
+        )
     }
 
     #[cold]

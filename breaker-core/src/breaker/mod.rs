@@ -250,7 +250,11 @@ impl CircuitBreaker {
         let mut n = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Inner>();
         if let Some(h) = &self.inner.heavy {
             n += std::mem::size_of::<Heavy>();
-            n += h.key.as_ref().map_or(0, |k| k.len());
+            // A shared key: its two reference counts and its bytes.
+            n += h
+                .key
+                .as_ref()
+                .map_or(0, |k| 2 * std::mem::size_of::<usize>() + k.len());
             n += h.totals.as_ref().map_or(0, |t| t.heap_bytes());
             n += h.window.as_ref().map_or(0, |w| w.heap_bytes());
         }

@@ -1,6 +1,7 @@
 //! Rejections: a call the breaker did not let through.
 
 use super::state::State;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a call was rejected.
@@ -36,6 +37,7 @@ pub struct Rejected {
     reason: RejectReason,
     retry_after: Option<Duration>,
     name: &'static str,
+    key: Option<Arc<str>>,
 }
 
 impl Rejected {
@@ -43,11 +45,13 @@ impl Rejected {
         reason: RejectReason,
         retry_after: Option<Duration>,
         name: &'static str,
+        key: Option<Arc<str>>,
     ) -> Rejected {
         Rejected {
             reason,
             retry_after,
             name,
+            key,
         }
     }
 
@@ -76,12 +80,22 @@ impl Rejected {
         self.name
     }
 
+    /// The key of the breaker that refused, for a breaker of a keyed set
+    /// ([`BreakerFactory::create_keyed`](super::BreakerFactory::create_keyed), a tagged
+    /// [`Registry`](crate::registry::Registry)).
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     fn describe(&self) -> String {
-        let who = if self.name.is_empty() {
+        let mut who = if self.name.is_empty() {
             "circuit breaker".to_string()
         } else {
             format!("circuit breaker `{}`", self.name)
         };
+        if let Some(key) = &self.key {
+            who.push_str(&format!(" for key `{key}`"));
+        }
         match (self.reason, self.retry_after) {
             (RejectReason::Open, Some(d)) => {
                 format!("{who} is open; a probe may be admitted in {d:?}")
