@@ -94,16 +94,19 @@ mod file;
 mod format;
 mod global;
 mod load;
-mod locate;
 mod merge;
+mod read;
 mod registry;
+mod tree;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
 pub use global::{install, installed};
 pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};
+pub use read::{is_valid_policy_name, MAX_NAME_LEN};
 pub use registry::{PolicyRegistry, ReloadReport};
+pub use tree::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES};
 pub use value::{Dsl, DslValue, Percent, Spec};
 
 use crate::dsl::{format_duration, Order};
