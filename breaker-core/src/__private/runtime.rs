@@ -75,7 +75,7 @@ pub fn run_fallback<T, E, G: Fallback<T, E>>(g: G, error: Error<E>) -> G::Future
 /// The run-time state of one annotated function: its pipeline, and for `key = ..` one
 /// breaker per key.
 pub struct Pipeline {
-    shared: pipeline::Pipeline,
+    shared: Shared,
     policy: Policy,
     name: &'static str,
     /// Makes the breakers of keys: a named policy's factory (so keyed breakers follow a
@@ -139,7 +139,7 @@ impl Pipeline {
         name: &'static str,
         source: &str,
     ) -> Pipeline {
-        let Some(found) = registry.get(policy) else {
+        let Some(live) = registry.pipeline_for(policy, name) else {
             let names: Vec<String> = registry.names().iter().map(|n| format!("`{n}`")).collect();
             panic!(
                 "#[circuit_breaker]: `{name}` uses policy `{policy}`, which is not in {source}; \
@@ -147,12 +147,17 @@ impl Pipeline {
                 names.join(", ")
             )
         };
-        Pipeline::assemble(
-            (*found).clone(),
+        if let Some(breaker) = registry.breaker(policy) {
+            annotated::register(name, &breaker);
+        }
+        let found = registry.get(policy).expect("the pipeline's policy");
+        Pipeline {
+            shared: Shared::Live(live),
+            policy: (*found).clone(),
             name,
-            registry.breaker(policy),
-            registry.factory(policy),
-        )
+            factory: registry.factory(policy),
+            keyed: OnceLock::new(),
+        }
     }
 
     fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
@@ -183,7 +188,7 @@ impl Pipeline {
             .build()
             .expect("#[circuit_breaker]: the policy was validated when it was compiled or loaded");
         Pipeline {
-            shared,
+            shared: Shared::Fixed(shared),
             policy,
             name,
             factory,
@@ -193,7 +198,11 @@ impl Pipeline {
 
     /// The pipeline with the function's one breaker.
     pub fn breaker(&self) -> Target<'_> {
-        Target::Shared(&self.shared)
+        match &self.shared {
+            Shared::Fixed(p) => Target::Shared(p),
+            #[cfg(feature = "config")]
+            Shared::Live(live) => Target::Live(live.current()),
+        }
     }
 
     /// The pipeline with the breaker of `key`, created on first use. The other layers
@@ -203,9 +212,10 @@ impl Pipeline {
     /// # Panics
     /// If the registry of keys is full (it is unbounded by default).
     pub fn keyed(&self, key: String) -> Target<'_> {
-        if self.shared.breaker().is_none() {
+        let target = self.breaker();
+        if target.breaker().is_none() {
             // A named policy without a breaker: nothing to key.
-            return Target::Shared(&self.shared);
+            return target;
         }
         let registry = self.keyed.get_or_init(|| {
             let factory = self.factory.clone().unwrap_or_else(|| {
@@ -221,8 +231,20 @@ impl Pipeline {
         let breaker = registry
             .get_or_create(&key)
             .expect("#[circuit_breaker]: the registry of keyed breakers is full");
-        Target::Keyed(&self.shared, breaker)
+        match target {
+            Target::Shared(p) | Target::Keyed(p, _) => Target::Keyed(p, breaker),
+            #[cfg(feature = "config")]
+            Target::Live(p) | Target::LiveKeyed(p, _) => Target::LiveKeyed(p, breaker),
+        }
     }
+}
+
+/// The pipeline of an annotated function: its own, or its named policy's, which follows the
+/// registry's reloads (one `ArcSwap` load per call).
+enum Shared {
+    Fixed(pipeline::Pipeline),
+    #[cfg(feature = "config")]
+    Live(crate::config::LivePipeline),
 }
 
 /// The config file a `config = ".."` option embedded with `include_str!`: its name as
@@ -281,6 +303,12 @@ pub enum Target<'a> {
     Shared(&'a pipeline::Pipeline),
     /// The function's own pipeline with the breaker of one key.
     Keyed(&'a pipeline::Pipeline, CircuitBreaker),
+    /// The named policy's pipeline current when the call started.
+    #[cfg(feature = "config")]
+    Live(Arc<pipeline::Pipeline>),
+    /// The named policy's current pipeline with the breaker of one key.
+    #[cfg(feature = "config")]
+    LiveKeyed(Arc<pipeline::Pipeline>, CircuitBreaker),
 }
 
 impl Deref for Target<'_> {
@@ -288,6 +316,8 @@ impl Deref for Target<'_> {
     fn deref(&self) -> &pipeline::Pipeline {
         match self {
             Target::Shared(p) | Target::Keyed(p, _) => p,
+            #[cfg(feature = "config")]
+            Target::Live(p) | Target::LiveKeyed(p, _) => p,
         }
     }
 }
@@ -317,5 +347,9 @@ where
     match target {
         Target::Shared(p) => p.run(p.breaker(), classifier, op),
         Target::Keyed(p, b) => p.run(p.layer_breaker(b), classifier, op),
+        #[cfg(feature = "config")]
+        Target::Live(p) => p.run(p.breaker(), classifier, op),
+        #[cfg(feature = "config")]
+        Target::LiveKeyed(p, b) => p.run(p.layer_breaker(b), classifier, op),
     }
 }

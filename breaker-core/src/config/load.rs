@@ -139,6 +139,14 @@ impl Loader {
         self
     }
 
+    /// The file this loader reads, if it reads one.
+    pub(super) fn path(&self) -> Option<&Path> {
+        match &self.source {
+            SourceKind::File(path) => Some(path),
+            SourceKind::Text { .. } => None,
+        }
+    }
+
     /// Applies no environment overrides.
     pub fn no_env(mut self) -> Loader {
         self.env = Env::None;

@@ -105,21 +105,29 @@ mod error;
 mod file;
 mod format;
 mod global;
+#[cfg(feature = "tokio")]
+mod live;
 mod load;
 mod merge;
 mod read;
 mod registry;
 mod tree;
 mod value;
+#[cfg(feature = "watch")]
+mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
 pub use global::{install, installed};
+#[cfg(feature = "tokio")]
+pub use live::LivePipeline;
 pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};
 pub use read::{is_valid_policy_name, MAX_NAME_LEN};
-pub use registry::{PolicyRegistry, ReloadReport};
+pub use registry::{PolicyRegistry, ReloadReport, RELOADS_TOTAL};
 pub use tree::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES};
 pub use value::{Dsl, DslValue, Percent, Spec};
+#[cfg(feature = "watch")]
+pub use watch::ConfigWatch;
 
 use crate::dsl::{format_duration, Order};
 use crate::policy::Policy;
