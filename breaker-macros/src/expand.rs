@@ -121,8 +121,10 @@ fn expand(spec: &Spec) -> TokenStream {
         Source::Named { .. } => quote!(#krate::__private::named_policy_needs_config!();),
         Source::Inline(_) => TokenStream::new(),
     };
+    let registration = crate::config_file::registration(spec, &function_name(spec));
     let run = quote! {
         #needs_config
+        #registration
         static __BREAKER_PIPELINE: #static_ty = #krate::__private::OnceLock::new();
         let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| #pipeline);
         #select
@@ -287,17 +289,22 @@ fn ok_err(spec: &Spec) -> (TokenStream, TokenStream) {
     }
 }
 
-fn pipeline_expr(spec: &Spec) -> TokenStream {
-    let krate = &spec.krate;
+/// The function's name: its `name = ".."`, else its module path and name.
+fn function_name(spec: &Spec) -> TokenStream {
     let ident = &spec.func.item.sig.ident;
-    let name = match &spec.name {
+    match &spec.name {
         Some(n) => n.to_token_stream(),
         None => quote!(::core::concat!(
             ::core::module_path!(),
             "::",
             ::core::stringify!(#ident)
         )),
-    };
+    }
+}
+
+fn pipeline_expr(spec: &Spec) -> TokenStream {
+    let krate = &spec.krate;
+    let name = function_name(spec);
     match &spec.source {
         Source::Inline(inline) => {
             let fields = &inline.tokens;

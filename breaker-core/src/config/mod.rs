@@ -118,7 +118,7 @@ mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
-pub use global::{install, installed};
+pub use global::{install, installed, InstallError};
 #[cfg(feature = "tokio")]
 pub use live::LivePipeline;
 pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};

@@ -217,6 +217,15 @@ impl PolicyRegistry {
         result
     }
 
+    /// The file this registry reloads from, if any.
+    pub(super) fn file(&self) -> Option<std::path::PathBuf> {
+        self.inner
+            .loader
+            .as_ref()
+            .and_then(Loader::path)
+            .map(Into::into)
+    }
+
     /// The loader this registry reloads from, if any.
     #[cfg(feature = "watch")]
     pub(super) fn loader(&self) -> Option<&Loader> {
