@@ -92,7 +92,8 @@ fn expected(at: [&str; 9]) -> Vec<String> {
                         `neutral_probe`";
     let file = [
         "default.timout: unknown field `timout`, expected one of `breaker`, `retry`, \
-         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`; did you mean `timeout`?"
+         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`; \
+         did you mean `timeout`?"
             .to_owned(),
         "default.idempotent: invalid type: string \"yes\", expected a boolean".to_owned(),
         format!(
@@ -187,5 +188,43 @@ fn a_file_that_is_not_well_formed_stops_at_its_first_syntax_error() {
     assert_eq!(
         one("", Format::Json),
         ["1:1: .: expected a JSON object, got the end of the input"]
+    );
+}
+
+/// The bounds of a `key = ..` function's breakers of keys (`max_keys`, `key_idle`) are set per
+/// policy, inherited from `default`, validated at their keys, and printed so they load back.
+#[test]
+fn key_bounds_per_policy() {
+    use std::time::Duration;
+    let text = "[default]\nkey_idle = \"10m\"\n[policies.a]\nmax_keys = 500\n[policies.b]\n\
+                key_idle = \"1m\"\n[policies.c]\n";
+    let policies = breaker_core::config::load_str(text, Format::Toml).unwrap();
+    let bounds = |name| {
+        let b = policies.key_bounds(name);
+        (b.max_keys, b.key_idle)
+    };
+    assert_eq!(bounds("a"), (Some(500), Some(Duration::from_secs(600))));
+    assert_eq!(bounds("b"), (None, Some(Duration::from_secs(60))));
+    assert_eq!(bounds("c"), (None, Some(Duration::from_secs(600))));
+    let printed = policies.to_string();
+    assert!(
+        printed.contains("[policies.a]\nidempotent = false\nmax_keys = 500\nkey_idle = \"10m\"\n"),
+        "{printed}"
+    );
+    assert_eq!(
+        breaker_core::config::load_str(&printed, Format::Toml).unwrap(),
+        policies
+    );
+    assert_eq!(
+        errors(
+            "[policies.a]\nmax_keys = 0\nkey_idle = \"0s\"\n[policies.b]\nmax_keys = -1\n",
+            Format::Toml,
+            &[]
+        ),
+        [
+            "2:12: policies.a.max_keys: must be at least 1, got 0",
+            "3:12: policies.a.key_idle: must be non-zero, got 0s",
+            "5:12: policies.b.max_keys: invalid value: integer `-1`, expected u32",
+        ]
     );
 }

@@ -99,7 +99,8 @@ mod tests {
                     true,
                     "policy `inventory` is invalid: breaker.toml:2:1: policies.inventory.timout: \
                      unknown field `timout`, expected one of `breaker`, `retry`, `timeout`, \
-                     `deadline`, `bulkhead`, `order`, `idempotent`; did you mean `timeout`?"
+                     `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`; did \
+                     you mean `timeout`?"
                 ),
                 (
                     true,

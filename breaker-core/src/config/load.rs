@@ -42,9 +42,28 @@ impl Format {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Policies {
     pub(super) map: BTreeMap<String, Arc<Policy>>,
+    /// The bounds of keyed breakers, for the policies that set them.
+    pub(super) keys: BTreeMap<String, KeyBounds>,
+}
+
+/// A policy's bounds on the breakers of keys of a `#[circuit_breaker(policy = "..", key = ..)]`
+/// function (`max_keys`, `key_idle` in the policy's section or in `default`); `None` leaves
+/// the attribute's value, or its default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyBounds {
+    /// The most breakers of keys kept, at least 1.
+    pub max_keys: Option<usize>,
+    /// How long a closed breaker of a key may go unused before it may be evicted, non-zero.
+    pub key_idle: Option<std::time::Duration>,
 }
 
 impl Policies {
+    /// The bounds on the breakers of keys that policy `name` sets (all `None` when it sets
+    /// none, or there is no such policy).
+    pub fn key_bounds(&self, name: &str) -> KeyBounds {
+        self.keys.get(name).copied().unwrap_or_default()
+    }
+
     /// The policy named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<Policy>> {
         self.map.get(name).cloned()

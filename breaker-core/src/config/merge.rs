@@ -3,7 +3,7 @@
 
 use super::error::ConfigError;
 use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
-use super::load::{Policies, Source};
+use super::load::{KeyBounds, Policies, Source};
 use super::read::Poisoned;
 use super::tree::Node;
 use super::value::{Dsl, Percent, Spec};
@@ -329,6 +329,49 @@ fn follows_from(e: &FieldError, poisoned: &HashSet<Field>) -> bool {
         || (matches!(e.rule, Rule::Order(_)) && Layer::DEFAULT_ORDER.into_iter().any(layer_lost))
 }
 
+/// The bounds of the breakers of keys of a policy, `default` first, the named section over it;
+/// an invalid value is added to `errors` at its key.
+fn key_bounds(
+    src: &Source,
+    tree: &Node,
+    sections: &[(Vec<String>, &Section)],
+    errors: &mut Vec<ConfigError>,
+) -> KeyBounds {
+    let mut bounds = KeyBounds::default();
+    for (prefix, s) in sections {
+        let at = |key: &str| {
+            let mut path = prefix.clone();
+            path.push(key.to_owned());
+            path
+        };
+        match s.max_keys {
+            Some(0) => {
+                let path = at("max_keys");
+                errors.push(src.error_at(
+                    tree.origin_of(&path),
+                    &path,
+                    "must be at least 1, got 0".into(),
+                ));
+            }
+            Some(n) => bounds.max_keys = Some(n as usize),
+            None => {}
+        }
+        match &s.key_idle {
+            Some(d) if d.0.is_zero() => {
+                let path = at("key_idle");
+                errors.push(src.error_at(
+                    tree.origin_of(&path),
+                    &path,
+                    "must be non-zero, got 0s".into(),
+                ));
+            }
+            Some(d) => bounds.key_idle = Some(d.0),
+            None => {}
+        }
+    }
+    bounds
+}
+
 /// Merges and validates every policy of `file` (read from `tree`); the validator's errors are
 /// added to `errors`, each at the key that set the bad value.
 pub(super) fn resolve(
@@ -339,12 +382,34 @@ pub(super) fn resolve(
     errors: &mut Vec<ConfigError>,
 ) -> Policies {
     let mut map = BTreeMap::new();
+    let mut keys = BTreeMap::new();
+    let mut default_errors = Vec::new();
+    if let Some(d) = &file.default {
+        // Reported once, at `default`, not again for every policy inheriting it.
+        key_bounds(
+            src,
+            tree,
+            &[(vec!["default".into()], d)],
+            &mut default_errors,
+        );
+    }
+    errors.append(&mut default_errors);
     let no_poison = HashSet::new();
     let default_poison = poisoned
         .get(&["default".to_owned()][..])
         .unwrap_or(&no_poison);
     for (name, section) in &file.policies {
         let own = vec!["policies".to_owned(), name.clone()];
+        let own_sections = [(own.clone(), section)];
+        let mut bound_errors = Vec::new();
+        let mut bounds = key_bounds(src, tree, &own_sections, &mut bound_errors);
+        if let Some(d) = &file.default {
+            let inherited = key_bounds(src, tree, &[(vec!["default".into()], d)], &mut Vec::new());
+            bounds.max_keys = bounds.max_keys.or(inherited.max_keys);
+            bounds.key_idle = bounds.key_idle.or(inherited.key_idle);
+        }
+        let bounds_ok = bound_errors.is_empty();
+        errors.append(&mut bound_errors);
         let (policy, origins, mut field_errors) = merge(name, file.default.as_ref(), section);
         // What `default` could not give is lost unless the policy sets it itself.
         let mut poison = poisoned.get(&own).cloned().unwrap_or_default();
@@ -358,8 +423,11 @@ pub(super) fn resolve(
             field_errors.extend(e.errors);
         }
         field_errors.retain(|e| !follows_from(e, &poison));
-        if field_errors.is_empty() && poison.is_empty() {
+        if field_errors.is_empty() && poison.is_empty() && bounds_ok {
             map.insert(name.clone(), Arc::new(policy));
+            if bounds != KeyBounds::default() {
+                keys.insert(name.clone(), bounds);
+            }
             continue;
         }
         for fe in field_errors {
@@ -375,5 +443,5 @@ pub(super) fn resolve(
             errors.push(src.error_at(tree.origin_of(&path), &path, message));
         }
     }
-    Policies { map }
+    Policies { map, keys }
 }

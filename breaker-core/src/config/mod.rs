@@ -121,7 +121,7 @@ pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
 pub use global::{install, installed, InstallError};
 #[cfg(feature = "tokio")]
 pub use live::LivePipeline;
-pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};
+pub use load::{load_file, load_str, Format, KeyBounds, Loader, Policies, ENV_PREFIX};
 pub use read::{is_valid_policy_name, MAX_NAME_LEN};
 pub use registry::{PolicyRegistry, ReloadReport, RELOADS_TOTAL};
 pub use tree::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES};
@@ -187,6 +187,15 @@ fn no_null_properties(schema: &mut serde_json::Value) {
 /// in: the output of `breaker check`, and itself a valid config that loads to the same policy
 /// (the default order of the layers is shown as a comment).
 pub fn write_policy(out: &mut impl fmt::Write, name: &str, policy: &Policy) -> fmt::Result {
+    write_section(out, name, policy, KeyBounds::default())
+}
+
+fn write_section(
+    out: &mut impl fmt::Write,
+    name: &str,
+    policy: &Policy,
+    keys: KeyBounds,
+) -> fmt::Result {
     writeln!(out, "[policies.{}]", toml_key(name))?;
     // A breaker whose DSL string leaves out what it does not use (the window of a breaker
     // without rate rules) is written as a table, with every field, to load back the same.
@@ -221,6 +230,12 @@ pub fn write_policy(out: &mut impl fmt::Write, name: &str, policy: &Policy) -> f
         None => {}
     }
     writeln!(out, "idempotent = {}", policy.idempotent)?;
+    if let Some(n) = keys.max_keys {
+        writeln!(out, "max_keys = {n}")?;
+    }
+    if let Some(d) = keys.key_idle {
+        writeln!(out, "key_idle = \"{}\"", format_duration(d))?;
+    }
     if let Some(b) = breaker_table {
         write_breaker_table(out, name, b)?;
     }
@@ -269,13 +284,14 @@ fn toml_key(name: &str) -> String {
 }
 
 impl fmt::Display for Policies {
-    /// Every policy as by [`write_policy`], separated by blank lines.
+    /// Every policy as by [`write_policy`], with its bounds on keyed breakers, separated by
+    /// blank lines.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, (name, policy)) in self.iter().enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write_policy(f, name, policy)?;
+            write_section(f, name, policy, self.key_bounds(name))?;
         }
         Ok(())
     }

@@ -28,6 +28,8 @@ pub(super) const SECTION_KEYS: &[&str] = &[
     "bulkhead",
     "order",
     "idempotent",
+    "max_keys",
+    "key_idle",
 ];
 /// The keys of a breaker table.
 pub(super) const BREAKER_KEYS: &[&str] = &[
@@ -294,6 +296,8 @@ impl<'s> Reader<'s> {
                 "bulkhead" => s.bulkhead = self.spec(e, Self::bulkhead_table),
                 "order" => s.order = self.leaf(e),
                 "idempotent" => s.idempotent = self.leaf(e),
+                "max_keys" => s.max_keys = self.leaf(e),
+                "key_idle" => s.key_idle = self.leaf(e),
                 other => unreachable!("`{other}` is in SECTION_KEYS"),
             }
         }

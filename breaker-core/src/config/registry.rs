@@ -17,6 +17,7 @@ pub const RELOADS_TOTAL: &str = "breaker_config_reloads_total";
 /// One named policy with its breaker.
 struct Entry {
     policy: Arc<Policy>,
+    keys: super::KeyBounds,
     /// The factory of this name's breakers (when the policy has a breaker); a reload swaps its
     /// policy, so every breaker made from it keeps its state and gets the new thresholds.
     breaker: Option<(BreakerFactory, CircuitBreaker)>,
@@ -165,6 +166,17 @@ impl PolicyRegistry {
             .and_then(|e| e.breaker.as_ref().map(|(_, b)| b.clone()))
     }
 
+    /// The bounds on the breakers of keys that policy `name` sets (`max_keys`, `key_idle`),
+    /// as loaded; a `key = ..` function reads them when it makes its first keyed breaker.
+    pub fn key_bounds(&self, name: &str) -> super::KeyBounds {
+        self.inner
+            .entries
+            .load()
+            .get(name)
+            .map(|e| e.keys)
+            .unwrap_or_default()
+    }
+
     /// The breaker factory of `name`, to make more breakers (for example one per key) that
     /// follow the same reloadable policy.
     pub fn factory(&self, name: &str) -> Option<BreakerFactory> {
@@ -274,7 +286,9 @@ impl Inner {
             let previous = old.get(name);
             match previous {
                 None => report.added.push(name.to_owned()),
-                Some(e) if *e.policy != **policy => report.changed.push(name.to_owned()),
+                Some(e) if *e.policy != **policy || e.keys != policies.key_bounds(name) => {
+                    report.changed.push(name.to_owned())
+                }
                 Some(_) => {}
             }
             let breaker = match (&policy.breaker, previous.and_then(|e| e.breaker.as_ref())) {
@@ -291,6 +305,7 @@ impl Inner {
                 name.to_owned(),
                 Arc::new(Entry {
                     policy: Arc::clone(policy),
+                    keys: policies.key_bounds(name),
                     breaker,
                 }),
             );
