@@ -2,7 +2,7 @@
 //! `notify-debouncer-mini`: the operating system's file events (inotify, FSEvents, ...),
 //! debounced, so an editor's several writes of one save are one reload.
 
-use super::error::ConfigError;
+use super::error::{ConfigError, ConfigErrors};
 use super::registry::PolicyRegistry;
 use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
@@ -44,14 +44,16 @@ impl PolicyRegistry {
     /// # Errors
     /// A registry not loaded from a file ([`Loader::file`](super::Loader::file)), or a
     /// directory the operating system cannot watch.
-    pub fn watch(&self, debounce: Duration) -> Result<ConfigWatch, ConfigError> {
-        let error = |file: Option<PathBuf>, message: String| ConfigError {
-            file,
-            env: None,
-            line: None,
-            column: None,
-            key_path: ".".into(),
-            message,
+    pub fn watch(&self, debounce: Duration) -> Result<ConfigWatch, ConfigErrors> {
+        let error = |file: Option<PathBuf>, message: String| {
+            ConfigErrors::from(ConfigError {
+                file,
+                env: None,
+                line: None,
+                column: None,
+                key_path: ".".into(),
+                message,
+            })
         };
         let Some(path) = self.loader().and_then(super::Loader::path) else {
             return Err(error(
