@@ -74,6 +74,18 @@
 //! expand to at most [`MAX_NODES`] values, so a bad file is refused in milliseconds and never
 //! stalls a start-up or a reload.
 //!
+//! # Reloading
+//! A [`PolicyRegistry`] holds the policies of a source and reloads them atomically
+//! ([`PolicyRegistry::reload`], or on every change of the file with [`PolicyRegistry::watch`]
+//! and the `watch` feature). A reload reaches every layer: the pipelines it hands out
+//! ([`PolicyRegistry::pipeline`], a [`LivePipeline`]) and those of
+//! `#[circuit_breaker(policy = "..")]` functions run each new call under the policy's current
+//! retry, timeout, deadline and bulkhead, calls in flight finish under the ones they started
+//! with, and breakers keep their state. A failed reload keeps the previous policies and says
+//! why; so does one that drops a policy still in use. Every reload is a `tracing` event and a
+//! count of [`RELOADS_TOTAL`]. [`install`] makes a registry the process's, after checking it
+//! against every annotated function of the program.
+//!
 //! # Examples
 //! ```
 //! use breaker_core::config::{load_str, Format};
