@@ -30,6 +30,7 @@
 //! cargo run --release --example demo -- --quick           # about 15 s
 //! cargo run --release --example demo -- --config examples/demo.toml   # policies from a file
 //! cargo run --release --example demo -- --svg /tmp/timeline.svg
+//! cargo run --release --example demo -- --record target/demo-trace.jsonl   # for `breaker simulate`
 //! ```
 //!
 //! With `--config FILE` (policy `demo`, or `--policy NAME`) both client sets are built from
@@ -41,12 +42,14 @@
 
 use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason};
 use breaker::circuit_breaker;
-use breaker::http::{status_is_transient, status_outcome, HttpClassifier, HttpFailure};
+use breaker::http::{HttpClassifier, HttpFailure};
 use breaker::layer::Layer as PipelineLayer;
 use breaker::observe;
-use breaker::pipeline::{classifier, ErrorClassifier, PipelineBuilder};
+use breaker::pipeline::PipelineBuilder;
 use breaker::policy::Policy;
-use breaker::{Error, Outcome, Pipeline};
+use breaker::record::Recorder;
+use breaker::{Error, Pipeline};
+use breaker_sim::plot::{self, Chart, Panel};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
@@ -56,7 +59,7 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -118,20 +121,6 @@ impl HttpFailure for CallError {
     }
 }
 
-/// The breaker's verdict: 5xx, 408, 429 and transport errors are failures, other 4xx are
-/// ignored (the standard HTTP rules of `breaker::http`).
-fn classify(e: &CallError) -> Outcome {
-    match e.status() {
-        Some(s) => status_outcome(s),
-        None => Outcome::Failure,
-    }
-}
-
-/// Whether to retry: 5xx, 408, 429 and transport errors.
-fn is_transient(e: &CallError) -> bool {
-    e.status().map_or(true, status_is_transient)
-}
-
 /// One GET of the service's `/work`, marked with the client set's header.
 async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), CallError> {
     let resp = client
@@ -155,7 +144,8 @@ async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), Cal
 /// A call of the client set **with** a breaker: it trips when half of the last 20 attempts
 /// failed, stays open 1 s, then lets one probe through. Each attempt
 /// has its own 400 ms timeout; up to 3 attempts, retried outside the breaker (the default
-/// order `retry > breaker > timeout`), so a rejection is never retried.
+/// order `retry > breaker > timeout`), so a rejection is never retried. Results are judged by
+/// the standard HTTP rules (`classify = http`), which also honour `Retry-After`.
 #[circuit_breaker(
     name = "demo",
     failure_rate = 50,
@@ -164,8 +154,8 @@ async fn send(client: &reqwest::Client, url: &str, set: usize) -> Result<(), Cal
     cooldown = "1s",
     timeout = "400ms",
     retry = "3x exp(50ms, max 200ms)",
-    classify = classify,
-    retry_if = is_transient,
+    classify = http,
+    record = demo_recorder,
 )]
 async fn get_with_breaker(client: &reqwest::Client, url: &str) -> Result<(), CallError> {
     send(client, url, WITH).await
@@ -175,11 +165,8 @@ async fn get_with_breaker(client: &reqwest::Client, url: &str) -> Result<(), Cal
 enum Caller {
     /// The annotated function [`get_with_breaker`].
     Annotated,
-    /// A pipeline built with the plain API, judged by `classifier`.
-    Plain(
-        Box<Pipeline>,
-        Arc<dyn ErrorClassifier<CallError> + Send + Sync>,
-    ),
+    /// A pipeline built with the plain API, judged by the standard HTTP rules.
+    Plain(Box<Pipeline>),
 }
 
 impl Caller {
@@ -191,9 +178,9 @@ impl Caller {
     ) -> Result<(), Error<CallError>> {
         match self {
             Caller::Annotated => get_with_breaker(client, url).await,
-            Caller::Plain(pipeline, classifier) => {
+            Caller::Plain(pipeline) => {
                 pipeline
-                    .call_with(&**classifier, || send(client, url, set))
+                    .call_with(&HttpClassifier, || send(client, url, set))
                     .await
             }
         }
@@ -209,11 +196,7 @@ fn attribute_callers() -> [Caller; 2] {
         .idempotent(true)
         .build()
         .expect("a valid pipeline");
-    let classifier = Arc::new(classifier(classify, is_transient));
-    [
-        Caller::Annotated,
-        Caller::Plain(Box::new(plain), classifier),
-    ]
+    [Caller::Annotated, Caller::Plain(Box::new(plain))]
 }
 
 /// The two client sets of `--config`: the named policy, and the same policy without its
@@ -231,9 +214,11 @@ fn config_callers(policy: &Policy, timeline: &Arc<Timeline>) -> Result<[Caller; 
     )
     .build()?;
     observe::track(&breaker);
-    let with = PipelineBuilder::from_policy(policy)
-        .breaker(breaker)
-        .build()?;
+    let mut with = PipelineBuilder::from_policy(policy).breaker(breaker);
+    if let Some(recorder) = demo_recorder() {
+        with = with.recorder(recorder);
+    }
+    let with = with.build()?;
     let without = Pipeline::from_policy(&Policy {
         breaker: None,
         order: policy.order.as_ref().map(|o| {
@@ -245,8 +230,8 @@ fn config_callers(policy: &Policy, timeline: &Arc<Timeline>) -> Result<[Caller; 
         ..policy.clone()
     })?;
     Ok([
-        Caller::Plain(Box::new(with), Arc::new(HttpClassifier)),
-        Caller::Plain(Box::new(without), Arc::new(HttpClassifier)),
+        Caller::Plain(Box::new(with)),
+        Caller::Plain(Box::new(without)),
     ])
 }
 
@@ -789,191 +774,115 @@ async fn print_metrics_sample(client: &reqwest::Client, addr: SocketAddr) -> Res
 // ---------------------------------------------------------------------------------------------
 // The SVG chart
 
-fn state_color(s: State) -> &'static str {
-    match s {
-        State::Closed | State::ForcedClosed => "#43a047",
-        State::Open | State::ForcedOpen => "#e53935",
-        State::HalfOpen => "#fbc02d",
-    }
-}
-
-/// Writes the timeline: the phases, the breaker's state as colored bands, and the outcomes of
-/// each client set's calls per time slice (by start time) as stacked bars.
+/// Writes the timeline with the simulator's plotting code (`breaker_sim::plot`): the phases,
+/// the breaker's state as colored bands, and the outcomes of each client set's calls per time
+/// slice (by start time) as stacked bars.
 fn write_svg(
-    path: &PathBuf,
+    path: &Path,
     script: &Script,
     events: &[(Instant, Transition)],
     records: &[Record],
 ) -> std::io::Result<()> {
     let start = script.start().expect("started");
-    let total = script.total().as_secs_f64();
-    let (left, width) = (120.0, 840.0);
-    let x = |t: f64| left + width * (t / total).clamp(0.0, 1.0);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="980" height="430" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="980" height="430" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="10" y="20" font-size="15" font-weight="bold">breaker demo: state of breaker `{BREAKER_NAME}` and outcomes of calls over time</text>"#
-    );
-    // Phases.
-    for (i, p) in script.phases.iter().enumerate() {
-        let (a, b) = (
-            script.phase_start(i).as_secs_f64(),
-            script.phase_start(i + 1).as_secs_f64(),
-        );
-        let fill = if i % 2 == 0 { "#eeeeee" } else { "#f7f7f7" };
-        let _ = writeln!(
-            s,
-            r#"<rect x="{:.1}" y="35" width="{:.1}" height="355" fill="{fill}"/><text x="{:.1}" y="50" text-anchor="middle">{}</text>"#,
-            x(a),
-            x(b) - x(a),
-            (x(a) + x(b)) / 2.0,
-            p.name
-        );
-    }
-    // State bands.
-    let _ = writeln!(s, r#"<text x="10" y="82">breaker state</text>"#);
-    let mut state = State::Closed;
-    let mut from = 0.0;
-    let band = |s: &mut String, a: f64, b: f64, st: State| {
-        let _ = writeln!(
-            s,
-            r#"<rect x="{:.1}" y="65" width="{:.1}" height="25" fill="{}"><title>{}</title></rect>"#,
-            x(a),
-            (x(b) - x(a)).max(0.5),
-            state_color(st),
-            st.as_str()
-        );
-    };
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let end_ns = nanos(script.total());
+    let slices = 80u64;
+    let bucket_ns = end_ns.div_ceil(slices);
+    let mut states = vec![(0, State::Closed)];
     for (at, t) in events {
-        let t_at = at.saturating_duration_since(start).as_secs_f64();
-        band(&mut s, from, t_at, state);
-        state = t.to;
-        from = t_at;
+        states.push((nanos(at.saturating_duration_since(start)), t.to));
     }
-    band(&mut s, from, total, state);
-    // Outcomes per slice.
-    let slices = 80usize;
-    let slice = total / slices as f64;
-    for (set, name) in SETS.iter().enumerate() {
-        let top = 110.0 + set as f64 * 140.0;
-        let h = 120.0;
-        let mut bins = vec![[0u32; 3]; slices];
-        for r in records.iter().filter(|r| r.set == set) {
-            let i = ((r.at.as_secs_f64() / slice) as usize).min(slices - 1);
-            let k = match r.ended {
-                Ended::Ok => 0,
-                Ended::Failed => 1,
-                Ended::Rejected => 2,
-            };
-            bins[i][k] += 1;
-        }
-        let max = bins
-            .iter()
-            .map(|b| b.iter().sum::<u32>())
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        let _ = writeln!(
-            s,
-            r##"<text x="10" y="{:.1}">{name}</text><text x="10" y="{:.1}" fill="#666">calls per {:.2}s</text><text x="10" y="{:.1}" fill="#666">max {max}</text>"##,
-            top + 15.0,
-            top + 30.0,
-            slice,
-            top + 45.0
-        );
-        for (i, b) in bins.iter().enumerate() {
-            let mut y = top + h;
-            for (k, color) in ["#43a047", "#e53935", "#9e9e9e"].iter().enumerate() {
-                let bh = h * f64::from(b[k]) / f64::from(max);
-                if bh > 0.0 {
-                    y -= bh;
-                    let _ = writeln!(
-                        s,
-                        r#"<rect x="{:.1}" y="{y:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"/>"#,
-                        x(i as f64 * slice) + 0.5,
-                        (width / slices as f64 - 1.0).max(0.5)
-                    );
-                }
+    let last = states.last().map_or(State::Closed, |s| s.1);
+    states.push((end_ns, last));
+    let panels = SETS
+        .iter()
+        .enumerate()
+        .map(|(set, name)| {
+            let mut buckets = vec![[0u32; 4]; slices as usize];
+            for r in records.iter().filter(|r| r.set == set) {
+                let i = (nanos(r.at) / bucket_ns).min(slices - 1) as usize;
+                let k = match r.ended {
+                    Ended::Ok => 0,
+                    Ended::Failed => 1,
+                    Ended::Rejected => 2,
+                };
+                buckets[i][k] += 1;
             }
-        }
-    }
-    // Legend and axis.
-    let legend = [
-        ("#43a047", "ok / closed"),
-        ("#e53935", "failed / open"),
-        ("#9e9e9e", "rejected locally"),
-        ("#fbc02d", "half-open"),
-    ];
-    for (i, (color, label)) in legend.iter().enumerate() {
-        let lx = left + i as f64 * 170.0;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{lx:.1}" y="405" width="12" height="12" fill="{color}"/><text x="{:.1}" y="415">{label}</text>"#,
-            lx + 16.0
-        );
-    }
-    let _ = writeln!(
-        s,
-        r##"<text x="{:.1}" y="402" text-anchor="end" fill="#666">{total:.0}s</text>"##,
-        left + width
-    );
-    s.push_str("</svg>\n");
+            Panel {
+                label: (*name).to_owned(),
+                states: (set == WITH).then(|| states.clone()),
+                buckets,
+                bucket_ns,
+            }
+        })
+        .collect();
+    let chart = Chart {
+        title: format!(
+            "breaker demo: state of breaker `{BREAKER_NAME}` and outcomes of calls over time"
+        ),
+        end_ns,
+        phases: script
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.to_owned(), nanos(script.phase_start(i))))
+            .collect(),
+        panels,
+    };
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
             std::fs::create_dir_all(dir)?;
         }
     }
-    std::fs::write(path, s)
+    std::fs::write(path, plot::timeline_svg(&chart))
 }
 
 // ---------------------------------------------------------------------------------------------
 // The command line and the run
 
 /// The command line.
+#[derive(clap::Parser)]
+#[command(
+    name = "demo",
+    about = "A local HTTP service through an outage, called with and without a circuit breaker"
+)]
 struct Args {
+    /// A short run (about 15 s instead of about 45 s).
+    #[arg(long)]
     quick: bool,
+    /// Build the clients from policy `demo` of FILE (e.g. examples/demo.toml).
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The policy of FILE to use.
+    #[arg(long, value_name = "NAME", default_value = "demo")]
     policy: String,
-    svg: PathBuf,
+    /// Where to write the timeline chart (default target/demo-timeline.svg).
+    #[arg(long, value_name = "PATH")]
+    svg: Option<PathBuf>,
+    /// Record every attempt of the client set with the breaker to FILE (JSON Lines, labelled
+    /// with the phases), to replay it with `breaker simulate --trace FILE`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: demo [--quick] [--config FILE [--policy NAME]] [--svg PATH]
-
-  --quick          a short run (about 15 s instead of about 45 s)
-  --config FILE    build the clients from policy `demo` of FILE (e.g. examples/demo.toml)
-  --policy NAME    the policy of FILE to use (default `demo`)
-  --svg PATH       where to write the timeline chart (default target/demo-timeline.svg)";
-
 impl Args {
-    fn parse() -> Result<Args, String> {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-        let mut args = Args {
-            quick: false,
-            config: None,
-            policy: "demo".into(),
-            svg: target.join("demo-timeline.svg"),
-        };
-        let mut it = std::env::args().skip(1);
-        while let Some(a) = it.next() {
-            let mut value = |name: &str| it.next().ok_or(format!("`{name}` needs a value"));
-            match a.as_str() {
-                "--quick" => args.quick = true,
-                "--config" => args.config = Some(value("--config")?.into()),
-                "--policy" => args.policy = value("--policy")?,
-                "--svg" => args.svg = value("--svg")?.into(),
-                "-h" | "--help" => return Err(String::new()),
-                other => return Err(format!("unknown argument `{other}`")),
-            }
-        }
-        Ok(args)
+    /// The chart's path: `--svg`, or `demo-timeline.svg` in the target directory.
+    fn svg_path(&self) -> PathBuf {
+        self.svg.clone().unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+                .join("demo-timeline.svg")
+        })
     }
+}
+
+/// The recorder of `--record`, read by the annotated function's `record = demo_recorder`
+/// when its pipeline is built (at the warm-up call, after `run` has set it).
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+
+fn demo_recorder() -> Option<Recorder> {
+    RECORDER.get().cloned()
 }
 
 /// The number of concurrent callers per client set.
@@ -991,6 +900,13 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     let metrics = recorder.handle();
     metrics::set_global_recorder(recorder)?;
     let timeline = Arc::new(Timeline::default());
+    if let Some(path) = &args.record {
+        let recorder =
+            Recorder::to_file(path).map_err(|e| format!("--record {}: {e}", path.display()))?;
+        // The warm-up comes before the script's phases.
+        recorder.phase("warm-up");
+        let _ = RECORDER.set(recorder);
+    }
 
     let callers = match &args.config {
         None => {
@@ -1079,6 +995,16 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     );
     let started = Instant::now() + Duration::from_millis(100);
     script.start.set(started).map_err(|_| "started twice")?;
+    if let Some(recorder) = RECORDER.get() {
+        // Label the recorded calls with the phases, as they begin.
+        let (recorder, script) = (recorder.clone(), Arc::clone(&script));
+        tokio::spawn(async move {
+            for (i, p) in script.phases.iter().enumerate() {
+                tokio::time::sleep_until((started + script.phase_start(i)).into()).await;
+                recorder.phase(p.name);
+            }
+        });
+    }
 
     let mut tasks = Vec::new();
     for set in [WITH, WITHOUT] {
@@ -1099,8 +1025,19 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     print_table(&script, &service, &records);
     print_hang_summary(&script, &records);
     let counts = print_timeline(&script, &events);
-    write_svg(&args.svg, &script, &events, &records)?;
-    println!("\ntimeline chart: {}", args.svg.display());
+    let svg = args.svg_path();
+    write_svg(&svg, &script, &events, &records)?;
+    println!("\ntimeline chart: {}", svg.display());
+    if let (Some(path), Some(recorder)) = (&args.record, RECORDER.get()) {
+        let (written, dropped) = recorder.flush()?;
+        println!(
+            "recorded {written} attempts of the breaker's client set to {} ({dropped} dropped); \
+             replay them with\n  cargo run --release --features cli --bin breaker -- simulate \
+             --trace {} --config examples/demo.toml",
+            path.display(),
+            path.display()
+        );
+    }
     print_metrics_sample(&load.clients[WITHOUT], addr).await?;
     server.abort();
 
@@ -1127,17 +1064,8 @@ async fn run(args: Args) -> Result<bool, BoxError> {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = match Args::parse() {
-        Ok(a) => a,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return std::process::ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n{USAGE}");
-            return std::process::ExitCode::from(2);
-        }
-    };
+    // `--help` prints the usage and exits 0; a usage error exits 2.
+    let args = <Args as clap::Parser>::parse();
     let started = Instant::now();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

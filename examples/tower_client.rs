@@ -2,19 +2,26 @@
 //!
 //! A small hyper server on loopback answers `503` to its first three requests, then `200`.
 //! The client is a tower `Service` (one hyper HTTP/1 connection per request) wrapped in a
-//! [`BreakerLayer`] whose classifier treats 5xx as failures and 4xx as neutral. The breaker
-//! opens after three failures, rejects the next calls locally without touching the network,
-//! and after its cooldown lets one probe through, which succeeds and closes it.
+//! [`BreakerLayer`] with the library's standard HTTP rules ([`HttpClassifier`]): hyper answers
+//! `Ok(response)` for a 503, and the classifier calls that response a failure (a 4xx would be
+//! neutral), while the caller still gets it. The breaker opens after three failures, rejects
+//! the next calls locally without touching the network, and after its cooldown lets one probe
+//! through, which succeeds and closes it.
 //!
-//! Loopback only, 10 requests, stops by itself:
+//! Loopback only, 10 requests, stops by itself; it exits with an error unless the server saw
+//! exactly the calls the breaker let through and the breaker opened and closed again (CI runs
+//! it):
 //!
 //! ```text
-//! cargo run --example tower_client --features tower
+//! cargo run --example tower_client --features tower,http
 //! ```
 
+use breaker::breaker::State;
 use breaker::breaker::{BreakerPolicy, CircuitBreaker};
-use breaker::tower::breaker::{BreakerError, BreakerLayer};
-use breaker::Outcome;
+use breaker::error::Rejection;
+use breaker::http::HttpClassifier;
+use breaker::tower::breaker::BreakerLayer;
+use breaker::Error;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
@@ -30,8 +37,7 @@ use tower::{Layer, ServiceExt};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves on `listener` until the task is aborted: 503 for the first three requests, then 200.
-async fn serve(listener: TcpListener) {
-    let hits = Arc::new(AtomicU32::new(0));
+async fn serve(listener: TcpListener, hits: Arc<AtomicU32>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             return;
@@ -74,22 +80,12 @@ async fn get(addr: SocketAddr) -> Result<Response<Bytes>, BoxError> {
     Ok(Response::from_parts(parts, body))
 }
 
-/// 5xx: failure; other statuses: success except 4xx, which says nothing about the server's
-/// health (neutral); transport errors: failure.
-fn classify(result: &Result<Response<Bytes>, BoxError>) -> Outcome {
-    match result {
-        Ok(r) if r.status().is_server_error() => Outcome::Failure,
-        Ok(r) if r.status().is_client_error() => Outcome::Ignored,
-        Ok(_) => Outcome::Success,
-        Err(_) => Outcome::Failure,
-    }
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let server = tokio::spawn(serve(listener));
+    let hits = Arc::new(AtomicU32::new(0));
+    let server = tokio::spawn(serve(listener, Arc::clone(&hits)));
 
     let breaker = CircuitBreaker::builder(BreakerPolicy {
         consecutive_failures: Some(3),
@@ -98,10 +94,11 @@ async fn main() -> Result<(), BoxError> {
         ..BreakerPolicy::default()
     })
     .name("loopback")
-    .on_transition(|t| println!("  transition: {:?} -> {:?} ({})", t.from, t.to, t.reason))
+    .on_transition(|t| println!("  transition: {} -> {} ({})", t.from, t.to, t.reason))
     .build()?;
-    let layer = BreakerLayer::new(breaker.clone()).with_classifier(classify);
+    let layer = BreakerLayer::new(breaker.clone()).with_classifier(HttpClassifier);
     let client = layer.layer(tower::service_fn(move |()| get(addr)));
+    let (mut answered, mut rejected) = (0, 0);
 
     for i in 1..=10 {
         if i == 7 {
@@ -109,17 +106,43 @@ async fn main() -> Result<(), BoxError> {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         match client.clone().oneshot(()).await {
-            Ok(resp) => println!(
-                "call {i:2}: {} {:?}",
-                resp.status(),
-                String::from_utf8_lossy(resp.body())
-            ),
-            Err(BreakerError::Rejected(r)) => println!("call {i:2}: rejected locally: {r}"),
-            Err(BreakerError::Inner(e)) => println!("call {i:2}: transport error: {e}"),
+            // A 503 is a failure to the breaker, and still the caller's response.
+            Ok(resp) => {
+                answered += 1;
+                println!(
+                    "call {i:2}: {} {:?}",
+                    resp.status(),
+                    String::from_utf8_lossy(resp.body())
+                );
+            }
+            Err(Error::Rejected(Rejection::Breaker(r))) => {
+                rejected += 1;
+                println!("call {i:2}: rejected locally: {r}");
+            }
+            Err(Error::Inner(e)) => println!("call {i:2}: transport error: {e}"),
             Err(e) => println!("call {i:2}: {e}"),
         }
     }
-    println!("final state: {:?}", breaker.state());
+    let (state, reached) = (breaker.state(), hits.load(Ordering::SeqCst));
+    println!("final state: {state}; {answered} answered, {rejected} rejected, {reached} reached the server");
     server.abort();
+    // Three 503s open the breaker; calls 4 to 6 are refused locally; after the cooldown the
+    // probe (call 7) gets a 200 and closes it; calls 8 to 10 go through.
+    if (answered, rejected, reached, state) != (7, 3, 7, State::Closed) {
+        return Err(format!(
+            "expected 7 answered, 3 rejected, 7 requests at the server and a closed breaker; got \
+             {answered}, {rejected}, {reached}, {state}"
+        )
+        .into());
+    }
+    if let Some(t) = breaker.snapshot().totals {
+        if t.failed != 3 {
+            return Err(format!(
+                "expected the three 503 responses to count as breaker failures; got {}",
+                t.failed
+            )
+            .into());
+        }
+    }
     Ok(())
 }

@@ -97,6 +97,12 @@ pub fn keyed(function: &str, key: &str) -> Option<CircuitBreaker> {
     table().keyed.get(function)?.get(key)
 }
 
+/// The registry of keyed breakers of the `key = ..` function `function` (its bounds, its
+/// keys, their breakers), once a call with a key has been made.
+pub fn keys(function: &str) -> Option<Registry<String>> {
+    table().keyed.get(function).cloned()
+}
+
 /// Adds `listener` to the breakers named `name` built from now on (see the
 /// [module docs](self)). It runs on the thread that made the transition, after the state
 /// changed; keep it short and never call the breaker from it.

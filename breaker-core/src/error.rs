@@ -15,11 +15,14 @@
 //! [pipeline docs](crate::pipeline) say what each order of the layers sees).
 //!
 //! Display strings are lowercase and `source()` is chained: `GaveUp` → its last error →
-//! `E`'s own sources.
+//! `E`'s own sources. `GaveUp` also names its last error in its own Display
+//! (`gave up after 3 attempts: attempts exhausted; last error: connection refused`), so a log
+//! line of the error alone says what kept failing.
 
 use crate::breaker::Rejected;
 use crate::bulkhead::BulkheadFull;
 use crate::layer::Layer;
+use crate::registry::RegistryFull;
 use crate::retry::GiveUpReason;
 use crate::timeout::{Elapsed, TimeoutKind};
 use std::fmt;
@@ -35,13 +38,18 @@ pub enum Rejection {
     /// The bulkhead is full.
     #[error(transparent)]
     Bulkhead(#[from] BulkheadFull),
+    /// The call's key has no breaker and none can be made: the keyed registry holds its
+    /// `max_keys` breakers and none of them is idle and closed (`#[circuit_breaker(key = ..)]`
+    /// refuses such a call rather than grow without bound or run it unprotected).
+    #[error(transparent)]
+    Keys(#[from] RegistryFull),
 }
 
 impl Rejection {
     /// The layer that refused.
     pub fn layer(&self) -> Layer {
         match self {
-            Rejection::Breaker(_) => Layer::Breaker,
+            Rejection::Breaker(_) | Rejection::Keys(_) => Layer::Breaker,
             Rejection::Bulkhead(_) => Layer::Bulkhead,
         }
     }
@@ -51,15 +59,16 @@ impl Rejection {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Rejection::Breaker(r) => r.retry_after(),
-            Rejection::Bulkhead(_) => None,
+            Rejection::Bulkhead(_) | Rejection::Keys(_) => None,
         }
     }
 }
 
-/// The error of a pipeline call. See the [module docs](self).
+/// The error of a pipeline call, and of every tower layer of this crate. See the
+/// [module docs](self).
 ///
 /// Implements [`std::error::Error`] when `E` does.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error<E> {
     /// The operation's own error, unchanged. Displayed as `E` is.
@@ -125,6 +134,72 @@ impl<E> Error<E> {
         }
     }
 
+    /// The same error with the operation's error mapped by `f` (looking through
+    /// [`Error::GaveUp`]); the pipeline's own errors are kept as they are.
+    ///
+    /// ```
+    /// use breaker_core::Error;
+    /// let e: Error<std::num::ParseIntError> = Error::Inner("x".parse::<u32>().unwrap_err());
+    /// let e: Error<String> = e.map_inner(|e| e.to_string());
+    /// assert_eq!(e.inner().map(String::as_str), Some("invalid digit found in string"));
+    /// ```
+    pub fn map_inner<F>(self, f: impl FnOnce(E) -> F) -> Error<F> {
+        match self {
+            Error::Inner(e) => Error::Inner(f(e)),
+            Error::Rejected(r) => Error::Rejected(r),
+            Error::Timeout(t) => Error::Timeout(t),
+            Error::GaveUp {
+                attempts,
+                reason,
+                last,
+            } => Error::GaveUp {
+                attempts,
+                reason,
+                last: Box::new(last.map_inner(f)),
+            },
+        }
+    }
+
+    /// The operation's error as it is, or the pipeline's own error (a rejection, a timeout)
+    /// converted into `E`: one error type for code whose `E` can hold any error, such as
+    /// `anyhow::Error` (which converts from every `std::error::Error`, and so from
+    /// `Error<Infallible>`) or an enum of yours with a `#[from] breaker::Error<Infallible>`
+    /// variant. When retry gave up, this is the last attempt's error, flattened the same
+    /// way (the number of attempts is not kept).
+    ///
+    /// `#[circuit_breaker(flatten)]` applies it to the function's result, which then keeps its
+    /// declared type `Result<T, E>`.
+    ///
+    /// ```
+    /// use breaker_core::Error;
+    /// use std::convert::Infallible;
+    ///
+    /// #[derive(Debug)]
+    /// enum AppError {
+    ///     NotFound,
+    ///     Resilience(Error<Infallible>),
+    /// }
+    /// impl From<Error<Infallible>> for AppError {
+    ///     fn from(e: Error<Infallible>) -> Self {
+    ///         AppError::Resilience(e)
+    ///     }
+    /// }
+    ///
+    /// let e: Error<AppError> = Error::Inner(AppError::NotFound);
+    /// assert!(matches!(e.flatten(), AppError::NotFound));
+    /// ```
+    pub fn flatten(self) -> E
+    where
+        E: From<Error<std::convert::Infallible>>,
+    {
+        match self {
+            Error::Inner(e) => e,
+            Error::Rejected(r) => E::from(Error::Rejected(r)),
+            Error::Timeout(t) => E::from(Error::Timeout(t)),
+            Error::GaveUp { last, .. } => last.flatten(),
+        }
+    }
+
     /// Attempts made: the `attempts` of [`Error::GaveUp`], 1 for an inner error or a timeout,
     /// 0 for a rejection. A rejection of a retry (retry outside the refusing layer) also reads
     /// 0, though earlier attempts were made: the error does not carry them.
@@ -144,10 +219,15 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::Rejected(r) => r.fmt(f),
             Error::Timeout(t) => t.fmt(f),
             Error::GaveUp {
-                attempts, reason, ..
+                attempts,
+                reason,
+                last,
             } => {
                 let s = if *attempts == 1 { "" } else { "s" };
-                write!(f, "gave up after {attempts} attempt{s}: {reason}")
+                write!(
+                    f,
+                    "gave up after {attempts} attempt{s}: {reason}; last error: {last}"
+                )
             }
         }
     }

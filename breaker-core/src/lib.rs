@@ -22,6 +22,7 @@ pub mod layer;
 pub mod observe;
 pub mod pipeline;
 pub mod policy;
+pub mod record;
 pub mod registry;
 pub mod retry;
 mod sync;
@@ -30,7 +31,7 @@ pub mod timeout;
 pub mod tower;
 
 pub use breaker::{CircuitBreaker, Permit, Rejected, State};
-pub use classify::Outcome;
+pub use classify::{Classifier, Outcome};
 pub use clock::{Clock, ManualClock};
 pub use error::{Error, Rejection};
 #[cfg(feature = "tokio")]

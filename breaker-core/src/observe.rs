@@ -24,7 +24,9 @@
 //!   (keyed ones included) and that a [`PolicyRegistry`](crate::config::PolicyRegistry) builds
 //!   are instrumented and tracked: their transitions and state gauge need no wiring. A breaker
 //!   you build yourself and hand over needs [`instrument`] and [`track`].
-//! - Retries and timeouts: [`retry`] and [`timeout`], called by the retry and timeout layers.
+//! - Retries and timeouts: [`retry`] and [`timeout`], called by the retry and timeout layers
+//!   of a pipeline, and the tower [`TimeoutService`](crate::tower::timeout::TimeoutService)
+//!   (under the name its layer was given, `""` by default).
 //!
 //! # Metric names and labels
 //! Every label set is bounded: the breaker's name (chosen by the program, one per
@@ -36,10 +38,13 @@
 //! |---|---|---|
 //! | [`CALLS_TOTAL`] `breaker_calls_total` | counter | `breaker`, `outcome` = `success` \| `failure` \| `ignored` \| `cancelled` |
 //! | [`REJECTIONS_TOTAL`] `breaker_rejections_total` | counter | `breaker`, `reason` = `open` \| `half_open_full` \| `forced_open` |
-//! | [`TRANSITIONS_TOTAL`] `breaker_transitions_total` | counter | `breaker`, `from`, `to` (a [`State`] name), `reason` (a [`TransitionReason`](crate::breaker::TransitionReason) name) |
-//! | [`STATE`] `breaker_state` | gauge | `breaker`, `state`: how many tracked breakers of that name are in that state (0 or 1 for a single breaker) |
+//! | [`TRANSITIONS_TOTAL`] `breaker_transitions_total` | counter | `breaker`, `from`, `to` (a [`State::as_str`](crate::breaker::State::as_str) name: `closed`, `open`, `half-open`, `forced-open`, `forced-closed`), `reason` (a [`TransitionReason`](crate::breaker::TransitionReason) name) |
+//! | [`STATE`] `breaker_state` | gauge | `breaker`, `state` (a [`State::as_str`](crate::breaker::State::as_str) name): how many tracked breakers of that name are in that state (0 or 1 for a single breaker) |
 //! | [`RETRIES_TOTAL`] `breaker_retries_total` | counter | `breaker`: retry attempts after the first |
 //! | [`TIMEOUTS_TOTAL`] `breaker_timeouts_total` | counter | `breaker`, `kind` = `attempt` \| `deadline` |
+//!
+//! A state is spelled as everywhere else, in `tracing` events and in [`State`](crate::breaker::State)'s `Display`:
+//! `half-open`, not `half_open` (label values may hold a hyphen).
 //!
 //! At most 4 + 3 + 5 × 5 × 8 + 5 + 1 + 2 series per breaker name; in practice about 20 (most
 //! from/to/reason combinations cannot happen).
@@ -69,8 +74,14 @@
 //! # Ok::<(), breaker_core::breaker::ValidationError>(())
 //! ```
 
-use crate::breaker::{BreakerBuilder, CircuitBreaker, RejectReason, State, Transition};
+#[cfg(feature = "tower")]
+use crate::breaker::OwnedPermit;
+#[cfg(feature = "tokio")]
+use crate::breaker::Permit;
+use crate::breaker::{BreakerBuilder, CircuitBreaker, RejectReason, Transition};
 use crate::classify::Outcome;
+#[cfg(any(feature = "tokio", feature = "tower"))]
+use std::borrow::Borrow;
 
 /// Counter of calls admitted by a breaker, by how they ended. Labels `breaker`, `outcome`.
 pub const CALLS_TOTAL: &str = "breaker_calls_total";
@@ -86,17 +97,6 @@ pub const RETRIES_TOTAL: &str = "breaker_retries_total";
 pub const TIMEOUTS_TOTAL: &str = "breaker_timeouts_total";
 
 pub use crate::timeout::TimeoutKind;
-
-/// A lowercase, snake_case label value for a state.
-pub const fn state_label(state: State) -> &'static str {
-    match state {
-        State::Closed => "closed",
-        State::Open => "open",
-        State::HalfOpen => "half_open",
-        State::ForcedOpen => "forced_open",
-        State::ForcedClosed => "forced_closed",
-    }
-}
 
 /// Adds the transition listener: every transition increments [`TRANSITIONS_TOTAL`] and moves
 /// one unit of the [`STATE`] gauge from the old state to the new one. Without the `metrics`
@@ -121,14 +121,14 @@ pub fn record_transition(t: &Transition) {
         metrics::counter!(
             TRANSITIONS_TOTAL,
             "breaker" => name.clone(),
-            "from" => state_label(t.from),
-            "to" => state_label(t.to),
+            "from" => t.from.as_str(),
+            "to" => t.to.as_str(),
             "reason" => t.reason.as_str(),
         )
         .increment(1);
-        metrics::gauge!(STATE, "breaker" => name.clone(), "state" => state_label(t.from))
+        metrics::gauge!(STATE, "breaker" => name.clone(), "state" => t.from.as_str())
             .decrement(1.0);
-        metrics::gauge!(STATE, "breaker" => name, "state" => state_label(t.to)).increment(1.0);
+        metrics::gauge!(STATE, "breaker" => name, "state" => t.to.as_str()).increment(1.0);
     }
     #[cfg(not(feature = "metrics"))]
     let _ = t;
@@ -140,7 +140,7 @@ pub fn record_transition(t: &Transition) {
 #[inline]
 pub fn track(breaker: &CircuitBreaker) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!(STATE, "breaker" => breaker.name().to_string(), "state" => state_label(breaker.state()))
+    metrics::gauge!(STATE, "breaker" => breaker.name().to_string(), "state" => breaker.state().as_str())
         .increment(1.0);
     #[cfg(not(feature = "metrics"))]
     let _ = breaker;
@@ -151,7 +151,7 @@ pub fn track(breaker: &CircuitBreaker) {
 #[inline]
 pub fn untrack(breaker: &CircuitBreaker) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!(STATE, "breaker" => breaker.name().to_string(), "state" => state_label(breaker.state()))
+    metrics::gauge!(STATE, "breaker" => breaker.name().to_string(), "state" => breaker.state().as_str())
         .decrement(1.0);
     #[cfg(not(feature = "metrics"))]
     let _ = breaker;
@@ -174,6 +174,53 @@ pub fn timeout(name: &str, kind: TimeoutKind) {
         .increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = (name, kind);
+}
+
+/// The pre-registered counter of the timeouts of one kind under one name, for a layer that
+/// counts its timeouts itself (the tower `TimeoutService`). Zero-sized without the `metrics`
+/// feature.
+#[cfg(all(feature = "tower", feature = "tokio"))]
+#[derive(Clone)]
+pub(crate) struct TimeoutMetrics {
+    #[cfg(feature = "metrics")]
+    counter: metrics::Counter,
+}
+
+#[cfg(all(feature = "tower", feature = "tokio"))]
+impl TimeoutMetrics {
+    /// Registers the counter of timeouts of `kind` under `name`, with the recorder installed
+    /// now.
+    pub(crate) fn new(name: &str, kind: TimeoutKind) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            TimeoutMetrics {
+                counter: metrics::counter!(
+                    TIMEOUTS_TOTAL,
+                    "breaker" => name.to_string(),
+                    "kind" => kind.as_str(),
+                ),
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (name, kind);
+            TimeoutMetrics {}
+        }
+    }
+
+    /// Counts one timeout.
+    #[inline]
+    pub(crate) fn elapsed(&self) {
+        #[cfg(feature = "metrics")]
+        self.counter.increment(1);
+    }
+}
+
+#[cfg(all(feature = "tower", feature = "tokio"))]
+impl std::fmt::Debug for TimeoutMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimeoutMetrics").finish_non_exhaustive()
+    }
 }
 
 /// Pre-registered call and rejection counters of one breaker name. Make one per name, not per
@@ -284,6 +331,76 @@ impl BreakerMetrics {
         .increment(1);
         #[cfg(not(feature = "metrics"))]
         let _ = reason;
+    }
+}
+
+/// The breaker permit of an admitted call and the counters its outcome goes to: the one guard
+/// of the [`Pipeline`](crate::pipeline::Pipeline) (a borrowed [`Permit`] and counters) and of
+/// the tower [`BreakerService`](crate::tower::breaker::BreakerService) (an [`OwnedPermit`]
+/// and counters of its own). The outcome is recorded once, in the breaker and in the counters;
+/// dropped without one, the permit records a cancellation (a failure while panicking), and so
+/// do the counters.
+#[cfg(any(feature = "tokio", feature = "tower"))]
+pub(crate) struct Metered<P: Record, M: Borrow<BreakerMetrics>> {
+    pub(crate) permit: P,
+    pub(crate) metrics: M,
+}
+
+#[cfg(any(feature = "tokio", feature = "tower"))]
+impl<P: Record, M: Borrow<BreakerMetrics>> Metered<P, M> {
+    /// Records `outcome` in the breaker and the counters, unless already recorded.
+    #[inline(always)]
+    pub(crate) fn record(&mut self, outcome: Outcome) {
+        if self.permit.record_once(outcome) {
+            self.metrics.borrow().outcome(outcome);
+        }
+    }
+}
+
+#[cfg(all(feature = "metrics", any(feature = "tokio", feature = "tower")))]
+impl<P: Record, M: Borrow<BreakerMetrics>> Drop for Metered<P, M> {
+    fn drop(&mut self) {
+        if !self.permit.is_done() {
+            if std::thread::panicking() {
+                self.metrics.borrow().outcome(Outcome::Failure);
+            } else {
+                self.metrics.borrow().cancelled();
+            }
+        }
+    }
+}
+
+/// A permit that records its outcome in place, once.
+#[cfg(any(feature = "tokio", feature = "tower"))]
+pub(crate) trait Record {
+    /// Records `outcome`; `false` if an outcome was recorded before.
+    fn record_once(&mut self, outcome: Outcome) -> bool;
+    /// Whether an outcome has been recorded.
+    #[cfg(feature = "metrics")]
+    fn is_done(&self) -> bool;
+}
+
+#[cfg(feature = "tokio")]
+impl Record for Permit<'_> {
+    #[inline(always)]
+    fn record_once(&mut self, outcome: Outcome) -> bool {
+        self.record_in_place(outcome)
+    }
+    #[cfg(feature = "metrics")]
+    fn is_done(&self) -> bool {
+        Permit::is_done(self)
+    }
+}
+
+/// An owned permit, taken when its outcome is recorded.
+#[cfg(feature = "tower")]
+impl Record for Option<OwnedPermit> {
+    fn record_once(&mut self, outcome: Outcome) -> bool {
+        self.take().map(|p| p.record(outcome)).is_some()
+    }
+    #[cfg(feature = "metrics")]
+    fn is_done(&self) -> bool {
+        self.is_none()
     }
 }
 

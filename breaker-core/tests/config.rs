@@ -478,7 +478,7 @@ fn committed_schema_matches_the_types() {
     let committed = std::fs::read_to_string(examples().join("breaker.schema.json")).unwrap();
     assert!(
         committed == config::json_schema(),
-        "examples/breaker.schema.json is stale; regenerate it with `cargo run --bin breaker -- \
+        "examples/breaker.schema.json is stale; regenerate it with `cargo run --features cli --bin breaker -- \
          schema > examples/breaker.schema.json`"
     );
 }

@@ -2,7 +2,7 @@
 #![cfg(feature = "http")]
 
 use breaker_core::http::{retry_after, HttpClassifier};
-use breaker_core::pipeline::{ErrorClassifier, Pipeline};
+use breaker_core::pipeline::Pipeline;
 use breaker_core::retry::{GiveUpReason, RetryPolicy};
 use breaker_core::timeout::TimeoutKind;
 use breaker_core::{Error, Outcome};

@@ -69,7 +69,7 @@ fn scripted_sequence_gives_exact_counters_and_gauges() {
         drop(probe);
         m.cancelled(); // the probe was cancelled
         assert!(call(&breaker, &m, Some(Outcome::Success))); // half-open -> closed
-        breaker.force_open(); // closed -> forced_open
+        breaker.force_open(); // closed -> forced-open
         assert!(!call(&breaker, &m, Some(Outcome::Success))); // rejected: forced_open
         assert_eq!(breaker.state(), State::ForcedOpen);
 
@@ -92,8 +92,8 @@ fn scripted_sequence_gives_exact_counters_and_gauges() {
             ("breaker_rejections_total{breaker=inventory,reason=open}", 2.0),
             ("breaker_retries_total{breaker=inventory}", 2.0),
             ("breaker_state{breaker=inventory,state=closed}", 0.0),
-            ("breaker_state{breaker=inventory,state=forced_open}", 1.0),
-            ("breaker_state{breaker=inventory,state=half_open}", 0.0),
+            ("breaker_state{breaker=inventory,state=forced-open}", 1.0),
+            ("breaker_state{breaker=inventory,state=half-open}", 0.0),
             ("breaker_state{breaker=inventory,state=open}", 0.0),
             ("breaker_timeouts_total{breaker=inventory,kind=attempt}", 1.0),
             ("breaker_timeouts_total{breaker=inventory,kind=deadline}", 1.0),
@@ -102,15 +102,15 @@ fn scripted_sequence_gives_exact_counters_and_gauges() {
                 1.0
             ),
             (
-                "breaker_transitions_total{breaker=inventory,from=closed,reason=manual,to=forced_open}",
+                "breaker_transitions_total{breaker=inventory,from=closed,reason=manual,to=forced-open}",
                 1.0
             ),
             (
-                "breaker_transitions_total{breaker=inventory,from=half_open,reason=probes_succeeded,to=closed}",
+                "breaker_transitions_total{breaker=inventory,from=half-open,reason=probes_succeeded,to=closed}",
                 1.0
             ),
             (
-                "breaker_transitions_total{breaker=inventory,from=open,reason=cooldown_elapsed,to=half_open}",
+                "breaker_transitions_total{breaker=inventory,from=open,reason=cooldown_elapsed,to=half-open}",
                 1.0
             ),
         ])

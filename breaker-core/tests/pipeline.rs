@@ -467,7 +467,7 @@ async fn error_display_and_source_chain() {
     let e = failing_call(&p, &calls).await.unwrap_err();
     assert_eq!(
         e.to_string(),
-        "gave up after 3 attempts: attempts exhausted"
+        "gave up after 3 attempts: attempts exhausted; last error: boom"
     );
     let source = std::error::Error::source(&e).unwrap();
     assert_eq!(source.to_string(), "boom");

@@ -146,11 +146,11 @@ fn a_pipeline_breaker_counts_outcomes_rejections_cancellations_transitions_and_s
                 1.0
             ),
             (
-                "breaker_transitions_total{breaker=stock,from=half_open,reason=probes_succeeded,to=closed}",
+                "breaker_transitions_total{breaker=stock,from=half-open,reason=probes_succeeded,to=closed}",
                 1.0
             ),
             (
-                "breaker_transitions_total{breaker=stock,from=open,reason=cooldown_elapsed,to=half_open}",
+                "breaker_transitions_total{breaker=stock,from=open,reason=cooldown_elapsed,to=half-open}",
                 1.0
             ),
         ])

@@ -3,9 +3,11 @@
 #![cfg(feature = "tower")]
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, RejectReason, State};
+use breaker_core::classify::from_fn;
 use breaker_core::clock::{Clock, ManualClock};
-use breaker_core::tower::breaker::{BreakerError, BreakerLayer};
-use breaker_core::Outcome;
+use breaker_core::error::Rejection;
+use breaker_core::tower::breaker::BreakerLayer;
+use breaker_core::{Error, Outcome};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +53,7 @@ async fn open_breaker_rejects_without_calling_the_inner_service() {
     assert_eq!(svc.clone().oneshot(1).await, Ok(1));
     assert_eq!(
         svc.clone().oneshot(-1).await,
-        Err(BreakerError::Inner("bad -1".to_string()))
+        Err(Error::Inner("bad -1".to_string()))
     );
     assert!(svc.clone().oneshot(-2).await.is_err());
     assert_eq!(svc.breaker().state(), State::Open);
@@ -59,7 +61,7 @@ async fn open_breaker_rejects_without_calling_the_inner_service() {
 
     for _ in 0..5 {
         match svc.clone().oneshot(7).await {
-            Err(BreakerError::Rejected(r)) => {
+            Err(Error::Rejected(Rejection::Breaker(r))) => {
                 assert_eq!(r.reason(), RejectReason::Open);
                 assert_eq!(r.retry_after(), Some(Duration::from_secs(5)));
             }
@@ -100,7 +102,9 @@ async fn poll_ready_reserves_no_permit_and_clones_share_the_probe_limit() {
     assert_eq!(layer.breaker().snapshot().probes_in_flight, 1);
     // ... so a's call is rejected although a was ready first.
     match a.call(6).await {
-        Err(BreakerError::Rejected(r)) => assert_eq!(r.reason(), RejectReason::HalfOpenFull),
+        Err(Error::Rejected(Rejection::Breaker(r))) => {
+            assert_eq!(r.reason(), RejectReason::HalfOpenFull)
+        }
         other => panic!("expected half_open_full, got {other:?}"),
     }
     assert_eq!(fb.await, Ok(5));
@@ -138,10 +142,10 @@ async fn classifier_decides_the_outcome() {
     let calls = Arc::new(AtomicU32::new(0));
     // Negative requests are "client errors": neutral, never trip the breaker.
     let svc = BreakerLayer::new(breaker(&time, 1))
-        .with_classifier(|r: &Result<i32, String>| match r {
+        .with_classifier(from_fn(|r: Result<&i32, &String>| match r {
             Ok(_) => Outcome::Success,
             Err(_) => Outcome::Ignored,
-        })
+        }))
         .layer(counting(&calls));
     for i in 1..=10 {
         assert!(svc
@@ -163,12 +167,14 @@ fn errors_display_and_chain() {
     let b = breaker(&time, 1);
     b.force_open();
     let rejected = b.try_acquire().unwrap_err();
-    let e: BreakerError<std::io::Error> = BreakerError::Rejected(rejected);
+    let e: Error<std::io::Error> = Error::Rejected(Rejection::Breaker(rejected));
     assert_eq!(e.to_string(), "circuit breaker `svc` was forced open");
-    assert!(e.is_rejected());
-    let e: BreakerError<std::io::Error> = BreakerError::Inner(std::io::Error::other("boom"));
-    assert_eq!(e.to_string(), "the guarded service failed");
-    assert_eq!(e.source().unwrap().to_string(), "boom");
+    assert!(e.rejection().is_some());
+    // The inner error is displayed as itself (it used to be hidden behind "the guarded
+    // service failed"), so its own sources follow it, not itself again.
+    let e: Error<std::io::Error> = Error::Inner(std::io::Error::other("boom"));
+    assert_eq!(e.to_string(), "boom");
+    assert!(e.source().is_none());
 }
 
 #[cfg(feature = "metrics")]

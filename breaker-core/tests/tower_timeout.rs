@@ -129,3 +129,36 @@ fn zero_timeout_is_a_build_error() {
         })
     ));
 }
+
+/// The layer's timeouts are counted in `breaker_timeouts_total`, as a pipeline counts its own:
+/// under `breaker=""` by default, under the layer's name when it has one.
+#[cfg(feature = "metrics")]
+#[tokio::test(start_paused = true)]
+async fn timeouts_are_counted_in_the_metrics() {
+    use metrics_util::debugging::DebuggingRecorder;
+    let recorder = DebuggingRecorder::new();
+    let (calls, drops) = (Arc::default(), Arc::default());
+    let (named, unnamed) = metrics::with_local_recorder(&recorder, || {
+        let layer = TimeoutLayer::new(Duration::from_secs(1)).unwrap();
+        (
+            layer.clone().name("svc").layer(sleeper(&calls, &drops)),
+            layer.layer(sleeper(&calls, &drops)),
+        )
+    });
+    for _ in 0..2 {
+        assert!(named.clone().oneshot(5_000).await.is_err());
+    }
+    assert!(unnamed.clone().oneshot(5_000).await.is_err());
+    assert_eq!(named.oneshot(10).await.unwrap(), 10); // in time: not counted
+    assert_eq!(
+        support::nonzero(&recorder),
+        support::expected(&[
+            ("breaker_timeouts_total{breaker=,kind=attempt}", 1.0),
+            ("breaker_timeouts_total{breaker=svc,kind=attempt}", 2.0),
+        ])
+    );
+}
+
+#[cfg(feature = "metrics")]
+#[path = "support/metrics.rs"]
+mod support;

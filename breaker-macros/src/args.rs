@@ -112,10 +112,12 @@ pub struct Args {
     pub concurrency: Option<Given<LitInt>>,
     /// `fallback = path`.
     pub fallback: Option<Given<Path>>,
-    /// `classify = path`.
-    pub classify: Option<Given<Path>>,
+    /// `classify = http`, `classify = path::to::fn` or `classify = <classifier expression>`.
+    pub classify: Option<Given<Expr>>,
     /// `retry_if = path`.
     pub retry_if: Option<Given<Path>>,
+    /// `record = path`: a `fn() -> Option<Recorder>`.
+    pub record: Option<Given<Path>>,
     /// `idempotent` or `idempotent = bool`.
     pub idempotent: Option<Given<LitBool>>,
     /// `name = "..."`.
@@ -126,8 +128,14 @@ pub struct Args {
     pub policy: Option<Given<LitStr>>,
     /// `config = "file.toml"`.
     pub config: Option<Given<LitStr>>,
-    /// `key = argument`.
-    pub key: Option<Given<Ident>>,
+    /// `key = expression` over the arguments and `self`.
+    pub key: Option<Given<Expr>>,
+    /// `max_keys = N`: at most N keyed breakers.
+    pub max_keys: Option<Given<LitInt>>,
+    /// `key_idle = "D"`: a closed key breaker unused for D may be evicted.
+    pub key_idle: Option<Given<LitStr>>,
+    /// `flatten` or `flatten = bool`: keep the declared error type.
+    pub flatten: Option<Given<LitBool>>,
 }
 
 /// The one set-once helper: stores the first occurrence of an option and reports any later one
@@ -170,8 +178,12 @@ impl Args {
             Key::Order => self.order.as_ref().map(|g| (g.key, g.value.span)),
             Key::Fallback => of(&self.fallback),
             Key::Classify => of(&self.classify),
+            Key::Record => of(&self.record),
             Key::Name => of(&self.name),
             Key::ByKey => of(&self.key),
+            Key::MaxKeys => of(&self.max_keys),
+            Key::KeyIdle => of(&self.key_idle),
+            Key::Flatten => of(&self.flatten),
             Key::Policy => of(&self.policy),
             Key::Config => of(&self.config),
             Key::Crate => of(&self.krate),
@@ -223,11 +235,14 @@ impl Args {
             unknown(cx, &key);
             return Ok(());
         };
-        // A flag written without a value; every option but `idempotent` needs one.
+        // A flag written without a value; every option but `idempotent` and `flatten` needs one.
         let Some(value) = value else {
             if option == Key::Idempotent {
                 let lit = LitBool::new(true, key.span());
                 set_once(cx, &mut self.idempotent, &key, Some(lit));
+            } else if option == Key::Flatten {
+                let lit = LitBool::new(true, key.span());
+                set_once(cx, &mut self.flatten, &key, Some(lit));
             } else {
                 cx.error_at(
                     key.span(),
@@ -287,20 +302,23 @@ impl Args {
             Key::Concurrency => set_once(cx, &mut self.concurrency, &key, int(cx, option, v)),
             Key::Order => set_once(cx, &mut self.order, &key, order(cx, option, v)),
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
-            Key::Classify => set_once(cx, &mut self.classify, &key, path(cx, option, v)),
+            // Any expression: `http`, a `fn(&E) -> Outcome` path or a classifier value; which
+            // one is decided by its type (see `expand::classifier`).
+            Key::Classify => set_once(cx, &mut self.classify, &key, Some(v.clone())),
+            Key::Record => set_once(cx, &mut self.record, &key, path(cx, option, v)),
             Key::Name => set_once(cx, &mut self.name, &key, string(cx, option, v)),
-            Key::ByKey => {
-                let ident = match v {
-                    Expr::Path(p) if p.qself.is_none() => p.path.get_ident().cloned(),
-                    _ => None,
+            // Any expression over the arguments and `self`; `validate` checks what it names.
+            Key::ByKey => set_once(cx, &mut self.key, &key, Some(v.clone())),
+            Key::MaxKeys => set_once(cx, &mut self.max_keys, &key, int(cx, option, v)),
+            Key::KeyIdle => set_once(cx, &mut self.key_idle, &key, string(cx, option, v)),
+            Key::Flatten => {
+                let flag = match v {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Bool(b), ..
+                    }) => Some(b.clone()),
+                    _ => shape(cx, option, v),
                 };
-                if ident.is_none() {
-                    cx.error_spanned_by(
-                        v,
-                        "`key` must name one argument of the function, like `key = host`",
-                    );
-                }
-                set_once(cx, &mut self.key, &key, ident)
+                set_once(cx, &mut self.flatten, &key, flag)
             }
             Key::Policy => set_once(cx, &mut self.policy, &key, string(cx, option, v)),
             Key::Config => set_once(cx, &mut self.config, &key, string(cx, option, v)),
@@ -347,18 +365,21 @@ fn example(option: Key) -> &'static str {
 /// Records "`key` expects X" at the value and returns `None`.
 fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
     let what = match option {
-        Key::Threshold | Key::MinCalls | Key::HalfOpenProbes | Key::Concurrency => "an integer",
+        Key::Threshold | Key::MinCalls | Key::HalfOpenProbes | Key::Concurrency | Key::MaxKeys => {
+            "an integer"
+        }
         Key::FailureRate => "a percentage (an integer or float literal)",
         Key::Window => "a number of calls or a duration string",
         Key::Order => "a list of layer names",
-        Key::Fallback | Key::Classify | Key::RetryIf | Key::Crate => "a path",
-        Key::Idempotent => "`true` or `false`",
+        Key::Fallback | Key::Classify | Key::RetryIf | Key::Record | Key::Crate => "a path",
+        Key::Idempotent | Key::Flatten => "`true` or `false`",
         Key::Cooldown
         | Key::Retry
         | Key::Timeout
         | Key::Deadline
         | Key::Name
         | Key::ByKey
+        | Key::KeyIdle
         | Key::Policy
         | Key::Config => "a string literal",
     };
@@ -456,7 +477,8 @@ mod tests {
             cooldown = "30s", half_open_probes = 2, retry = "3x", timeout = "1s",
             deadline = "5s", order = [retry, breaker], concurrency = 4, fallback = a::b,
             classify = c, retry_if = d, idempotent, name = "n", crate = "::x",
-            policy = "p", config = "c.toml", key = host
+            policy = "p", config = "c.toml", key = host, max_keys = 100, key_idle = "1m",
+            flatten
         });
         assert_eq!(errors, Vec::<String>::new());
         let args = args.unwrap();
@@ -464,7 +486,8 @@ mod tests {
         assert!(matches!(args.window.unwrap().value, WindowArg::Time(_)));
         assert_eq!(args.order.unwrap().value.items.len(), 2);
         assert!(args.idempotent.unwrap().value.value);
-        assert_eq!(args.key.unwrap().value, "host");
+        let key = args.key.unwrap().value;
+        assert_eq!(quote::ToTokens::to_token_stream(&key).to_string(), "host");
     }
 
     #[test]
@@ -502,5 +525,18 @@ mod tests {
         let (args, errors) = parse(quote! { threshold 5 });
         assert!(args.is_none());
         assert_eq!(errors.len(), 1);
+    }
+
+    #[test]
+    fn key_is_any_expression() {
+        let (args, errors) = parse(quote! { key = self.base, flatten = false });
+        assert_eq!(errors, Vec::<String>::new());
+        let args = args.unwrap();
+        let key = args.key.unwrap().value;
+        assert_eq!(
+            quote::ToTokens::to_token_stream(&key).to_string(),
+            "self . base"
+        );
+        assert!(!args.flatten.unwrap().value.value);
     }
 }

@@ -10,24 +10,35 @@
 //! async fn get(client: &Client, sku: String) -> Result<Stock, ::breaker::Error<E>> {
 //!     static __BREAKER_PIPELINE: OnceLock<Pipeline> = OnceLock::new();   // one per function
 //!     let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| Pipeline::inline(policy, name));
-//!     let __breaker_target = __breaker_pipeline.breaker();   // or `.keyed(key(&arg))`
-//!     let __breaker_classifier = classifier(failure, transient); // or `classify`, `retry_if`
+//!     let __breaker_target = __breaker_pipeline.breaker();   // or `.keyed(key(&expr))`
+//!     let __breaker_classifier = default_classifier();   // or `classify`, `retry_if`
 //!     call(__breaker_target, &__breaker_classifier, move || {   // a fresh future per attempt
-//!         let client = reuse(&client);     // `&T` is copied, `T: Clone` cloned
-//!         let sku = reuse(&sku);
+//!         let client = reuse(&client);     // each name the patterns bind: `&T` copied,
+//!         let sku = reuse(&sku);           // `T: Clone` cloned, with the argument's attributes
 //!         async move { /* fake return typed as the user's `Result<Stock, E>` */ body }
 //!     })
 //!     .await
 //! }
 //! ```
+//! Without retry the attempt is `once(async move { .. })`, which captures the arguments as
+//! they are (no copies, no rebinding). With retry and an owned receiver the body uses, `self`
+//! in the body becomes `__breaker_self`, a `reuse_self(&self)` per attempt. A function
+//! returning a boxed future keeps its statements before `Box::pin` (run once per call) and
+//! copies, per attempt, the arguments and locals its `async` block names. With `flatten`
+//! the result goes through `flatten(..)` and the declared return type stays.
+//!
 //! The body keeps its original tokens and spans, so the user's lints and type errors land where
-//! they would without the attribute. Runtime support is named only through the absolute path
-//! `::breaker::__private` (or `crate = path`), and generated names start with `__breaker_`.
+//! they would without the attribute; the copies are generated code at the user's tokens (see
+//! `rewrite::at`), so their errors land there while lints and suggestions leave them alone.
+//! Runtime support is named only through the absolute path `::breaker::__private` (or
+//! `crate = path`), and generated names start with `__breaker_`.
 
 use crate::args::Args;
 use crate::ctxt::Ctxt;
 use crate::fallback;
-use crate::validate::{self, FnKind, Source, Spec};
+use crate::rewrite::{at, erase_impl_trait, replace_self, respan};
+use crate::shape::{strip_mut, Binding};
+use crate::validate::{self, FnKind, RecvKind, Source, Spec};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -54,37 +65,96 @@ pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// The name of the per-attempt copy of an owned receiver (the body's `self` is renamed to it).
+const SELF_COPY: &str = "__breaker_self";
+
 fn expand(spec: &Spec) -> TokenStream {
     let func = &spec.func;
-    let krate = &spec.krate;
     let item = &func.item;
     let attrs = &item.attrs;
     let vis = &item.vis;
     let mut sig = item.sig.clone();
+    let attempt = Attempt::new(spec);
 
-    // Plain names in the signature; patterns are re-bound inside each attempt.
-    for (input, arg) in sig
-        .inputs
-        .iter_mut()
-        .filter(|i| matches!(i, FnArg::Typed(_)))
-        .zip(&func.args)
-    {
-        if let FnArg::Typed(t) = input {
-            let binding = &arg.binding;
-            *t.pat = syn::parse_quote_spanned!(t.pat.span()=> #binding);
+    if spec.reruns {
+        match func.kind {
+            // Every use of an argument is in the attempts, which bind it again (with `mut` as
+            // written): the signature's binding is only borrowed, so `mut` there would warn.
+            FnKind::Async => {
+                for input in &mut sig.inputs {
+                    match input {
+                        FnArg::Typed(t) => strip_mut(&mut t.pat),
+                        FnArg::Receiver(r) if attempt.self_copy => r.mutability = None,
+                        FnArg::Receiver(_) => {}
+                    }
+                }
+            }
+            // The statements before `Box::pin` may mutate an argument, or not: both are right.
+            FnKind::Boxed { .. } => {
+                for input in &mut sig.inputs {
+                    let allow: syn::Attribute = syn::parse_quote!(#[allow(unused_mut)]);
+                    match input {
+                        FnArg::Typed(t) if attempt.reuses_mut_arg(&t.pat) => t.attrs.push(allow),
+                        FnArg::Receiver(r) if attempt.self_copy && r.mutability.is_some() => {
+                            r.attrs.push(allow)
+                        }
+                        _ => {}
+                    }
+                }
+            }
         }
     }
 
     let ret = &func.ret;
-    let wrapped = wrapped_type(spec);
-    let attempt = attempt_closure(spec);
-    let pipeline = pipeline_expr(spec);
+    let output = match spec.flatten {
+        Some(_) => ret.to_token_stream(),
+        None => wrapped_type(spec),
+    };
+    let run = run(spec, attempt.tokens(spec));
     let name_note = doc_note(spec);
+    let block = match &func.kind {
+        FnKind::Async => {
+            sig.output = syn::parse_quote_spanned!(ret.span()=> -> #output);
+            quote!({ #run })
+        }
+        FnKind::Boxed { prep, .. } => {
+            // `-> Pin<Box<dyn Future<Output = R> + Send + 'a>>`: replace `R`.
+            if let ReturnType::Type(_, ty) = &mut sig.output {
+                replace_future_output(ty, &output);
+            }
+            let prep = attempt.prep(prep);
+            quote!({
+                #(#prep)*
+                ::std::boxed::Box::pin(async move { #run })
+            })
+        }
+    };
+
+    quote! {
+        #(#attrs)*
+        #name_note
+        #vis #sig #block
+    }
+}
+
+/// The statements of one call, inside the rewritten function: the pipeline (one per
+/// function), the breaker (the function's or the key's), the classifier, the call.
+fn run(spec: &Spec, attempt: TokenStream) -> TokenStream {
+    let krate = &spec.krate;
+    let pipeline = pipeline_expr(spec);
     let static_ty = quote!(#krate::__private::OnceLock<#krate::__private::Pipeline>);
     let select = match &spec.key {
-        Some(key) => quote_spanned! {key.span()=>
-            let __breaker_target = __breaker_pipeline.keyed(#krate::__private::key(&#key));
-        },
+        Some(key) => {
+            let expr = &key.expr;
+            let expr = if key.compound {
+                quote!((#expr))
+            } else {
+                quote!(#expr)
+            };
+            quote_spanned! {key.span=>
+                let __breaker_target = __breaker_pipeline.keyed(#krate::__private::key(&#expr));
+            }
+        }
         None => quote!(let __breaker_target = __breaker_pipeline.breaker();),
     };
     let classifier = classifier(spec);
@@ -117,43 +187,23 @@ fn expand(spec: &Spec) -> TokenStream {
         }
         None => call,
     };
+    let call = match spec.flatten {
+        Some(span) => splice_arg(respan(quote!(#krate::__private::flatten()), span), call),
+        None => call,
+    };
     let needs_config = match &spec.source {
         Source::Named { .. } => quote!(#krate::__private::named_policy_needs_config!();),
         Source::Inline(_) => TokenStream::new(),
     };
-    let registration = crate::config_file::registration(spec, &function_name(spec));
-    let run = quote! {
-        #needs_config
+    let registration = crate::config_file::registration(spec, &registered_name(spec));
+    quote! {
         #registration
         static __BREAKER_PIPELINE: #static_ty = #krate::__private::OnceLock::new();
+        #needs_config
         let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| #pipeline);
         #select
         let __breaker_classifier = #classifier;
         #call
-    };
-
-    let block = match func.kind {
-        FnKind::Async => {
-            sig.output = syn::parse_quote_spanned!(ret.span()=> -> #wrapped);
-            quote!({ #run })
-        }
-        FnKind::AsyncTrait => {
-            // `-> Pin<Box<dyn Future<Output = R> + Send + 'async_trait>>`: replace `R`.
-            if let ReturnType::Type(_, ty) = &mut sig.output {
-                replace_future_output(ty, &wrapped);
-            }
-            let stmts = &item.block.stmts[..item.block.stmts.len() - 1];
-            quote!({
-                #(#stmts)*
-                ::std::boxed::Box::pin(async move { #run })
-            })
-        }
-    };
-
-    quote! {
-        #(#attrs)*
-        #name_note
-        #vis #sig #block
     }
 }
 
@@ -175,113 +225,300 @@ fn wrapped_type(spec: &Spec) -> TokenStream {
     }
 }
 
-/// The closure giving a fresh future per attempt (or, without retry, the one future).
-fn attempt_closure(spec: &Spec) -> TokenStream {
-    let krate = &spec.krate;
-    let func = &spec.func;
-    let ret = &func.ret;
-    let rebind = func.args.iter().map(|a| {
-        let (pat, binding) = (&a.pat, &a.binding);
-        quote_spanned!(pat.span()=> let #pat = #binding;)
-    });
-    let fake_return = quote_spanned! {ret.span()=>
-        #[allow(
-            unknown_lints,
-            unreachable_code,
-            clippy::diverging_sub_expression,
-            clippy::empty_loop,
-            clippy::let_unit_value,
-            clippy::needless_return,
-            clippy::unreachable
-        )]
-        if false {
-            let __breaker_fake_return: #ret = loop {};
-            return __breaker_fake_return;
-        }
-    };
-    let body = match func.kind {
-        FnKind::Async => {
-            // The body's statements, not its block: a block whose only content is the tail
-            // expression, as the tail of the attempt's own block, trips `unused_braces` in the
-            // user's crate (with a suggested fix that is not valid Rust).
-            let stmts = &func.item.block.stmts;
-            quote!(#(#rebind)* #fake_return #(#stmts)*)
-        }
-        FnKind::AsyncTrait => {
-            let inner =
-                crate::shape::async_trait_block(&func.item.block).expect("checked by validate");
-            let stmts = &inner.block.stmts;
-            quote!(#(#stmts)*)
-        }
-    };
-    if !spec.reruns {
-        return quote! {
-            #krate::__private::once(async move { #body })
+/// One attempt: the closure giving a fresh future per attempt (or, without retry, the one
+/// future), and what the function must do around it for that.
+struct Attempt {
+    /// The body of one attempt (`self` renamed when an owned receiver is copied).
+    body: Vec<syn::Stmt>,
+    /// With retry: the names each attempt binds again, from a copy of the outer binding.
+    reused: Vec<Reused>,
+    /// With retry and an owned receiver the body uses: `self` is copied per attempt.
+    self_copy: bool,
+}
+
+/// A name an attempt binds from a copy.
+struct Reused {
+    binding: Binding,
+    /// Which support function copies it (its error message names what it is).
+    how: &'static str,
+    /// `#[allow(unused_variables)]` on the copy: the name is used outside the body (by
+    /// `key`), or may not be used by the body at all (a boxed future's capture, found by
+    /// name only).
+    allow_unused: bool,
+    /// `#[allow(unused_mut)]` on the copy (a boxed future's capture: the block may not
+    /// mutate what the statements before it did).
+    allow_unused_mut: bool,
+}
+
+impl Attempt {
+    fn new(spec: &Spec) -> Attempt {
+        let func = &spec.func;
+        let mut body = match &func.kind {
+            FnKind::Async => func.item.block.stmts.clone(),
+            FnKind::Boxed { body, .. } => body.clone(),
         };
-    }
-    let reuse = func.args.iter().map(|a| {
-        let binding = &a.binding;
-        quote_spanned! {a.pat.span().join(a.ty.span()).unwrap_or_else(|| a.pat.span())=>
-            let #binding = #krate::__private::reuse(&#binding);
-        }
-    });
-    quote! {
-        move || {
-            #(#reuse)*
-            async move { #body }
-        }
-    }
-}
-
-/// The error classifier: `classify = path` (the breaker's verdict) and `retry_if = path`
-/// (transient or not). Each path is an argument of its own, coerced to a function pointer
-/// there, so a wrong signature is one error under that path.
-fn classifier(spec: &Spec) -> TokenStream {
-    let krate = &spec.krate;
-    let (_, err) = ok_err(spec);
-    // `outcome_fn::<E>(path)`, every token at the path: the mismatch and its labels land there.
-    let checked = |helper: &str, path: &Option<syn::Path>, default: &str| {
-        let helper = syn::Ident::new(helper, Span::call_site());
-        match path {
-            Some(p) => {
-                let f = respan(quote!(#krate::__private::#helper::<#err>), p.span());
-                quote_spanned!(p.span()=> #f(#p))
+        let owned = func
+            .receiver
+            .as_ref()
+            .is_some_and(|r| r.kind == RecvKind::Owned);
+        let self_copy = spec.reruns && owned && replace_self(&mut body, SELF_COPY);
+        let mut reused = Vec::new();
+        if spec.reruns {
+            let key_mentions = |b: &Binding| {
+                spec.key
+                    .as_ref()
+                    .is_some_and(|k| k.mentions.contains(&b.ident.to_string()))
+            };
+            match &func.kind {
+                FnKind::Async => {
+                    for b in func.args.iter().flat_map(|a| &a.bindings) {
+                        reused.push(Reused {
+                            allow_unused: key_mentions(b),
+                            binding: b.clone(),
+                            how: "reuse",
+                            allow_unused_mut: false,
+                        });
+                    }
+                }
+                FnKind::Boxed {
+                    locals, mentioned, ..
+                } => {
+                    // What the `async` block may capture: the arguments and locals it names.
+                    // A local shadows an argument of the same name.
+                    let args = func
+                        .args
+                        .iter()
+                        .flat_map(|a| &a.bindings)
+                        .map(|b| (b, "reuse"));
+                    let locals = locals.iter().map(|b| (b, "reuse_local"));
+                    for (b, how) in args.chain(locals) {
+                        if !mentioned.contains(&b.ident.to_string()) {
+                            continue;
+                        }
+                        reused.retain(|r: &Reused| r.binding.ident != b.ident);
+                        reused.push(Reused {
+                            binding: b.clone(),
+                            how,
+                            allow_unused: true,
+                            allow_unused_mut: true,
+                        });
+                    }
+                }
             }
+        }
+        Attempt {
+            body,
+            reused,
+            self_copy,
+        }
+    }
+
+    /// Whether the signature's pattern `pat` binds a name this attempt copies with `mut`.
+    fn reuses_mut_arg(&self, pat: &syn::Pat) -> bool {
+        crate::shape::bindings(pat, &[]).iter().any(|b| {
+            b.mutability.is_some()
+                && self
+                    .reused
+                    .iter()
+                    .any(|r| r.binding.ident == b.ident && r.how == "reuse")
+        })
+    }
+
+    /// The statements before `Box::pin`, with `#[allow(unused_mut)]` on the `let`s of the
+    /// locals each attempt copies (the attempt's copy is the one the block mutates).
+    fn prep(&self, prep: &[syn::Stmt]) -> Vec<syn::Stmt> {
+        prep.iter()
+            .cloned()
+            .map(|mut stmt| {
+                if let syn::Stmt::Local(local) = &mut stmt {
+                    let copied = crate::shape::bindings(&local.pat, &[]).iter().any(|b| {
+                        b.mutability.is_some()
+                            && self
+                                .reused
+                                .iter()
+                                .any(|r| r.binding.ident == b.ident && r.how == "reuse_local")
+                    });
+                    if copied {
+                        local.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+                    }
+                }
+                stmt
+            })
+            .collect()
+    }
+
+    fn tokens(&self, spec: &Spec) -> TokenStream {
+        let krate = &spec.krate;
+        let func = &spec.func;
+        let ret = erase_impl_trait(&func.ret);
+        let fake_return = quote_spanned! {func.ret.span()=>
+            #[allow(
+                unknown_lints,
+                unreachable_code,
+                clippy::diverging_sub_expression,
+                clippy::empty_loop,
+                clippy::let_unit_value,
+                clippy::needless_return,
+                clippy::unreachable
+            )]
+            if false {
+                let __breaker_fake_return: #ret = loop {};
+                return __breaker_fake_return;
+            }
+        };
+        // The body's statements, not its block: a block whose only content is the tail
+        // expression, as the tail of the attempt's own block, trips `unused_braces` in the
+        // user's crate (with a suggested fix that is not valid Rust).
+        let stmts = &self.body;
+        let body = quote!(#fake_return #(#stmts)*);
+        let future = match func.ok_err {
+            Some(_) => quote!(async move { #body }),
+            // An alias: the attempt's output goes through `IsResult` (see `aliased`).
+            // Every token of the call at the return type, the parentheses too, so the call's
+            // own span is the return type's and a non-`Result` is one error there.
             None => {
-                let default = syn::Ident::new(default, Span::call_site());
-                quote!(#krate::__private::#default)
+                let ret = &func.ret;
+                let into = respan(
+                    quote!(#krate::__private::into_result::<#ret>()),
+                    func.ret.span(),
+                );
+                let into = splice_arg(into, quote!(async move { #body }.await));
+                quote!(async move { #into })
+            }
+        };
+        if !spec.reruns {
+            return quote! {
+                #krate::__private::once(#future)
+            };
+        }
+        let reuse = self.reused.iter().map(|r| {
+            let Binding {
+                ident,
+                mutability,
+                attrs,
+            } = &r.binding;
+            let how = syn::Ident::new(r.how, Span::call_site());
+            // The copy is generated code at the user's token: errors (`Clone` missing) land
+            // there, lints and suggestions about it do not.
+            let copy = respan(quote!(#krate::__private::#how(&)), at(ident.span()));
+            let copy = splice_arg(copy, use_of(ident));
+            let mut allows = Vec::new();
+            if r.allow_unused {
+                allows.push(quote!(unused_variables));
+            }
+            if r.allow_unused_mut {
+                allows.push(quote!(unused_mut));
+            }
+            let allow = (!allows.is_empty()).then(|| quote!(#[allow(#(#allows),*)]));
+            quote! {
+                #(#attrs)*
+                #allow
+                let #mutability #ident = #copy;
+            }
+        });
+        let self_copy = self.self_copy.then(|| {
+            let r = func.receiver.as_ref().expect("an owned receiver");
+            let mutability = r.receiver.mutability;
+            let self_token = &r.receiver.self_token;
+            let copy_name = syn::Ident::new(SELF_COPY, Span::call_site());
+            let copy = respan(
+                quote!(#krate::__private::reuse_self(&)),
+                at(self_token.span()),
+            );
+            let copy = splice_arg(copy, quote!(#self_token));
+            quote!(let #mutability #copy_name = #copy;)
+        });
+        quote! {
+            move || {
+                #(#reuse)*
+                #self_copy
+                #future
             }
         }
-    };
-    let outcome = checked("outcome_fn", &spec.classify, "failure");
-    let transient = checked("transient_fn", &spec.retry_if, "transient");
-    quote!(#krate::__private::classify::<#err>(#outcome, #transient))
+    }
 }
 
-/// `tokens` with every span set to `span`, so an error about the whole expression (not only
-/// its argument) lands on the user's path too.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut t| {
-            if let proc_macro2::TokenTree::Group(g) = &t {
-                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
-                group.set_span(span);
-                t = proc_macro2::TokenTree::Group(group);
-            } else {
-                t.set_span(span);
+/// A use of the binding `ident` in generated code: the user's names get the macro's hygiene
+/// at the user's place (see [`at`]); a name some other macro generated (`#[async_trait]`'s
+/// `__arg0`, at its own hygiene) is kept as it is, or it would no longer resolve.
+fn use_of(ident: &syn::Ident) -> TokenStream {
+    if ident.to_string().starts_with("__") {
+        return ident.to_token_stream();
+    }
+    let mut ident = ident.clone();
+    ident.set_span(at(ident.span()));
+    ident.to_token_stream()
+}
+
+/// `path(..)` with `arg` appended inside the parentheses (`path(&)` becomes `path(&arg)`):
+/// the call's own tokens keep their spans.
+fn splice_arg(call: TokenStream, arg: TokenStream) -> TokenStream {
+    call.into_iter()
+        .map(|tt| match tt {
+            proc_macro2::TokenTree::Group(g)
+                if g.delimiter() == proc_macro2::Delimiter::Parenthesis =>
+            {
+                let mut inner = g.stream();
+                inner.extend(arg.clone());
+                let mut group = proc_macro2::Group::new(g.delimiter(), inner);
+                group.set_span(g.span());
+                proc_macro2::TokenTree::Group(group)
             }
-            t
+            other => other,
         })
         .collect()
 }
 
-/// The declared `T` and `E`, spelled out or projected from an alias.
+/// The classifier, pinned to the function's `Result<T, E>` (`__private::Attr`):
+/// - `classify = http`: the standard HTTP rules (`__private::classify_http!`, a compile error
+///   without the `http` feature);
+/// - `classify = expr`: a `fn(&E) -> Outcome` or a classifier value, told apart by its type
+///   (`__private::classifier`);
+/// - `retry_if = path`: the errors that are transient, coerced to a function pointer;
+/// - neither: every error a failure and transient.
+///
+/// Each user expression is an argument of its own and every token of the call around it carries
+/// its span, so a wrong signature or type is one error, under that expression.
+fn classifier(spec: &Spec) -> TokenStream {
+    let krate = &spec.krate;
+    let (ok, err) = ok_err(spec);
+    let base = match &spec.classify {
+        Some(syn::Expr::Path(p)) if p.qself.is_none() && p.path.is_ident("http") => {
+            let span = p.span();
+            let helper = respan(quote!(#krate::__private::classify_http!), span);
+            quote_spanned!(span=> #helper(#ok, #err))
+        }
+        Some(expr) => {
+            let span = expr.span();
+            let helper = respan(
+                quote!(#krate::__private::classifier::<#ok, #err, _, _>),
+                span,
+            );
+            quote_spanned!(span=> #helper(#expr))
+        }
+        None => quote!(#krate::__private::default_classifier::<#ok, #err>()),
+    };
+    match &spec.retry_if {
+        Some(p) => {
+            // `transient_fn::<E>(path)`, every token at the path: a mismatch lands there.
+            let f = respan(quote!(#krate::__private::transient_fn::<#err>), p.span());
+            let transient = quote_spanned!(p.span()=> #f(#p));
+            quote!(#krate::__private::retry_if(#base, #transient))
+        }
+        None => base,
+    }
+}
+
+/// The declared `T` and `E` as a turbofish may name them: spelled out (with any `impl Trait`
+/// left to inference), or projected from an alias.
 fn ok_err(spec: &Spec) -> (TokenStream, TokenStream) {
     let krate = &spec.krate;
     let ret = &spec.func.ret;
     match &spec.func.ok_err {
-        Some((ok, err)) => (ok.to_token_stream(), err.to_token_stream()),
+        Some((ok, err)) => (
+            erase_impl_trait(ok).to_token_stream(),
+            erase_impl_trait(err).to_token_stream(),
+        ),
         None => (
             quote!(<#ret as #krate::__private::IsResult>::Ok),
             quote!(<#ret as #krate::__private::IsResult>::Err),
@@ -289,8 +526,10 @@ fn ok_err(spec: &Spec) -> (TokenStream, TokenStream) {
     }
 }
 
-/// The function's name: its `name = ".."`, else its module path and name.
-fn function_name(spec: &Spec) -> TokenStream {
+/// The function's name in the link-time list of annotated functions: its `name = ".."`, else
+/// its module path and name. (A method's run-time name also has its type's name, which the
+/// attribute cannot see and a `static` cannot compute.)
+fn registered_name(spec: &Spec) -> TokenStream {
     let ident = &spec.func.item.sig.ident;
     match &spec.name {
         Some(n) => n.to_token_stream(),
@@ -303,9 +542,36 @@ fn function_name(spec: &Spec) -> TokenStream {
 }
 
 fn pipeline_expr(spec: &Spec) -> TokenStream {
+    let built = source_pipeline_expr(spec);
     let krate = &spec.krate;
-    let name = function_name(spec);
-    match &spec.source {
+    match &spec.record {
+        // Spanned at the user's path: a wrong signature is one type error there.
+        Some(path) => {
+            let span = path.span();
+            let helper = respan(quote!(#krate::__private::recorder_fn), span);
+            quote!(#built.recording(#helper(#path)))
+        }
+        None => built,
+    }
+}
+
+fn source_pipeline_expr(spec: &Spec) -> TokenStream {
+    let krate = &spec.krate;
+    let ident = &spec.func.item.sig.ident;
+    let name = match (&spec.name, &spec.func.receiver) {
+        (Some(n), _) => n.to_token_stream(),
+        // A method: its type's name, which the attribute cannot see, from `Self` at run time.
+        (None, Some(_)) => quote!(#krate::__private::method_name(
+            ::core::any::type_name::<Self>(),
+            ::core::stringify!(#ident),
+        )),
+        (None, None) => quote!(::core::concat!(
+            ::core::module_path!(),
+            "::",
+            ::core::stringify!(#ident)
+        )),
+    };
+    let pipeline = match &spec.source {
         Source::Inline(inline) => {
             let fields = &inline.tokens;
             quote!(#krate::__private::Pipeline::inline(
@@ -329,13 +595,33 @@ fn pipeline_expr(spec: &Spec) -> TokenStream {
             };
             quote!(#krate::__private::Pipeline::named(#policy, #name, #embedded))
         }
+    };
+    if spec.max_keys.is_none() && spec.key_idle.is_none() {
+        return pipeline;
     }
+    let some = |v: Option<TokenStream>| match v {
+        Some(v) => quote!(::core::option::Option::Some(#v)),
+        None => quote!(::core::option::Option::None),
+    };
+    let max_keys = some(spec.max_keys.as_ref().map(|n| {
+        let n = n.base10_parse::<u64>().unwrap_or(1);
+        quote!(#n)
+    }));
+    let key_idle = some(spec.key_idle.as_ref().map(ToTokens::to_token_stream));
+    quote!(#pipeline.key_bounds(#max_keys, #key_idle))
 }
 
 fn doc_note(spec: &Spec) -> TokenStream {
-    let text = " \n\n*Wrapped by `#[circuit_breaker]`: returns `Result<T, breaker::Error<E>>`, \
-                where `Result<T, E>` is the declared return type.*";
-    let _ = spec;
+    let text = match spec.flatten {
+        None => {
+            " \n\n*Wrapped by `#[circuit_breaker]`: returns `Result<T, breaker::Error<E>>`, \
+             where `Result<T, E>` is the declared return type.*"
+        }
+        Some(_) => {
+            " \n\n*Wrapped by `#[circuit_breaker(flatten)]`: a rejection or a timeout is \
+             returned as an `E` too (see `breaker::Error::flatten`).*"
+        }
+    };
     quote!(#[doc = #text])
 }
 

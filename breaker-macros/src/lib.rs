@@ -8,8 +8,10 @@
 //! 1. `args`: reads the attribute's options (their shapes only) into `Args`;
 //! 2. `validate`: checks the values (with `breaker-core`'s own DSL parser and policy
 //!    validator, the very code that runs for config files), the cross-option rules and the
-//!    function's shape, producing a `Spec`;
-//! 3. `expand`: writes the rewritten function from the `Spec`;
+//!    function's shape (`shape`: receivers, bindings, the boxed-future kind, `Result`
+//!    aliases), producing a `Spec`;
+//! 3. `expand`: writes the rewritten function from the `Spec` (`rewrite`: `self` in a body
+//!    that retry re-runs, `impl Trait` where a type must be written, generated spans);
 //! 4. `fallback`: on any error, emits the function unchanged plus every error at once.
 //!
 //! Errors are gathered in a `ctxt::Ctxt`.
@@ -23,6 +25,7 @@ mod ctxt;
 mod expand;
 mod fallback;
 mod inline;
+mod rewrite;
 mod shape;
 mod validate;
 

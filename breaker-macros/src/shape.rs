@@ -1,14 +1,32 @@
-//! The annotated function's shape: async or the `async-trait` shape, the `Result` it
-//! returns, its arguments and receiver, and the checks on them.
+//! The annotated function's shape: an `async fn` or a function returning a boxed future, the
+//! `Result` it returns, its receiver and arguments (with the names their patterns bind), and
+//! the checks on them.
+//!
+//! # Shapes
+//! - **`async fn`** (free, inherent, trait impl, trait default method), generic, with
+//!   lifetimes, `impl Trait` arguments, patterns, attributes on arguments.
+//! - **A function returning `Pin<Box<dyn Future<Output = R> + ..>>`** whose body ends in
+//!   `Box::pin(async move { .. })`: what `#[async_trait]` writes, or the same by hand. The
+//!   statements before `Box::pin` run once, when the function is called; with retry, every
+//!   attempt's future gets its own copy of the arguments and locals it captures.
+//! - **Receivers**: every form the compiler accepts. A shared borrow (`&self`, `self: &Self`,
+//!   `self: &'a Self`, `self: Pin<&Self>`, `self: &Arc<Self>`) is copied into each attempt;
+//!   an owned receiver (`self`, `mut self`, `self: Box<Self>`, `self: Arc<Self>`,
+//!   `self: Rc<Self>`, `self: Pin<Box<Self>>`, ...) is cloned for each attempt like any
+//!   `Clone` argument; an exclusive borrow (`&mut self`, `self: Pin<&mut Self>`) cannot be
+//!   handed to several attempts, so retry refuses it.
+//! - **Return types**: `Result<T, E>` (`T` and `E` may be or contain `impl Trait`), or any
+//!   path the compiler can see through to a `Result` (`io::Result<T>`, `anyhow::Result<T>`,
+//!   `type Res<T> = Result<T, MyError>`), checked by the `IsResult` trait.
 
 use crate::args::Args;
 use crate::ctxt::Ctxt;
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
-use syn::spanned::Spanned;
+use std::collections::HashSet;
 use syn::{
-    Block, Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Signature,
-    Stmt, Type,
+    Attribute, Block, Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType,
+    Signature, Stmt, Type,
 };
 
 /// The shape of the annotated function.
@@ -17,34 +35,76 @@ pub struct FnShape {
     pub item: ItemFn,
     /// How its body is written.
     pub kind: FnKind,
-    /// The declared return type, `Result<T, E>` (or an alias named `Result`).
+    /// The declared `Result` type: the return type of an `async fn`, the future's `Output`
+    /// of a boxed future.
     pub ret: Type,
-    /// `T` and `E` of the declared return type, when written out as `Result<T, E>`.
+    /// `T` and `E` of the declared return type, when written out as `Result<T, E>`; `None`
+    /// for an alias (then projected through `IsResult`).
     pub ok_err: Option<(Type, Type)>,
-    /// The arguments the body uses, in order.
+    /// The typed arguments, in order.
     pub args: Vec<Arg>,
     /// The receiver, if a method.
-    pub receiver: Option<syn::Receiver>,
+    pub receiver: Option<Recv>,
 }
 
 /// How the body is written.
 pub enum FnKind {
     /// `async fn`: the body is the function's block.
     Async,
-    /// The shape `#[async_trait]` produces: `fn f(..) -> Pin<Box<dyn Future<Output = R> + ..>>`
-    /// whose last statement is `Box::pin(async move { .. })`; the body is that async block.
-    AsyncTrait,
+    /// `fn f(..) -> Pin<Box<dyn Future<Output = R> + ..>>` ending in
+    /// `Box::pin(async move { .. })`.
+    Boxed {
+        /// The statements before `Box::pin(..)`, run once per call.
+        prep: Vec<Stmt>,
+        /// The `async` block's statements: the body of one attempt.
+        body: Vec<Stmt>,
+        /// The names the `prep` statements bind, last binding of a name winning.
+        locals: Vec<Binding>,
+        /// Every identifier the `async` block mentions (macro arguments included), to know
+        /// what it may capture.
+        mentioned: HashSet<String>,
+    },
 }
 
 /// One typed argument.
 pub struct Arg {
-    /// The name it has in the rewritten signature (the user's name for a plain `name: T`,
-    /// `__breaker_argN` for a pattern).
-    pub binding: Ident,
-    /// The pattern the body expects (`name`, `mut name`, `(a, b)`).
+    /// The pattern as written.
     pub pat: Pat,
     /// Its type.
     pub ty: Type,
+    /// The names the pattern binds, each with the argument's attributes (`#[cfg(..)]`,
+    /// `#[allow(..)]`), carried to every binding the expansion makes of it.
+    pub bindings: Vec<Binding>,
+}
+
+/// One name a pattern binds.
+#[derive(Clone)]
+pub struct Binding {
+    /// The name, with its span (and hygiene: `#[async_trait]` binds `__arg0` at its own).
+    pub ident: Ident,
+    /// `mut` in front of it, as written.
+    pub mutability: Option<syn::Token![mut]>,
+    /// The attributes of its argument or `let` statement.
+    pub attrs: Vec<Attribute>,
+}
+
+/// The receiver of a method.
+pub struct Recv {
+    /// As written.
+    pub receiver: syn::Receiver,
+    /// What retry can do with it.
+    pub kind: RecvKind,
+}
+
+/// What a receiver is, for retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvKind {
+    /// A shared borrow (`&self`, `self: &Self`, `self: Pin<&Self>`): copied into each attempt.
+    Shared,
+    /// An exclusive borrow (`&mut self`, `self: Pin<&mut Self>`): one attempt at a time.
+    Exclusive,
+    /// Owned (`self`, `self: Box<Self>`, `self: Arc<Self>`, ..): cloned for each attempt.
+    Owned,
 }
 
 pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
@@ -82,8 +142,23 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
                 return None;
             }
         }
-    } else if let Some(ret) = async_trait_output(&item) {
-        (FnKind::AsyncTrait, ret)
+    } else if let Some(output) = boxed_future_output(&item.sig) {
+        (boxed_kind(cx, &item)?, output.clone())
+    } else if let (Some(_), ReturnType::Type(_, ty)) = (async_trait_block(&item.block), &sig.output)
+    {
+        // The boxed-future shape through an alias (`BoxFuture<'_, R>`): the attribute must
+        // rewrite the future's `Output`, which it cannot find behind the alias.
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "`{}` returns `{}`, which `#[circuit_breaker]` cannot see through to the \
+                future's output; write the type out, \
+                `Pin<Box<dyn Future<Output = Result<T, E>> + Send + '_>>`, or write `async fn`",
+                sig.ident,
+                type_text(ty),
+            ),
+        );
+        return None;
     } else {
         cx.error_spanned_by(
             sig.fn_token,
@@ -98,14 +173,31 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
         cx.error_spanned_by(c, "`#[circuit_breaker]` cannot be applied to a `const fn`");
     }
     let ok_err = match result_args(&ret) {
-        Some(ok_err) => ok_err,
-        None => {
+        ResultType::Spelled(ok_err) => Some(*ok_err),
+        ResultType::Alias => {
+            if let Some(imp) = find_impl_trait(&ret) {
+                cx.error_spanned_by(
+                    &imp,
+                    format!(
+                        "`impl Trait` cannot be named through the alias `{}`: \
+                         `#[circuit_breaker]` rewrites the return type and must name its `Ok` \
+                         and `Err` types; write the `Result` out, `Result<{}, E>` with the \
+                         alias's error type as `E`",
+                        type_text(&ret),
+                        type_text(&Type::ImplTrait(imp.clone())),
+                    ),
+                );
+                return None;
+            }
+            None
+        }
+        ResultType::Not => {
             cx.error_spanned_by(
                 &ret,
                 format!(
                     "`#[circuit_breaker]` needs a function returning `Result<T, E>`, found `{}`; \
                      the breaker counts `Err` as a failure",
-                    ret.to_token_stream()
+                    type_text(&ret)
                 ),
             );
             return None;
@@ -122,42 +214,127 @@ pub(crate) fn fn_shape(cx: &Ctxt, item: TokenStream) -> Option<FnShape> {
     })
 }
 
-/// `Some(Some((T, E)))` for `Result<T, E>`, `Some(None)` for an alias such as `io::Result<T>`,
-/// `None` for anything that is not named `Result`.
-#[allow(clippy::option_option)]
-fn result_args(ty: &Type) -> Option<Option<(Type, Type)>> {
-    let Type::Path(p) = ty else { return None };
-    if p.qself.is_some() {
-        return None;
-    }
-    let last = p.path.segments.last()?;
-    if last.ident != "Result" {
-        return None;
-    }
-    if let PathArguments::AngleBracketed(a) = &last.arguments {
-        let types: Vec<&Type> = a
-            .args
-            .iter()
-            .filter_map(|g| match g {
-                GenericArgument::Type(t) => Some(t),
-                _ => None,
-            })
-            .collect();
-        if let [ok, err] = types.as_slice() {
-            return Some(Some(((*ok).clone(), (*err).clone())));
-        }
-    }
-    Some(None)
+/// What the declared return type is.
+enum ResultType {
+    /// `Result<T, E>` spelled out (any path ending in `Result` with two type arguments).
+    Spelled(Box<(Type, Type)>),
+    /// A path that may be an alias of `Result` (`io::Result<T>`, `Res<T>`): the compiler
+    /// decides, through `IsResult`.
+    Alias,
+    /// Certainly not a `Result`: a tuple, a reference, a primitive, `Option`, ...
+    Not,
 }
 
-/// The `R` of `Pin<Box<dyn Future<Output = R> + ..>>` when the function has the shape
-/// `#[async_trait]` generates and its last statement is `Box::pin(async move { .. })`.
-fn async_trait_output(item: &ItemFn) -> Option<Type> {
-    async_trait_block(&item.block)?;
-    let ReturnType::Type(_, ty) = &item.sig.output else {
+fn result_args(ty: &Type) -> ResultType {
+    let p = match ty {
+        Type::Path(p) if p.qself.is_none() => p,
+        Type::Paren(p) => return result_args(&p.elem),
+        Type::Group(g) => return result_args(&g.elem),
+        _ => return ResultType::Not,
+    };
+    let Some(last) = p.path.segments.last() else {
+        return ResultType::Not;
+    };
+    let name = last.ident.to_string();
+    if last.ident == "Result" {
+        if let PathArguments::AngleBracketed(a) = &last.arguments {
+            let types: Vec<&Type> = a
+                .args
+                .iter()
+                .filter_map(|g| match g {
+                    GenericArgument::Type(t) => Some(t),
+                    _ => None,
+                })
+                .collect();
+            if let [ok, err] = types.as_slice() {
+                return ResultType::Spelled(Box::new(((*ok).clone(), (*err).clone())));
+            }
+        }
+        return ResultType::Alias;
+    }
+    // Names that are never a `Result`, so the error can be given here, at the type.
+    const NOT_RESULT: &[&str] = &[
+        "bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64", "String", "Option", "Vec", "Box", "Poll",
+    ];
+    if p.path.segments.len() == 1 && NOT_RESULT.contains(&name.as_str()) {
+        return ResultType::Not;
+    }
+    ResultType::Alias
+}
+
+/// The first `impl Trait` inside `ty`.
+fn find_impl_trait(ty: &Type) -> Option<syn::TypeImplTrait> {
+    struct Find(Option<syn::TypeImplTrait>);
+    impl syn::visit_mut::VisitMut for Find {
+        fn visit_type_impl_trait_mut(&mut self, i: &mut syn::TypeImplTrait) {
+            if self.0.is_none() {
+                self.0 = Some(i.clone());
+            }
+        }
+    }
+    let mut find = Find(None);
+    syn::visit_mut::VisitMut::visit_type_mut(&mut find, &mut ty.clone());
+    find.0
+}
+
+/// The `R` of a return type `Pin<Box<dyn Future<Output = R> + ..>>`.
+fn boxed_future_output(sig: &Signature) -> Option<&Type> {
+    let ReturnType::Type(_, ty) = &sig.output else {
         return None;
     };
-    future_output(ty).cloned()
+    future_output(ty)
+}
+
+/// The boxed-future kind: the body must end in `Box::pin(async { .. })`.
+fn boxed_kind(cx: &Ctxt, item: &ItemFn) -> Option<FnKind> {
+    let Some(block) = async_trait_block(&item.block) else {
+        let at: TokenStream = match item.block.stmts.last() {
+            Some(last) => last.to_token_stream(),
+            None => item.block.to_token_stream(),
+        };
+        cx.error_spanned_by(
+            at,
+            format!(
+                "`#[circuit_breaker]` on `{}`, which returns a boxed future, needs its body to \
+                 end in `Box::pin(async move {{ .. }})`: that block is what each attempt runs; \
+                 write the body that way, or write `async fn {}`",
+                item.sig.ident, item.sig.ident
+            ),
+        );
+        return None;
+    };
+    let prep: Vec<Stmt> = item.block.stmts[..item.block.stmts.len() - 1].to_vec();
+    let mut locals: Vec<Binding> = Vec::new();
+    for stmt in &prep {
+        if let Stmt::Local(local) = stmt {
+            for b in bindings(&local.pat, &local.attrs) {
+                locals.retain(|l| l.ident != b.ident);
+                locals.push(b);
+            }
+        }
+    }
+    let mut mentioned = HashSet::new();
+    idents_in(block.block.to_token_stream(), &mut mentioned);
+    Some(FnKind::Boxed {
+        prep,
+        body: block.block.stmts.clone(),
+        locals,
+        mentioned,
+    })
+}
+
+/// Every identifier in `tokens`, groups included.
+pub(crate) fn idents_in(tokens: TokenStream, out: &mut HashSet<String>) {
+    for tt in tokens {
+        match tt {
+            TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            TokenTree::Group(g) => idents_in(g.stream(), out),
+            _ => {}
+        }
+    }
 }
 
 /// The `R` in `Pin<Box<dyn Future<Output = R> + ..>>`.
@@ -201,8 +378,7 @@ pub fn future_output(ty: &Type) -> Option<&Type> {
     })
 }
 
-/// The `async move { .. }` block of `Box::pin(async move { .. })`, the last statement of an
-/// `#[async_trait]` method's body.
+/// The `async` block of `Box::pin(async move { .. })`, the last statement of a body.
 pub fn async_trait_block(block: &Block) -> Option<&syn::ExprAsync> {
     let Some(Stmt::Expr(Expr::Call(call), None)) = block.stmts.last() else {
         return None;
@@ -225,57 +401,113 @@ pub fn async_trait_block(block: &Block) -> Option<&syn::ExprAsync> {
     }
 }
 
-fn arguments(sig: &Signature) -> (Vec<Arg>, Option<syn::Receiver>) {
+fn arguments(sig: &Signature) -> (Vec<Arg>, Option<Recv>) {
     let mut args = Vec::new();
     let mut receiver = None;
-    for (i, input) in sig.inputs.iter().enumerate() {
+    for input in &sig.inputs {
         match input {
-            FnArg::Receiver(r) => receiver = Some(r.clone()),
-            FnArg::Typed(t) => {
-                let binding = match &*t.pat {
-                    Pat::Ident(p) if p.subpat.is_none() && p.by_ref.is_none() => p.ident.clone(),
-                    other => Ident::new(&format!("__breaker_arg{i}"), other.span()),
-                };
-                args.push(Arg {
-                    binding,
-                    pat: (*t.pat).clone(),
-                    ty: (*t.ty).clone(),
-                });
+            FnArg::Receiver(r) => {
+                receiver = Some(Recv {
+                    kind: receiver_kind(&r.ty),
+                    receiver: r.clone(),
+                })
             }
+            FnArg::Typed(t) => args.push(Arg {
+                pat: (*t.pat).clone(),
+                ty: (*t.ty).clone(),
+                bindings: bindings(&t.pat, &t.attrs),
+            }),
         }
     }
     (args, receiver)
 }
 
-pub(crate) fn key_argument(cx: &Ctxt, key: &Ident, func: &FnShape) -> Option<Ident> {
-    if let Some(arg) = func.args.iter().find(|a| a.binding == *key) {
-        return Some(arg.binding.clone());
+/// What a receiver of type `ty` is (syn gives every receiver its type: `&self` is `&Self`).
+fn receiver_kind(ty: &Type) -> RecvKind {
+    match ty {
+        Type::Reference(r) if r.mutability.is_some() => RecvKind::Exclusive,
+        Type::Reference(_) => RecvKind::Shared,
+        Type::Paren(p) => receiver_kind(&p.elem),
+        Type::Group(g) => receiver_kind(&g.elem),
+        Type::Path(p) => {
+            let Some(last) = p.path.segments.last() else {
+                return RecvKind::Owned;
+            };
+            if last.ident != "Pin" {
+                return RecvKind::Owned;
+            }
+            match &last.arguments {
+                PathArguments::AngleBracketed(a) => match a.args.first() {
+                    Some(GenericArgument::Type(inner @ Type::Reference(_))) => receiver_kind(inner),
+                    _ => RecvKind::Owned,
+                },
+                _ => RecvKind::Owned,
+            }
+        }
+        _ => RecvKind::Owned,
     }
-    let names: Vec<String> = func
-        .args
-        .iter()
-        .filter(|a| !a.binding.to_string().starts_with("__breaker_"))
-        .map(|a| format!("`{}`", a.binding))
-        .collect();
-    let list = if names.is_empty() {
-        "the function has no named arguments".to_string()
-    } else {
-        format!("its arguments are {}", names.join(", "))
-    };
-    cx.error_spanned_by(
-        key,
-        format!(
-            "`key = {key}` names no argument of `{}`; {list}",
-            func.item.sig.ident
-        ),
-    );
-    None
 }
 
-/// A receiver taken by value or by `&mut` cannot be handed to a second attempt.
+/// The names `pat` binds, each with `attrs`.
+pub(crate) fn bindings(pat: &Pat, attrs: &[Attribute]) -> Vec<Binding> {
+    let mut out = Vec::new();
+    collect_bindings(pat, attrs, &mut out);
+    out
+}
+
+fn collect_bindings(pat: &Pat, attrs: &[Attribute], out: &mut Vec<Binding>) {
+    match pat {
+        Pat::Ident(p) => {
+            out.push(Binding {
+                ident: p.ident.clone(),
+                mutability: if p.by_ref.is_some() {
+                    None
+                } else {
+                    p.mutability
+                },
+                attrs: attrs.to_vec(),
+            });
+            if let Some((_, sub)) = &p.subpat {
+                collect_bindings(sub, attrs, out);
+            }
+        }
+        Pat::Tuple(t) => t.elems.iter().for_each(|p| collect_bindings(p, attrs, out)),
+        Pat::TupleStruct(t) => t.elems.iter().for_each(|p| collect_bindings(p, attrs, out)),
+        Pat::Struct(s) => s
+            .fields
+            .iter()
+            .for_each(|f| collect_bindings(&f.pat, attrs, out)),
+        Pat::Slice(s) => s.elems.iter().for_each(|p| collect_bindings(p, attrs, out)),
+        Pat::Reference(r) => collect_bindings(&r.pat, attrs, out),
+        Pat::Type(t) => collect_bindings(&t.pat, attrs, out),
+        Pat::Paren(p) => collect_bindings(&p.pat, attrs, out),
+        // Every alternative binds the same names.
+        Pat::Or(o) => {
+            if let Some(first) = o.cases.first() {
+                collect_bindings(first, attrs, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `pat` without `mut` on its bindings (the signature's copy, when the attempts bind the
+/// names again, `mut` as written).
+pub(crate) fn strip_mut(pat: &mut Pat) {
+    struct Strip;
+    impl syn::visit_mut::VisitMut for Strip {
+        fn visit_pat_ident_mut(&mut self, p: &mut syn::PatIdent) {
+            if p.by_ref.is_none() {
+                p.mutability = None;
+            }
+            syn::visit_mut::visit_pat_ident_mut(self, p);
+        }
+    }
+    syn::visit_mut::VisitMut::visit_pat_mut(&mut Strip, pat);
+}
+
 /// A `&mut` argument cannot be handed to several attempts: said here, at the argument, rather
-/// than by the `Reusable` bound, whose error names the hidden support module and ends with a
-/// suggestion that does not compile.
+/// than by the `Reusable` bound, whose error names the hidden support module.
 pub(crate) fn check_no_mut_ref_arguments(cx: &Ctxt, func: &FnShape, args: &Args) {
     for arg in &func.args {
         let Type::Reference(r) = &arg.ty else {
@@ -306,35 +538,27 @@ pub(crate) fn check_no_mut_ref_arguments(cx: &Ctxt, func: &FnShape, args: &Args)
     }
 }
 
-/// `ty` as written, near enough: its tokens without the spaces `to_string` puts around
-/// `&`, `<`, `>`, `::` and `,`.
-fn type_text(ty: &Type) -> String {
-    ty.to_token_stream()
-        .to_string()
-        .replace("& ", "&")
-        .replace(" < ", "<")
-        .replace(" <", "<")
-        .replace(" >", ">")
-        .replace(" :: ", "::")
-        .replace(" ,", ",")
-}
-
+/// An exclusive receiver (`&mut self`, `self: Pin<&mut Self>`) cannot be handed to several
+/// attempts. (An owned one is cloned; the `ReusableSelf` bound says so if it cannot be.)
 pub(crate) fn check_receiver_reusable(cx: &Ctxt, func: &FnShape, args: &Args) {
     let Some(r) = &func.receiver else { return };
-    let shared_ref = r.reference.is_some() && r.mutability.is_none();
-    if shared_ref {
+    if r.kind != RecvKind::Exclusive {
         return;
     }
-    let how = if r.reference.is_some() {
-        "`&mut self` is borrowed exclusively"
-    } else {
-        "`self` is moved into the first attempt"
-    };
+    let written = receiver_text(&r.receiver);
+    let shared =
+        if r.receiver.colon_token.is_some() && !matches!(*r.receiver.ty, Type::Reference(_)) {
+            "`&self` (or `self: Pin<&Self>`)"
+        } else {
+            "`&self`"
+        };
     let mut err = syn::Error::new_spanned(
-        r,
+        &r.receiver,
         format!(
-            "retry runs `{}` more than once, but {how}, so it cannot be reused by the next \
-             attempt; take `&self`, or remove `retry`",
+            "retry runs `{}` more than once, but `{written}` is an exclusive borrow: an \
+             attempt's future holds it until it completes, so no other attempt can have it; \
+             take {shared} (with interior mutability for what the body changes), or remove \
+             `retry`",
             func.item.sig.ident
         ),
     );
@@ -342,4 +566,188 @@ pub(crate) fn check_receiver_reusable(cx: &Ctxt, func: &FnShape, args: &Args) {
         err.combine(syn::Error::new(retry.key, "retry is configured here"));
     }
     cx.syn_error(err);
+}
+
+/// The receiver as written: `&mut self`, `self: Pin<&mut Self>`.
+fn receiver_text(r: &syn::Receiver) -> String {
+    if r.colon_token.is_some() {
+        format!("self: {}", type_text(&r.ty))
+    } else {
+        let mut s = String::new();
+        if let Some((_, lifetime)) = &r.reference {
+            s.push('&');
+            if let Some(l) = lifetime {
+                s.push_str(&format!("{l} "));
+            }
+        }
+        if r.mutability.is_some() {
+            s.push_str("mut ");
+        }
+        s.push_str("self");
+        s
+    }
+}
+
+/// `ty` as written, near enough: its tokens with the spacing a person writes
+/// (`&mut Vec<u8>`, `io::Result<impl Iterator<Item = u32>>`), not the spacing of
+/// `TokenStream::to_string` (`& mut Vec < u8 >`).
+pub(crate) fn type_text(ty: &Type) -> String {
+    tokens_text(ty.to_token_stream())
+}
+
+/// Tokens with a person's spacing; see [`type_text`].
+pub(crate) fn tokens_text(tokens: TokenStream) -> String {
+    let mut out = String::new();
+    write_tokens(tokens, &mut out);
+    out
+}
+
+fn write_tokens(tokens: TokenStream, out: &mut String) {
+    use proc_macro2::{Delimiter, Spacing};
+    let mut prev: Option<TokenTree> = None;
+    // The previous token was the second `:` of `::`.
+    let mut after_path_sep = false;
+    for tt in tokens {
+        let glued = match (&prev, &tt) {
+            (None, _) => true,
+            // `&mut`, `&'a`, `<T`, `'a`, `a::b`, `!`.
+            (Some(TokenTree::Punct(p)), _) if matches!(p.as_char(), '&' | '<' | '\'' | '!') => true,
+            (Some(TokenTree::Punct(p)), _) if p.as_char() == ':' && after_path_sep => true,
+            (Some(TokenTree::Punct(p)), _)
+                if p.as_char() == ':' && p.spacing() == Spacing::Joint =>
+            {
+                true
+            }
+            // `Vec<`, `u8>`, `a, b`, `u8; 4`, `a::`, `->`'s `>`, `self.base`.
+            (_, TokenTree::Punct(p))
+                if matches!(p.as_char(), ',' | '<' | '>' | ';' | ':' | '.') =>
+            {
+                true
+            }
+            (Some(TokenTree::Punct(p)), _) if p.as_char() == '.' => true,
+            // `Fn()`, `fn(&str)`, but `+ (A)`.
+            (Some(TokenTree::Ident(_)), TokenTree::Group(g))
+                if matches!(g.delimiter(), Delimiter::Parenthesis | Delimiter::Bracket) =>
+            {
+                true
+            }
+            _ => false,
+        };
+        if !glued {
+            out.push(' ');
+        }
+        after_path_sep = matches!(
+            (&prev, &tt),
+            (Some(TokenTree::Punct(a)), TokenTree::Punct(b))
+                if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':'
+        );
+        match &tt {
+            TokenTree::Group(g) => {
+                let (open, close) = match g.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::Brace => ("{ ", " }"),
+                    Delimiter::None => ("", ""),
+                };
+                out.push_str(open);
+                write_tokens(g.stream(), out);
+                out.push_str(close);
+            }
+            other => out.push_str(&other.to_string()),
+        }
+        prev = Some(tt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(src: &str) -> String {
+        type_text(&syn::parse_str::<Type>(src).unwrap())
+    }
+
+    #[test]
+    fn types_print_as_written() {
+        assert_eq!(text("&mut Vec<u8>"), "&mut Vec<u8>");
+        assert_eq!(text("& 'a str"), "&'a str");
+        assert_eq!(text("Res<u32>"), "Res<u32>");
+        assert_eq!(
+            text("std::io::Result<(u32, String)>"),
+            "std::io::Result<(u32, String)>"
+        );
+        assert_eq!(
+            text("io::Result<impl Iterator<Item = u32> + Send>"),
+            "io::Result<impl Iterator<Item = u32> + Send>"
+        );
+        assert_eq!(text("Pin<&mut Self>"), "Pin<&mut Self>");
+        assert_eq!(text("[u8; 4]"), "[u8; 4]");
+        assert_eq!(text("fn(&str) -> bool"), "fn(&str) -> bool");
+        assert_eq!(text("dyn Fn() + 'static"), "dyn Fn() + 'static");
+        let key: syn::Expr = syn::parse_str("self.host().len()").unwrap();
+        assert_eq!(tokens_text(key.to_token_stream()), "self.host().len()");
+    }
+
+    fn kind(src: &str) -> RecvKind {
+        let f: syn::ImplItemFn = syn::parse_str(&format!("fn f({src}) {{}}")).unwrap();
+        let Some(FnArg::Receiver(r)) = f.sig.inputs.first() else {
+            panic!("no receiver in {src}")
+        };
+        receiver_kind(&r.ty)
+    }
+
+    #[test]
+    fn every_receiver_form_has_a_kind() {
+        for shared in [
+            "&self",
+            "&'a self",
+            "self: &Self",
+            "self: &'a Self",
+            "self: Pin<&Self>",
+            "self: &Arc<Self>",
+        ] {
+            assert_eq!(kind(shared), RecvKind::Shared, "{shared}");
+        }
+        for exclusive in [
+            "&mut self",
+            "&'a mut self",
+            "self: &mut Self",
+            "self: Pin<&mut Self>",
+            "self: core::pin::Pin<&'a mut Self>",
+        ] {
+            assert_eq!(kind(exclusive), RecvKind::Exclusive, "{exclusive}");
+        }
+        for owned in [
+            "self",
+            "mut self",
+            "self: Self",
+            "self: Box<Self>",
+            "self: Arc<Self>",
+            "self: Rc<Self>",
+            "self: Pin<Box<Self>>",
+            "mut self: Box<Self>",
+        ] {
+            assert_eq!(kind(owned), RecvKind::Owned, "{owned}");
+        }
+    }
+
+    #[test]
+    fn patterns_bind_their_names() {
+        let pat: Pat = Pat::parse_single
+            .parse_str("(mut a, Point { x, y: ref yy }, [first, ..], _, b @ Some(_))")
+            .unwrap();
+        let names: Vec<String> = bindings(&pat, &[])
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}{}",
+                    if b.mutability.is_some() { "mut " } else { "" },
+                    b.ident
+                )
+            })
+            .collect();
+        assert_eq!(names, ["mut a", "x", "yy", "first", "b"]);
+    }
+
+    use syn::parse::Parser;
 }

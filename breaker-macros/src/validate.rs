@@ -12,12 +12,13 @@ use crate::args::{Args, Key};
 use crate::config_file::check_config_file;
 use crate::ctxt::Ctxt;
 use crate::inline::inline_policy;
-use crate::shape::{check_no_mut_ref_arguments, check_receiver_reusable, fn_shape, key_argument};
-pub use crate::shape::{FnKind, FnShape};
+use crate::shape::{check_no_mut_ref_arguments, check_receiver_reusable, fn_shape};
+pub use crate::shape::{FnKind, FnShape, RecvKind};
 use breaker_core::policy::Policy;
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, ToTokens};
-use syn::{Ident, LitStr};
+use std::collections::HashSet;
+use syn::{Expr, LitInt, LitStr};
 
 /// Everything the expansion needs, valid. See the [module docs](self).
 pub struct Spec {
@@ -27,18 +28,40 @@ pub struct Spec {
     pub source: Source,
     /// `fallback = path`.
     pub fallback: Option<syn::Path>,
-    /// `classify = path`.
-    pub classify: Option<syn::Path>,
+    /// `classify = ..`: `http`, a path or a classifier expression.
+    pub classify: Option<syn::Expr>,
     /// `retry_if = path`.
     pub retry_if: Option<syn::Path>,
+    /// `record = path`: where the pipeline records its calls.
+    pub record: Option<syn::Path>,
     /// `name = ".."`, if given (the default is the function's path).
     pub name: Option<LitStr>,
-    /// `key = arg`, resolved to the argument.
-    pub key: Option<Ident>,
+    /// `key = expression`.
+    pub key: Option<KeySpec>,
+    /// `max_keys = N`, checked (at least 1).
+    pub max_keys: Option<LitInt>,
+    /// `key_idle = "D"`, checked (a non-zero duration).
+    pub key_idle: Option<LitStr>,
+    /// `flatten`: the span of the option, where a type error about it belongs.
+    pub flatten: Option<Span>,
     /// Whether the body may run more than once (retry is configured, or may be: a named policy).
     pub reruns: bool,
     /// The function.
     pub func: FnShape,
+}
+
+/// A checked `key = ..`.
+pub struct KeySpec {
+    /// The expression to key on: for `key = arg`, the argument's own name in the signature
+    /// (so errors about its type land there), else the expression as written.
+    pub expr: TokenStream,
+    /// Where errors about the key (its type is not `Display`) belong.
+    pub span: Span,
+    /// Whether `expr` needs parentheses after `&`.
+    pub compound: bool,
+    /// The identifiers it mentions: an argument named here is used even if the body does not
+    /// use it.
+    pub mentions: HashSet<String>,
 }
 
 /// Where the pipeline's policy comes from.
@@ -86,15 +109,21 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
         None => args.retry.is_some(),
     };
     let key = match (&args.key, &func) {
-        (Some(k), Some(f)) => key_argument(cx, &k.value, f),
+        (Some(k), Some(f)) => key_spec(cx, &k.value, f),
         _ => None,
     };
+    let (max_keys, key_idle) = key_bounds(cx, &args);
     if let Some(f) = &func {
         if reruns {
             check_receiver_reusable(cx, f, &args);
             check_no_mut_ref_arguments(cx, f, &args);
         }
     }
+    let flatten = args
+        .flatten
+        .as_ref()
+        .filter(|g| g.value.value)
+        .map(|g| g.key);
     let func = func?;
     let source = source?;
     if cx.has_errors() {
@@ -106,11 +135,161 @@ pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
         fallback: args.fallback.map(|g| g.value),
         classify: args.classify.map(|g| g.value),
         retry_if: args.retry_if.map(|g| g.value),
+        record: args.record.map(|g| g.value),
         name: args.name.map(|g| g.value),
         key,
+        max_keys,
+        key_idle,
+        flatten,
         reruns,
         func,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// `key`, `max_keys`, `key_idle`
+
+/// Checks `key = expr`: a lone name must be an argument; `self` needs a receiver. Anything
+/// else about the expression (a field that does not exist, a type without `Display`) is the
+/// compiler's to say, at the expression.
+fn key_spec(cx: &Ctxt, expr: &Expr, func: &FnShape) -> Option<KeySpec> {
+    let mut mentions = HashSet::new();
+    crate::shape::idents_in(expr.to_token_stream(), &mut mentions);
+    let names: Vec<&syn::Ident> = func
+        .args
+        .iter()
+        .flat_map(|a| a.bindings.iter().map(|b| &b.ident))
+        .collect();
+    if let Expr::Path(p) = expr {
+        if let Some(ident) = p.path.get_ident().filter(|_| p.qself.is_none()) {
+            if ident != "self" {
+                let Some(arg) = names.iter().find(|n| **n == ident) else {
+                    key_names_no_argument(cx, ident, func, &names);
+                    return None;
+                };
+                return Some(KeySpec {
+                    expr: arg.to_token_stream(),
+                    span: arg.span(),
+                    compound: false,
+                    mentions,
+                });
+            }
+        }
+    }
+    if func.receiver.is_none() {
+        if let Some(self_token) = find_self(expr.to_token_stream()) {
+            cx.error_spanned_by(
+                self_token,
+                format!(
+                    "`key = {}` uses `self`, but `{}` has no receiver; key on an argument \
+                    (`key = host`), or make the function a method (`&self`)",
+                    crate::shape::tokens_text(expr.to_token_stream()),
+                    func.item.sig.ident
+                ),
+            );
+            return None;
+        }
+    }
+    let compound = !matches!(
+        expr,
+        Expr::Path(_)
+            | Expr::Field(_)
+            | Expr::MethodCall(_)
+            | Expr::Call(_)
+            | Expr::Index(_)
+            | Expr::Lit(_)
+            | Expr::Paren(_)
+            | Expr::Macro(_)
+    );
+    Some(KeySpec {
+        expr: expr.to_token_stream(),
+        span: syn::spanned::Spanned::span(expr),
+        compound,
+        mentions,
+    })
+}
+
+fn key_names_no_argument(cx: &Ctxt, key: &syn::Ident, func: &FnShape, names: &[&syn::Ident]) {
+    let names: Vec<String> = names
+        .iter()
+        .filter(|n| !n.to_string().starts_with("__"))
+        .map(|n| format!("`{n}`"))
+        .collect();
+    let list = if names.is_empty() {
+        "the function has no named arguments".to_string()
+    } else {
+        format!("its arguments are {}", names.join(", "))
+    };
+    let field = if func.receiver.is_some() {
+        format!(", or a field of `self` (`key = self.{key}`)")
+    } else {
+        String::new()
+    };
+    cx.error_spanned_by(
+        key,
+        format!(
+            "`key = {key}` names no argument of `{}`; {list}{field}",
+            func.item.sig.ident
+        ),
+    );
+}
+
+/// The first `self` token of `tokens`.
+fn find_self(tokens: TokenStream) -> Option<syn::Ident> {
+    tokens.into_iter().find_map(|tt| match tt {
+        TokenTree::Ident(i) if i == "self" => Some(i),
+        TokenTree::Group(g) => find_self(g.stream()),
+        _ => None,
+    })
+}
+
+/// `max_keys = N` (at least 1) and `key_idle = "D"` (a non-zero duration), which bound the
+/// breakers of `key` and mean nothing without it.
+fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
+    for (name, key) in [
+        ("max_keys", args.max_keys.as_ref().map(|g| g.key)),
+        ("key_idle", args.key_idle.as_ref().map(|g| g.key)),
+    ] {
+        if let (Some(span), None) = (key, &args.key) {
+            cx.error_at(
+                span,
+                format!(
+                    "`{name}` bounds the breakers of `key = ..`, one per key, but no `key` is \
+                    given; add `key = ..` or remove `{name}`"
+                ),
+            );
+        }
+    }
+    let max_keys = args.max_keys.as_ref().and_then(|g| {
+        match g.value.base10_parse::<u64>() {
+            Ok(0) => cx.error_spanned_by(
+                &g.value,
+                "`max_keys` must be at least 1, got 0: it is the most breakers kept for keys",
+            ),
+            Ok(_) => return Some(g.value.clone()),
+            Err(e) => cx.error_spanned_by(&g.value, format!("invalid number `{}`: {e}", g.value)),
+        }
+        None
+    });
+    let key_idle = args.key_idle.as_ref().and_then(|g| {
+        let src = g.value.value();
+        match breaker_core::__private::parse_duration(&src) {
+            Ok(d) if d.is_zero() => cx.error_spanned_by(
+                &g.value,
+                format!(
+                    "`key_idle` must be longer than zero, got `{src}`: it is how long a key's \
+                    closed breaker goes unused before it may be evicted"
+                ),
+            ),
+            Ok(_) => return Some(g.value.clone()),
+            Err(e) => cx.error_spanned_by(
+                &g.value,
+                format!("invalid key_idle `{src}`: {}", e.describe()),
+            ),
+        }
+        None
+    });
+    (max_keys, key_idle)
 }
 
 // ---------------------------------------------------------------------------------------------

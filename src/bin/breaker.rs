@@ -1,39 +1,165 @@
-//! The `breaker` command-line tool.
+//! The `breaker` command-line tool (feature `cli`).
 //!
 //! - `breaker check FILE...` validates config files (TOML, YAML or JSON, by extension, with
 //!   `BREAKER__...` environment overrides applied), prints each file's effective policies with
 //!   every default filled in, in the DSL (as a TOML config that loads to the same policies),
 //!   and exits with status 1 listing every error found (`file:line:column: key.path: message`).
 //! - `breaker schema` prints the JSON Schema of config files.
+//! - `breaker simulate --trace FILE ...` replays a trace of calls against policies on a
+//!   virtual clock with the library's own breaker, and reports what each would have done
+//!   (see `breaker simulate --help` and the `breaker_sim` crate).
+//! - `breaker trace generate DESCRIPTION` writes a synthetic trace; `breaker trace schema`
+//!   prints the JSON Schema of a trace line.
 //!
-//! Exit status: 0 when every file is valid, 1 when any is not, 2 for a usage error.
+//! Exit status: 0 on success, 1 when a file, a trace or a policy is invalid, 2 for a usage
+//! error.
 
 use breaker_core::config::{self, Loader};
+use breaker_sim::plot::{self, Chart};
+use breaker_sim::replay::{NamedPolicy, Options};
+use breaker_sim::report::{self, Report};
+use breaker_sim::sweep::{self, Axis};
+use breaker_sim::trace::TraceReader;
+use clap::{Args, Parser, Subcommand};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: breaker check FILE...   validate config files and print the effective policies
-       breaker schema          print the JSON Schema of config files";
+/// Check config files, and choose a circuit breaker policy from evidence: replay recorded
+/// calls against policies on a virtual clock.
+#[derive(Parser)]
+#[command(name = "breaker", version, arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate config files and print the effective policies.
+    ///
+    /// Prints each file's policies with every default filled in, as a TOML config that loads
+    /// to the same policies; with errors, lists every one (file:line:column: key.path:
+    /// message) and exits with status 1.
+    Check {
+        /// Config files (.toml, .yaml, .yml or .json); BREAKER__... environment variables
+        /// override their values.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// Print the JSON Schema of config files.
+    Schema,
+    /// Replay a trace of calls against policies and report what each would have done.
+    ///
+    /// Each trace line is a call arriving at t_ms; the policy's real breaker (on a manual
+    /// clock) decides at arrival, and an admitted call's outcome is recorded at
+    /// t_ms + latency_ms. Retry, timeout and the layer order are replayed as in a live
+    /// pipeline. Per policy it reports: policy, calls, admitted, rejected, reached,
+    /// failures_reached, successes_rejected, opens, half_opens, closes, time_open_ms,
+    /// first_open_ms, detect_ms, recover_ms (and with --json also succeeded, failed,
+    /// cancelled; for a sweep params, rank, pareto). The same trace, policies and seed give
+    /// byte-identical output.
+    Simulate(Simulate),
+    /// Write or describe traces.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Args)]
+struct Simulate {
+    /// The trace: JSON Lines (one call per line) or CSV (.csv) with the same columns.
+    #[arg(long, value_name = "FILE")]
+    trace: PathBuf,
+    /// A config file whose policies to replay.
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// A policy of --config to replay (repeatable; default: every policy of the file).
+    #[arg(long = "policy", value_name = "NAME", requires = "config")]
+    policies: Vec<String>,
+    /// A breaker policy in the DSL, such as "3 consecutive, open 10s" (repeatable).
+    #[arg(long = "breaker", value_name = "DSL")]
+    breakers: Vec<String>,
+    /// Sweep a config key over values around the one policy given: KEY=VALUES, such as
+    /// breaker.consecutive_failures=3..10 (inclusive) or breaker.cooldown=5s,10s,30s
+    /// (repeatable: the grid of all combinations, ranked, with its Pareto front).
+    #[arg(long = "sweep", value_name = "KEY=VALUES")]
+    sweeps: Vec<String>,
+    /// Seed of the retry jitter.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// One JSON object per policy and line instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write an SVG chart: per policy its timeline. For a sweep, FILE is the scatter of the
+    /// grid with its Pareto front, and FILE with the extension .best.svg the timelines of the
+    /// 3 best points.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Write an HTML page with the table and the charts.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Write a synthetic trace from a description, such as
+    /// "healthy 30s, hang 20s timeout 2s, flapping 30s 20%, recovery 30s".
+    ///
+    /// Phases are separated by commas; each is a kind (healthy, recovery, hang, down,
+    /// flapping, slow), a length, and options: N% (share of failures), latency D (typical
+    /// answer time), timeout D (for hang, default 2s), rate N/s (calls per second, default
+    /// 50/s). Lines are labelled with their phase.
+    Generate {
+        /// The description.
+        description: String,
+        /// Seed of the random draws: the same description and seed give the same trace.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where to write it (default: standard output); a .csv file is written as CSV.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Write CSV instead of JSON Lines.
+        #[arg(long)]
+        csv: bool,
+    },
+    /// Print the JSON Schema of a trace line.
+    Schema,
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("check") if args.len() > 1 => check(&args[1..]),
-        Some("schema") if args.len() == 1 => {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { files } => check(&files),
+        Command::Schema => {
             print!("{}", config::json_schema());
             ExitCode::SUCCESS
         }
-        Some("help" | "-h" | "--help") => {
-            println!("{USAGE}");
+        Command::Simulate(args) => report_error(simulate(args)),
+        Command::Trace(TraceCommand::Schema) => {
+            print!("{}", breaker_sim::trace::json_schema());
             ExitCode::SUCCESS
         }
-        _ => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
+        Command::Trace(TraceCommand::Generate {
+            description,
+            seed,
+            output,
+            csv,
+        }) => report_error(generate(&description, seed, output.as_deref(), csv)),
+    }
+}
+
+fn report_error(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }
 
+/// `breaker check`: loads each file with the core loader and prints its effective policies,
+/// or every error found.
 fn check(files: &[String]) -> ExitCode {
     let mut failed = false;
     for (i, file) in files.iter().enumerate() {
@@ -62,4 +188,172 @@ fn check(files: &[String]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The policies named on the command line: those of `--config` (the `--policy` ones, or all),
+/// then each `--breaker`.
+fn policies(args: &Simulate) -> Result<Vec<NamedPolicy>, String> {
+    let mut out = Vec::new();
+    if let Some(file) = &args.config {
+        let loaded = Loader::file(file).load().map_err(|errors| {
+            let lines: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
+            format!("{file}: invalid config:\n  {}", lines.join("\n  "))
+        })?;
+        let names: Vec<String> = if args.policies.is_empty() {
+            loaded.names().map(str::to_owned).collect()
+        } else {
+            args.policies.clone()
+        };
+        for name in names {
+            let policy = loaded.get(&name).ok_or_else(|| {
+                format!(
+                    "{file}: no policy `{name}`; it has: {}",
+                    loaded.names().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            out.push(NamedPolicy {
+                name,
+                policy: (*policy).clone(),
+                params: Vec::new(),
+            });
+        }
+    }
+    for dsl in &args.breakers {
+        out.push(
+            NamedPolicy::from_breaker_dsl(dsl)
+                .map_err(|e| format!("--breaker \"{dsl}\": {}", e.describe()))?,
+        );
+    }
+    if out.is_empty() {
+        return Err("no policy to replay: give `--config FILE` or `--breaker DSL`".into());
+    }
+    Ok(out)
+}
+
+fn simulate(args: Simulate) -> Result<(), String> {
+    let mut policies = policies(&args)?;
+    let is_sweep = !args.sweeps.is_empty();
+    if is_sweep {
+        if policies.len() != 1 {
+            return Err(format!(
+                "--sweep needs exactly one base policy, got {}",
+                policies.len()
+            ));
+        }
+        let axes = args
+            .sweeps
+            .iter()
+            .map(|s| s.parse::<Axis>().map_err(|e| format!("--sweep {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        policies = sweep::grid(&policies[0], &axes)?;
+    }
+    let plots = args.svg.is_some() || args.html.is_some();
+    let options = Options {
+        seed: args.seed,
+        timeline: plots,
+    };
+    let mut reader = TraceReader::open(&args.trace).map_err(|e| e.to_string())?;
+    let size = std::fs::metadata(&args.trace).map_or(0, |m| m.len());
+    let bar = (std::io::stderr().is_terminal() && size > 0).then(|| {
+        let bar = indicatif::ProgressBar::new(size);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_message(format!("replaying {} policies", policies.len()));
+        bar
+    });
+    let progress = |bytes: u64| {
+        if let Some(b) = &bar {
+            b.set_position(bytes);
+        }
+    };
+    let mut reports = breaker_sim::run::run(&mut reader, &policies, options, &progress)
+        .map_err(|e| e.to_string())?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if is_sweep {
+        sweep::rank(&mut reports);
+    }
+    let mut out = std::io::stdout().lock();
+    let table = report::table(&reports);
+    if args.json {
+        for r in &reports {
+            writeln!(out, "{}", r.to_json()).map_err(|e| e.to_string())?;
+        }
+    } else {
+        out.write_all(table.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    if plots {
+        let title = format!("breaker simulate: {}", args.trace.display());
+        let mut svgs = Vec::new();
+        if is_sweep {
+            svgs.push(plot::sweep_svg(
+                &format!("{title}: sweep of {} points", reports.len()),
+                &reports,
+            ));
+            let best: Vec<Report> = reports.iter().take(3).cloned().collect();
+            svgs.push(plot::timeline_svg(&Chart::from_reports(
+                format!("{title}: the 3 best points"),
+                &best,
+            )));
+        } else {
+            svgs.push(plot::timeline_svg(&Chart::from_reports(
+                title.clone(),
+                &reports,
+            )));
+        }
+        if let Some(path) = &args.svg {
+            // One file: the first chart; a sweep's timelines go next to it.
+            write_file(path, &svgs[0])?;
+            if let Some(second) = svgs.get(1) {
+                let other = path.with_extension("best.svg");
+                write_file(&other, second)?;
+                eprintln!("charts: {} and {}", path.display(), other.display());
+            } else {
+                eprintln!("chart: {}", path.display());
+            }
+        }
+        if let Some(path) = &args.html {
+            write_file(path, &plot::html_page(&title, &table, &svgs))?;
+            eprintln!("page: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn generate(description: &str, seed: u64, output: Option<&Path>, csv: bool) -> Result<(), String> {
+    let scenario: breaker_sim::generate::Scenario =
+        description.parse().map_err(|e| format!("{e}"))?;
+    match output {
+        None => {
+            let out = std::io::BufWriter::new(std::io::stdout().lock());
+            breaker_sim::generate::write(&scenario, seed, out, csv).map_err(|e| e.to_string())?;
+        }
+        Some(path) => {
+            let csv = csv
+                || breaker_sim::trace::Format::from_path(path) == breaker_sim::trace::Format::Csv;
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+            let file =
+                std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let n =
+                breaker_sim::generate::write(&scenario, seed, std::io::BufWriter::new(file), csv)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!("{}: {n} calls", path.display());
+        }
+    }
+    Ok(())
 }

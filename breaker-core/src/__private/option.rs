@@ -26,8 +26,12 @@ pub enum AttrOption {
     Order,
     Fallback,
     Classify,
+    Record,
     Name,
     ByKey,
+    MaxKeys,
+    KeyIdle,
+    Flatten,
     Policy,
     Config,
     Crate,
@@ -35,7 +39,7 @@ pub enum AttrOption {
 
 impl AttrOption {
     /// Every option, in the order the docs list them.
-    pub const ALL: [AttrOption; 20] = [
+    pub const ALL: [AttrOption; 24] = [
         AttrOption::Threshold,
         AttrOption::FailureRate,
         AttrOption::Window,
@@ -51,8 +55,12 @@ impl AttrOption {
         AttrOption::Order,
         AttrOption::Fallback,
         AttrOption::Classify,
+        AttrOption::Record,
         AttrOption::Name,
         AttrOption::ByKey,
+        AttrOption::MaxKeys,
+        AttrOption::KeyIdle,
+        AttrOption::Flatten,
         AttrOption::Policy,
         AttrOption::Config,
         AttrOption::Crate,
@@ -76,8 +84,12 @@ impl AttrOption {
             AttrOption::Order => "order",
             AttrOption::Fallback => "fallback",
             AttrOption::Classify => "classify",
+            AttrOption::Record => "record",
             AttrOption::Name => "name",
             AttrOption::ByKey => "key",
+            AttrOption::MaxKeys => "max_keys",
+            AttrOption::KeyIdle => "key_idle",
+            AttrOption::Flatten => "flatten",
             AttrOption::Policy => "policy",
             AttrOption::Config => "config",
             AttrOption::Crate => "crate",
@@ -102,8 +114,12 @@ impl AttrOption {
             AttrOption::Order => "[retry, breaker, timeout]",
             AttrOption::Fallback => "path::to::fallback",
             AttrOption::Classify => "path::to::classify",
+            AttrOption::Record => "path::to::recorder",
             AttrOption::Name => "\"inventory\"",
             AttrOption::ByKey => "host",
+            AttrOption::MaxKeys => "10_000",
+            AttrOption::KeyIdle => "\"10m\"",
+            AttrOption::Flatten => "true",
             AttrOption::Policy => "\"inventory\"",
             AttrOption::Config => "\"breaker.toml\"",
             AttrOption::Crate => "::breaker",
@@ -129,8 +145,12 @@ impl AttrOption {
             AttrOption::RetryIf
             | AttrOption::Fallback
             | AttrOption::Classify
+            | AttrOption::Record
             | AttrOption::Name
             | AttrOption::ByKey
+            | AttrOption::MaxKeys
+            | AttrOption::KeyIdle
+            | AttrOption::Flatten
             | AttrOption::Policy
             | AttrOption::Config
             | AttrOption::Crate => false,

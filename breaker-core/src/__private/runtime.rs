@@ -1,43 +1,248 @@
 //! Run time: one pipeline per annotated function, created on first call, and the breakers
-//! of its keys; each recorded in [`crate::annotated`], the public handle.
+//! of its keys.
 
 use super::InlinePolicy;
 use crate::annotated;
 use crate::breaker::{BreakerBuilder, BreakerFactory, CircuitBreaker};
-use crate::classify::Outcome;
+use crate::classify::{Classifier, Outcome, Retry};
 #[cfg(feature = "config")]
 use crate::config::PolicyRegistry;
-use crate::pipeline::{self, ErrorClassifier, PipelineBuilder};
+use crate::pipeline::{self, AllErrors, FnClassifier, NoHint, PipelineBuilder};
 use crate::policy::Policy;
-use crate::registry::Registry;
-use crate::Error;
+use crate::registry::{Registry, RegistryFull};
+use crate::{Error, Rejection};
 #[cfg(feature = "config")]
 use std::collections::HashMap;
 use std::future::Future;
-use std::ops::Deref;
+use std::marker::PhantomData;
+use std::pin::Pin;
 #[cfg(feature = "config")]
 use std::sync::Arc;
 #[cfg(feature = "config")]
 use std::sync::Mutex;
 use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-/// The error classifier of an annotated function: `classify` and `retry_if` as function
-/// pointers, so that a path of the wrong signature is one type error, at that path (and
-/// the classifier's type stays valid, so no further errors follow from it).
-pub fn classify<E>(
-    outcome: fn(&E) -> Outcome,
-    transient: fn(&E) -> bool,
-) -> impl ErrorClassifier<E> {
-    pipeline::classifier(outcome, transient)
+/// The classifier of an annotated function, pinned to its `Result<T, E>`: the one value the
+/// expansion passes to [`call`] and [`Target::wants_fallback`], whose `T` it lets the compiler
+/// infer.
+pub struct Attr<T, E, C> {
+    classifier: C,
+    _result: PhantomData<fn(&T, &E)>,
 }
 
-/// A `classify = path`, as the function pointer [`classify`] takes.
-pub fn outcome_fn<E>(f: fn(&E) -> Outcome) -> fn(&E) -> Outcome {
+impl<T, E, C: Classifier<T, E>> Classifier<T, E> for Attr<T, E, C> {
+    #[inline(always)]
+    fn outcome_of(&self, result: Result<&T, &E>) -> Outcome {
+        self.classifier.outcome_of(result)
+    }
+    #[inline(always)]
+    fn retry_of(&self, result: Result<&T, &E>) -> Retry {
+        self.classifier.retry_of(result)
+    }
+}
+
+fn attr<T, E, C>(classifier: C) -> Attr<T, E, C> {
+    Attr {
+        classifier,
+        _result: PhantomData,
+    }
+}
+
+/// Without `classify` and `retry_if`: every error a failure and transient.
+pub fn default_classifier<T, E>() -> Attr<T, E, AllErrors> {
+    attr(AllErrors)
+}
+
+/// What `classify = ..` may be: a `fn(&E) -> Outcome` (the breaker's verdict on errors), or a
+/// value of a [`Classifier`] of the function's `Result<T, E>`. `M` tells the two apart, so the
+/// compiler picks the one that applies.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a classifier of this function's `Result<{T}, {E}>`",
+    label = "expected `fn(&{E}) -> breaker::Outcome`, or a value of a type implementing `breaker::classify::Classifier<{T}, {E}>`",
+    note = "`classify = http` gives the standard HTTP rules (feature `http`)"
+)]
+pub trait IntoClassifier<T, E, M> {
+    /// The classifier.
+    type Classifier: Classifier<T, E>;
+    /// Converts.
+    fn __breaker_into(self) -> Self::Classifier;
+}
+
+/// [`IntoClassifier`] for a function over errors.
+#[derive(Debug)]
+pub enum ErrorFn {}
+
+/// [`IntoClassifier`] for a classifier value.
+#[derive(Debug)]
+pub enum Value {}
+
+impl<T, E, F: Fn(&E) -> Outcome> IntoClassifier<T, E, ErrorFn> for F {
+    type Classifier = FnClassifier<F, fn(&E) -> bool, NoHint<E>>;
+    fn __breaker_into(self) -> Self::Classifier {
+        pipeline::classifier(self, |_: &E| true)
+    }
+}
+
+impl<T, E, C: Classifier<T, E>> IntoClassifier<T, E, Value> for C {
+    type Classifier = C;
+    fn __breaker_into(self) -> C {
+        self
+    }
+}
+
+/// A `classify = expr`: a function over errors or a classifier value. The expansion spans the
+/// call at the user's expression, so a value that is neither is one error, there.
+pub fn classifier<T, E, M, C: IntoClassifier<T, E, M>>(c: C) -> Attr<T, E, C::Classifier> {
+    attr(c.__breaker_into())
+}
+
+/// A `retry_if = path`, as a function pointer (a path of another signature is one type error,
+/// at that path).
+pub fn transient_fn<E>(f: fn(&E) -> bool) -> fn(&E) -> bool {
     f
 }
 
-/// A `retry_if = path`, as the function pointer [`classify`] takes.
-pub fn transient_fn<E>(f: fn(&E) -> bool) -> fn(&E) -> bool {
+/// `classifier` with `retry_if = path` deciding which errors are transient.
+pub fn retry_if<T, E, C: Classifier<T, E>>(
+    classifier: Attr<T, E, C>,
+    transient: fn(&E) -> bool,
+) -> Attr<T, E, RetryIf<C, E>> {
+    attr(RetryIf {
+        classifier: classifier.classifier,
+        transient,
+    })
+}
+
+/// A classifier whose verdict on retrying errors is a `retry_if` function's: an error is
+/// transient if and only if `transient` says so, after the server's delay if the classifier
+/// read one. `Ok` values and the breaker's verdicts are the classifier's.
+pub struct RetryIf<C, E> {
+    classifier: C,
+    transient: fn(&E) -> bool,
+}
+
+impl<T, E, C: Classifier<T, E>> Classifier<T, E> for RetryIf<C, E> {
+    #[inline(always)]
+    fn outcome_of(&self, result: Result<&T, &E>) -> Outcome {
+        self.classifier.outcome_of(result)
+    }
+    fn retry_of(&self, result: Result<&T, &E>) -> Retry {
+        match result {
+            Ok(_) => self.classifier.retry_of(result),
+            Err(e) if (self.transient)(e) => {
+                Retry::transient(self.classifier.retry_of(result).hint())
+            }
+            Err(_) => Retry::No,
+        }
+    }
+}
+
+/// `classify = http` for a function returning `Result<T, E>`, chosen by autoref on
+/// `&&&HttpProbe` (the first that applies): [`HttpClassifier`] when `E` is an HTTP error and
+/// `T` has a status ([`HttpValue`]), [`HttpErrors`] when only `E` is, else (after the error
+/// [`http_error`] reports) [`AllErrors`], so that no second error follows the first.
+///
+/// [`HttpClassifier`]: crate::http::HttpClassifier
+/// [`HttpValue`]: crate::http::HttpValue
+/// [`HttpErrors`]: crate::http::HttpErrors
+#[cfg(feature = "http")]
+pub struct HttpProbe<T, E>(PhantomData<fn(&T, &E)>);
+
+#[cfg(feature = "http")]
+impl<T, E> HttpProbe<T, E> {
+    /// The probe.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        HttpProbe(PhantomData)
+    }
+}
+
+/// See [`HttpProbe`]: a response type and an HTTP error.
+#[cfg(feature = "http")]
+pub trait HttpOfValue<T, E> {
+    /// The classifier.
+    fn __breaker_http(&self) -> Attr<T, E, crate::http::HttpClassifier>;
+}
+
+#[cfg(feature = "http")]
+impl<T: crate::http::HttpValue, E: crate::http::HttpFailure> HttpOfValue<T, E>
+    for &&HttpProbe<T, E>
+{
+    fn __breaker_http(&self) -> Attr<T, E, crate::http::HttpClassifier> {
+        attr(crate::http::HttpClassifier)
+    }
+}
+
+/// See [`HttpProbe`]: an HTTP error, with any `Ok` type.
+#[cfg(feature = "http")]
+pub trait HttpOfErrors<T, E> {
+    /// The classifier.
+    fn __breaker_http(&self) -> Attr<T, E, crate::http::HttpErrors>;
+}
+
+#[cfg(feature = "http")]
+impl<T, E: crate::http::HttpFailure> HttpOfErrors<T, E> for &HttpProbe<T, E> {
+    fn __breaker_http(&self) -> Attr<T, E, crate::http::HttpErrors> {
+        attr(crate::http::HttpErrors)
+    }
+}
+
+/// See [`HttpProbe`]: not an HTTP error, which [`http_error`] reports.
+#[cfg(feature = "http")]
+pub trait HttpOfOther<T, E> {
+    /// The classifier.
+    fn __breaker_http(&self) -> Attr<T, E, AllErrors>;
+}
+
+#[cfg(feature = "http")]
+impl<T, E> HttpOfOther<T, E> for HttpProbe<T, E> {
+    fn __breaker_http(&self) -> Attr<T, E, AllErrors> {
+        attr(AllErrors)
+    }
+}
+
+/// Requires the function's error type to be an HTTP error, for `classify = http`: the one
+/// error when it is not ("`MyError` is not an HTTP error"), at `http`.
+#[cfg(feature = "http")]
+pub fn http_error<E: crate::http::HttpFailure>() {}
+
+/// `classify = http`: the standard HTTP rules ([`crate::http`]), or without the `http` feature
+/// a compile error saying so.
+#[cfg(feature = "http")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breaker_classify_http {
+    ($ok:ty, $err:ty) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::{HttpOfErrors as _, HttpOfOther as _, HttpOfValue as _};
+        $crate::__private::http_error::<$err>();
+        (&&&$crate::__private::HttpProbe::<$ok, $err>::new()).__breaker_http()
+    }};
+}
+
+/// `classify = http`: the standard HTTP rules ([`crate::http`]), or without the `http` feature
+/// a compile error saying so.
+#[cfg(not(feature = "http"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __breaker_classify_http {
+    ($ok:ty, $err:ty) => {{
+        ::core::compile_error!(
+            "`classify = http` needs the `http` feature of `breaker` (and `reqwest` for \
+             `reqwest` errors and responses): `breaker = { features = [\"http\"] }`"
+        );
+        $crate::__private::default_classifier::<$ok, $err>()
+    }};
+}
+
+pub use crate::__breaker_classify_http as classify_http;
+
+/// A `record = path`, as the function pointer [`Pipeline::recording`] takes.
+pub fn recorder_fn(
+    f: fn() -> Option<crate::record::Recorder>,
+) -> fn() -> Option<crate::record::Recorder> {
     f
 }
 
@@ -72,6 +277,13 @@ pub fn run_fallback<T, E, G: Fallback<T, E>>(g: G, error: Error<E>) -> G::Future
     g.__breaker_call(error)
 }
 
+/// The most breakers an annotated function keeps for `key = ..` unless `max_keys` says.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// How long a key's breaker may go unused (and closed) before it may be evicted, unless
+/// `key_idle` says.
+pub const DEFAULT_KEY_IDLE: Duration = Duration::from_secs(600);
+
 /// The run-time state of one annotated function: its pipeline, and for `key = ..` one
 /// breaker per key.
 pub struct Pipeline {
@@ -82,6 +294,19 @@ pub struct Pipeline {
     /// reload), or `None` to build one from `policy` on first use.
     factory: Option<BreakerFactory>,
     keyed: OnceLock<Registry<String>>,
+    max_keys: usize,
+    key_idle: Duration,
+    /// Whether the named policy's config set `max_keys` / `key_idle` (which then win over the
+    /// attribute's).
+    configured_keys: (bool, bool),
+}
+
+/// The pipeline of an annotated function: its own, or its named policy's, which follows the
+/// registry's reloads (one `ArcSwap` load per call).
+enum Shared {
+    Fixed(pipeline::Pipeline),
+    #[cfg(feature = "config")]
+    Live(crate::config::LivePipeline),
 }
 
 impl Pipeline {
@@ -132,6 +357,10 @@ impl Pipeline {
         unreachable!("`policy = \"..\"` is a compile error without the `config` feature")
     }
 
+    /// The function runs through the policy's [`LivePipeline`](crate::config::LivePipeline),
+    /// so a reload of the registry reaches its retry, timeout, deadline and bulkhead for the
+    /// calls that start after it; `max_keys` and `key_idle` from the policy's config win over
+    /// the attribute's.
     #[cfg(feature = "config")]
     fn from_registry(
         registry: &PolicyRegistry,
@@ -139,7 +368,8 @@ impl Pipeline {
         name: &'static str,
         source: &str,
     ) -> Pipeline {
-        let Some(live) = registry.pipeline_for(policy, name) else {
+        let (Some(found), Some(live)) = (registry.get(policy), registry.pipeline_for(policy, name))
+        else {
             let names: Vec<String> = registry.names().iter().map(|n| format!("`{n}`")).collect();
             panic!(
                 "#[circuit_breaker]: `{name}` uses policy `{policy}`, which is not in {source}; \
@@ -150,13 +380,16 @@ impl Pipeline {
         if let Some(breaker) = registry.breaker(policy) {
             annotated::register(name, &breaker);
         }
-        let found = registry.get(policy).expect("the pipeline's policy");
+        let keys = registry.key_bounds(policy);
         Pipeline {
             shared: Shared::Live(live),
             policy: (*found).clone(),
             name,
             factory: registry.factory(policy),
             keyed: OnceLock::new(),
+            max_keys: keys.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
+            key_idle: keys.key_idle.unwrap_or(DEFAULT_KEY_IDLE),
+            configured_keys: (keys.max_keys.is_some(), keys.key_idle.is_some()),
         }
     }
 
@@ -193,7 +426,40 @@ impl Pipeline {
             name,
             factory,
             keyed: OnceLock::new(),
+            max_keys: DEFAULT_MAX_KEYS,
+            key_idle: DEFAULT_KEY_IDLE,
+            configured_keys: (false, false),
         }
+    }
+
+    /// The bounds of the breakers of keys: `max_keys = N` and `key_idle = "D"`, as written
+    /// (checked at compile time); `None` keeps [`DEFAULT_MAX_KEYS`] / [`DEFAULT_KEY_IDLE`].
+    /// A named policy's config setting one wins over the attribute's.
+    ///
+    /// # Panics
+    /// Never for values the macro accepted.
+    pub fn key_bounds(mut self, max_keys: Option<u64>, key_idle: Option<&'static str>) -> Self {
+        if let (Some(n), false) = (max_keys, self.configured_keys.0) {
+            self.max_keys = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+        }
+        if let (Some(src), false) = (key_idle, self.configured_keys.1) {
+            self.key_idle = crate::dsl::parse_duration(src)
+                .expect("#[circuit_breaker]: `key_idle` was validated at compile time");
+        }
+        self
+    }
+
+    /// `record = path`: the pipeline records its calls in the recorder `f` returns, asked
+    /// once, when the pipeline is built (the function's first call); `None` records nothing.
+    pub fn recording(mut self, f: fn() -> Option<crate::record::Recorder>) -> Pipeline {
+        if let Some(recorder) = f() {
+            match &mut self.shared {
+                Shared::Fixed(p) => p.set_recorder(recorder),
+                #[cfg(feature = "config")]
+                Shared::Live(live) => live.set_recorder(recorder),
+            }
+        }
+        self
     }
 
     /// The pipeline with the function's one breaker.
@@ -209,11 +475,19 @@ impl Pipeline {
     /// (the bulkhead, the retry budget and jitter source) are the function's own, shared
     /// by every key; see [`pipeline::Pipeline::call_with_breaker`].
     ///
-    /// # Panics
-    /// If the registry of keys is full (it is unbounded by default).
+    /// The keys' registry holds at most `max_keys` breakers, without lifetime totals, and
+    /// names each key in its breaker's events and rejections; a closed breaker unused for
+    /// `key_idle` may be evicted. A new key of a full registry (none of its breakers idle and
+    /// closed) gets [`Target::Refused`]: the call is rejected with [`Rejection::Keys`].
     pub fn keyed(&self, key: String) -> Target<'_> {
         let target = self.breaker();
-        if target.breaker().is_none() {
+        let has_breaker = match &target {
+            Target::Shared(p) => p.breaker().is_some(),
+            #[cfg(feature = "config")]
+            Target::Live(p) => p.breaker().is_some(),
+            _ => true,
+        };
+        if !has_breaker {
             // A named policy without a breaker: nothing to key.
             return target;
         }
@@ -224,27 +498,28 @@ impl Pipeline {
                     .build_factory()
                     .expect("#[circuit_breaker]: validated at compile time")
             });
-            let registry = Registry::builder(factory).state_gauge(true).build();
+            let registry = Registry::builder(factory)
+                .max_keys(self.max_keys)
+                .idle_ttl(self.key_idle)
+                .totals(false)
+                .state_gauge(true)
+                .build_tagged();
             annotated::register_keyed(self.name, &registry);
             registry
         });
-        let breaker = registry
-            .get_or_create(&key)
-            .expect("#[circuit_breaker]: the registry of keyed breakers is full");
-        match target {
-            Target::Shared(p) | Target::Keyed(p, _) => Target::Keyed(p, breaker),
+        match (registry.get_or_create(&key), target) {
+            (Ok(breaker), Target::Shared(p)) => Target::Keyed(p, breaker),
             #[cfg(feature = "config")]
-            Target::Live(p) | Target::LiveKeyed(p, _) => Target::LiveKeyed(p, breaker),
+            (Ok(breaker), Target::Live(p)) => Target::LiveKeyed(p, breaker),
+            (Ok(_), other) => other,
+            (Err(full), _) => Target::Refused(full),
         }
     }
-}
 
-/// The pipeline of an annotated function: its own, or its named policy's, which follows the
-/// registry's reloads (one `ArcSwap` load per call).
-enum Shared {
-    Fixed(pipeline::Pipeline),
-    #[cfg(feature = "config")]
-    Live(crate::config::LivePipeline),
+    /// The breaker of `key`, if one has been created (for tests and metrics).
+    pub fn key_breaker(&self, key: &str) -> Option<CircuitBreaker> {
+        self.keyed.get()?.get(key)
+    }
 }
 
 /// The config file a `config = ".."` option embedded with `include_str!`: its name as
@@ -281,6 +556,12 @@ fn embedded_registry(embedded: EmbeddedConfig) -> Arc<PolicyRegistry> {
     Arc::clone(registry)
 }
 
+/// The breaker clock of annotated functions: tokio's, so a paused test runtime drives
+/// cooldowns as it drives timeouts and backoff sleeps.
+fn default_clock() -> crate::clock::Clock {
+    crate::clock::Clock::tokio()
+}
+
 /// The builder of an annotated function's breakers: named after the function, with its
 /// metrics, on [`default_clock`], with the listeners registered for its name
 /// ([`annotated::on_transition`]).
@@ -291,18 +572,14 @@ fn breaker_builder(policy: crate::breaker::BreakerPolicy, name: &str) -> Breaker
     annotated::attach(crate::observe::instrument(builder), name)
 }
 
-/// The breaker clock of annotated functions: tokio's, so a paused test runtime drives
-/// cooldowns as it drives timeouts and backoff sleeps.
-fn default_clock() -> crate::clock::Clock {
-    crate::clock::Clock::tokio()
-}
-
 /// The pipeline one call runs through, and the breaker it runs with.
 pub enum Target<'a> {
     /// The function's own pipeline and breaker.
     Shared(&'a pipeline::Pipeline),
     /// The function's own pipeline with the breaker of one key.
     Keyed(&'a pipeline::Pipeline, CircuitBreaker),
+    /// The key has no breaker and the registry of keys is full: the call is refused.
+    Refused(RegistryFull),
     /// The named policy's pipeline current when the call started.
     #[cfg(feature = "config")]
     Live(Arc<pipeline::Pipeline>),
@@ -311,25 +588,26 @@ pub enum Target<'a> {
     LiveKeyed(Arc<pipeline::Pipeline>, CircuitBreaker),
 }
 
-impl Deref for Target<'_> {
-    type Target = pipeline::Pipeline;
-    fn deref(&self) -> &pipeline::Pipeline {
+impl Target<'_> {
+    /// Whether the function's fallback runs for `error`, by the function's classifier (its
+    /// verdict on errors; `T` comes from the classifier's [`Attr`]); a refused key is a
+    /// rejection, so it does.
+    pub fn wants_fallback<T, E, C: Classifier<T, E>>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
         match self {
-            Target::Shared(p) | Target::Keyed(p, _) => p,
+            Target::Shared(p) | Target::Keyed(p, _) => {
+                p.wants_fallback_of::<T, E, C>(error, classifier)
+            }
             #[cfg(feature = "config")]
-            Target::Live(p) | Target::LiveKeyed(p, _) => p,
+            Target::Live(p) | Target::LiveKeyed(p, _) => {
+                p.wants_fallback_of::<T, E, C>(error, classifier)
+            }
+            Target::Refused(_) => true,
         }
     }
-}
-
-/// The default breaker verdict: every error is a failure.
-pub fn failure<E>(_: &E) -> Outcome {
-    Outcome::Failure
-}
-
-/// The default retry predicate: every error is transient.
-pub fn transient<E>(_: &E) -> bool {
-    true
 }
 
 /// Runs one call. Not an `async fn`: that would nest the pipeline's future in another
@@ -338,18 +616,59 @@ pub fn call<'a, T: 'a, E: 'a, F, Fut, C>(
     target: &'a Target<'_>,
     classifier: &'a C,
     op: F,
-) -> impl Future<Output = Result<T, Error<E>>> + 'a
+) -> Call<impl Future<Output = Result<T, Error<E>>> + 'a, Result<T, Error<E>>>
 where
     F: FnMut() -> Fut + 'a,
     Fut: Future<Output = Result<T, E>> + 'a,
-    C: ErrorClassifier<E>,
+    C: Classifier<T, E>,
 {
     match target {
-        Target::Shared(p) => p.run(p.breaker(), classifier, op),
-        Target::Keyed(p, b) => p.run(p.layer_breaker(b), classifier, op),
+        Target::Shared(p) => Call::Run {
+            fut: p.run(p.breaker(), classifier, op),
+        },
+        Target::Keyed(p, b) => Call::Run {
+            fut: p.run(p.layer_breaker(b), classifier, op),
+        },
+        Target::Refused(full) => Call::Refused {
+            result: Some(Err(Error::Rejected(Rejection::Keys(*full)))),
+        },
         #[cfg(feature = "config")]
-        Target::Live(p) => p.run(p.breaker(), classifier, op),
+        Target::Live(p) => Call::Run {
+            fut: p.run(p.breaker(), classifier, op),
+        },
         #[cfg(feature = "config")]
-        Target::LiveKeyed(p, b) => p.run(p.layer_breaker(b), classifier, op),
+        Target::LiveKeyed(p, b) => Call::Run {
+            fut: p.run(p.layer_breaker(b), classifier, op),
+        },
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`call`]: the pipeline's, or a refusal that is ready at once.
+    #[project = CallProj]
+    pub enum Call<F, R> {
+        /// The pipeline runs the call.
+        Run {
+            #[pin]
+            fut: F,
+        },
+        /// A refused key: the result without running anything.
+        Refused {
+            result: Option<R>,
+        },
+    }
+}
+
+impl<F: Future> Future for Call<F, F::Output> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.project() {
+            CallProj::Run { fut } => fut.poll(cx),
+            CallProj::Refused { result } => {
+                Poll::Ready(result.take().expect("`Call` polled after completion"))
+            }
+        }
     }
 }

@@ -159,8 +159,9 @@ struct Heavy {
     /// The sliding window.
     window: Option<WindowStore>,
     totals: Option<Striped>,
-    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events.
-    key: Option<Box<str>>,
+    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events and
+    /// rejections (shared, so a rejection names it without allocating).
+    key: Option<Arc<str>>,
 }
 
 /// Where a breaker keeps its sliding window.
@@ -282,10 +283,16 @@ impl BreakerFactory {
     /// tenant): the key is kept with the breaker and named in its `tracing` events
     /// (`key = "..."`). It costs one heap block per breaker; metric labels do not include it.
     pub fn create_keyed(&self, key: impl Into<String>) -> CircuitBreaker {
-        self.create_with_key(Some(key.into().into_boxed_str()))
+        self.create_with_key(Some(key.into().into()))
     }
 
-    fn create_with_key(&self, key: Option<Box<str>>) -> CircuitBreaker {
+    fn create_with_key(&self, key: Option<Arc<str>>) -> CircuitBreaker {
+        self.create_with(key, self.shared.totals)
+    }
+
+    /// A breaker of this factory with lifetime totals on or off whatever the factory's
+    /// setting (a keyed registry turns them off: they cost memory per key).
+    pub(crate) fn create_with(&self, key: Option<Arc<str>>, totals: bool) -> CircuitBreaker {
         let policy = self.shared.policy.load();
         let window = policy.uses_window().then(|| match policy.window {
             SlidingWindow::Count(_) => WindowStore::Count(Mutex::new(GenWindow {
@@ -301,7 +308,7 @@ impl BreakerFactory {
                 ))
             }
         });
-        let totals = self.shared.totals.then(Striped::new);
+        let totals = totals.then(Striped::new);
         let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
             Box::new(Heavy {
                 window,
@@ -345,6 +352,16 @@ impl BreakerFactory {
     pub fn clock(&self) -> &Clock {
         &self.shared.clock
     }
+
+    /// The name of this factory's breakers.
+    pub fn name(&self) -> &'static str {
+        self.shared.name
+    }
+
+    /// Whether this factory's breakers keep lifetime totals.
+    pub(crate) fn totals(&self) -> bool {
+        self.shared.totals
+    }
 }
 
 /// Why a call was rejected.
@@ -380,6 +397,7 @@ pub struct Rejected {
     reason: RejectReason,
     retry_after: Option<Duration>,
     name: &'static str,
+    key: Option<Arc<str>>,
 }
 
 impl Rejected {
@@ -408,12 +426,21 @@ impl Rejected {
         self.name
     }
 
+    /// The key of the breaker that refused, for a breaker of a keyed set
+    /// ([`BreakerFactory::create_keyed`], a tagged [`Registry`](crate::registry::Registry)).
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     fn describe(&self) -> String {
-        let who = if self.name.is_empty() {
+        let mut who = if self.name.is_empty() {
             "circuit breaker".to_string()
         } else {
             format!("circuit breaker `{}`", self.name)
         };
+        if let Some(key) = &self.key {
+            who.push_str(&format!(" for key `{key}`"));
+        }
         match (self.reason, self.retry_after) {
             (RejectReason::Open, Some(d)) => {
                 format!("{who} is open; a probe may be admitted in {d:?}")
@@ -741,7 +768,11 @@ impl CircuitBreaker {
         let mut n = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Inner>();
         if let Some(h) = &self.inner.heavy {
             n += std::mem::size_of::<Heavy>();
-            n += h.key.as_ref().map_or(0, |k| k.len());
+            // A shared key: its two reference counts and its bytes.
+            n += h
+                .key
+                .as_ref()
+                .map_or(0, |k| 2 * std::mem::size_of::<usize>() + k.len());
             if let Some(t) = &h.totals {
                 n += t.heap_bytes();
             }
@@ -829,6 +860,7 @@ impl Inner {
             reason,
             retry_after,
             name: self.shared.name,
+            key: self.heavy.as_ref().and_then(|h| h.key.clone()),
         }
     }
 

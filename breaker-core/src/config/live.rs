@@ -20,6 +20,9 @@ use std::sync::Arc;
 /// The slot of one [`LivePipeline`]: the current pipeline, and who uses it (for errors).
 pub(super) struct Slot {
     pub(super) current: ArcSwap<Pipeline>,
+    /// Where its calls are recorded (an annotated function's `record = path`), carried over
+    /// to every pipeline a reload builds.
+    pub(super) recorder: std::sync::Mutex<Option<crate::record::Recorder>>,
     /// Who uses the pipeline, for the error of a reload that drops its policy: an annotated
     /// function's name, or `None` for a pipeline taken with `PolicyRegistry::pipeline`.
     pub(super) user: Option<String>,
@@ -31,8 +34,12 @@ pub(super) fn build(
     policy: &Policy,
     breaker: Option<CircuitBreaker>,
     bulkhead: Option<Bulkhead>,
+    recorder: Option<crate::record::Recorder>,
 ) -> Pipeline {
     let mut builder = PipelineBuilder::from_policy(policy);
+    if let Some(recorder) = recorder {
+        builder = builder.recorder(recorder);
+    }
     if let Some(breaker) = breaker {
         builder = builder.breaker(breaker);
     }
@@ -79,6 +86,16 @@ impl LivePipeline {
     /// The pipeline new calls run under now.
     pub fn current(&self) -> Arc<Pipeline> {
         self.slot.current.load_full()
+    }
+
+    /// Records the calls of this pipeline, and of every pipeline a reload puts in its place,
+    /// in `recorder` (an annotated function's `record = path`).
+    pub(crate) fn set_recorder(&self, recorder: crate::record::Recorder) {
+        let mut slot = self.slot.recorder.lock().unwrap_or_else(|e| e.into_inner());
+        *slot = Some(recorder.clone());
+        let mut pipeline = (*self.current()).clone();
+        pipeline.set_recorder(recorder);
+        self.slot.current.store(Arc::new(pipeline));
     }
 
     /// Runs `op` under the current pipeline; see [`Pipeline::call`].

@@ -332,11 +332,13 @@ impl Inner {
             }
             let bulkhead = slot.current.load().bulkhead().cloned();
             let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
-            slot.current.store(Arc::new(super::live::build(
-                &entry.policy,
-                breaker,
-                bulkhead,
-            )));
+            let recorder = slot
+                .recorder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let pipeline = super::live::build(&entry.policy, breaker, bulkhead, recorder);
+            slot.current.store(Arc::new(pipeline));
         }
         self.entries.store(Arc::new(next));
         Ok(report)
@@ -401,7 +403,8 @@ impl Inner {
         let entry = entries.get(name)?;
         let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
         let slot = Arc::new(super::live::Slot {
-            current: ArcSwap::from_pointee(super::live::build(&entry.policy, breaker, None)),
+            current: ArcSwap::from_pointee(super::live::build(&entry.policy, breaker, None, None)),
+            recorder: std::sync::Mutex::new(None),
             user,
         });
         users.live.push((name.to_owned(), Arc::downgrade(&slot)));

@@ -3,43 +3,17 @@
 use super::ctx::Ctx;
 use super::*;
 use crate::breaker::Permit;
-use crate::classify::Outcome;
-use crate::observe::BreakerMetrics;
+use crate::observe::{BreakerMetrics, Metered};
+use crate::timeout::LazySleep;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use tokio::time::Sleep;
 
-/// A breaker permit held by a call, with the counters its outcome goes to.
-pub(super) struct Held<'p> {
-    pub(super) permit: Permit<'p>,
-    pub(super) metrics: &'p BreakerMetrics,
-}
-
-impl Held<'_> {
-    /// Records `outcome` in the breaker and the metrics, unless already recorded.
-    #[inline(always)]
-    pub(super) fn record(&mut self, outcome: Outcome) {
-        if self.permit.record_in_place(outcome) {
-            self.metrics.outcome(outcome);
-        }
-    }
-}
-
-/// Dropped unrecorded (the caller dropped the call's future, or the operation panicked):
-/// the permit records a cancellation or a failure, and so do the metrics.
-#[cfg(feature = "metrics")]
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        if !self.permit.is_done() {
-            if std::thread::panicking() {
-                self.metrics.outcome(Outcome::Failure);
-            } else {
-                self.metrics.cancelled();
-            }
-        }
-    }
-}
+/// A breaker permit held by a call, with the counters its outcome goes to (the guard the tower
+/// breaker uses too). Dropped unrecorded (the caller dropped the call's future, or the
+/// operation panicked), the permit records a cancellation or a failure, and so do the
+/// metrics.
+pub(super) type Held<'p> = Metered<Permit<'p>, &'p BreakerMetrics>;
 
 pin_project_lite::pin_project! {
     /// One invocation of the operation under the earliest enclosing limit.
@@ -54,8 +28,8 @@ pin_project_lite::pin_project! {
         // Borrowed, not copied: a copy of a context just written costs more than the
         // rest of a fast call.
         pub(super) ctx: &'c mut Ctx,
-        // Boxed: keeps the timer out of every call's future.
-        pub(super) sleep: Option<Pin<Box<Sleep>>>,
+        // The timeout future's own lazy timer: nothing until the first `Pending`.
+        pub(super) sleep: LazySleep,
     }
 }
 
@@ -68,18 +42,12 @@ impl<T, E, F: Future<Output = Result<T, E>>> Future for Attempt<'_, '_, F> {
         if let Poll::Ready(r) = this.inner.poll(cx) {
             return Poll::Ready(r.map_err(Error::Inner));
         }
-        let sleep = match this.sleep {
-            Some(sleep) => sleep,
-            None => {
-                **this.ctx = this.ctx.anchor(this.pipeline.timeout);
-                let Some(l) = this.ctx.limit() else {
-                    return Poll::Pending;
-                };
-                this.sleep.insert(Box::pin(tokio::time::sleep_until(l.at)))
-            }
-        };
-        ready!(sleep.as_mut().poll(cx));
-        match this.ctx.limit() {
+        let (ctx, timeout) = (this.ctx, this.pipeline.timeout);
+        ready!(this.sleep.poll_at(cx, || {
+            **ctx = ctx.anchor(timeout);
+            ctx.limit().map(|l| l.at)
+        }));
+        match ctx.limit() {
             Some(l) => Poll::Ready(Err(Error::Timeout(this.pipeline.elapsed(l.kind)))),
             None => unreachable!("a timer is armed only under a limit"),
         }

@@ -7,6 +7,7 @@ use crate::clock::Clock;
 use crate::layer::{Layer, OrderError};
 use crate::observe::{self, BreakerMetrics};
 use crate::policy::{policy_errors, Field, FieldError, Policy, Rule};
+use crate::record::Recorder;
 use crate::retry::{RetryBudget, RetryPolicy};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -128,6 +129,7 @@ pub struct PipelineBuilder {
     whole_policy: bool,
     seed: Option<u64>,
     fallback_on: FallbackOn,
+    recorder: Option<Recorder>,
 }
 
 impl PipelineBuilder {
@@ -272,6 +274,18 @@ impl PipelineBuilder {
         self
     }
 
+    /// Records every attempt of every call in `recorder` (one JSON Lines line each, for
+    /// `breaker simulate`): its start, its duration and how it ended (a success, a failure or
+    /// ignored error as the classifier judges it, a timeout, a local rejection, a
+    /// cancellation). A call refused before any attempt (by a layer outside retry) is
+    /// recorded as one rejected attempt; retries are recorded with their attempt number.
+    /// Off by default; see [`crate::record`] for the cost (one non-blocking hand-off per
+    /// attempt).
+    pub fn recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
     /// The policy the builder's layers describe, for the validator.
     fn policy(&self) -> Policy {
         Policy {
@@ -360,6 +374,7 @@ impl PipelineBuilder {
             fallback_on: self.fallback_on,
             rng: Arc::new(Mutex::new(rng)),
             metrics,
+            recorder: self.recorder,
         })
     }
 }

@@ -1,4 +1,7 @@
-//! How a pipeline judges the operation's errors: three separate questions.
+//! Classifiers of errors alone: [`ErrorClassifier`], [`AllErrors`] and [`classifier`].
+//!
+//! An [`ErrorClassifier`] answers three questions about an **error** (results are all
+//! successes, never retried), and is a [`Classifier`] of every `Result<T, E>`:
 //!
 //! - [`outcome`](ErrorClassifier::outcome): what the error means to the **circuit breaker**
 //!   (a failure, or ignored, or even a success).
@@ -11,18 +14,31 @@
 //! The fallback uses the breaker's verdict: it never runs for an error whose outcome is
 //! [`Outcome::Ignored`] (or [`Outcome::Success`]).
 //!
-//! Errors raised by the pipeline itself are classified by the pipeline, never by this trait:
+//! To judge `Ok` values too (an HTTP response with a 503), implement [`Classifier`]; see
+//! [`crate::classify`].
+//!
+//! Errors raised by the pipeline itself are classified by the pipeline, never by a classifier:
 //! its timeouts are breaker failures and transient; local rejections are neither.
 
-use crate::classify::Outcome;
+use crate::classify::{Classifier, Outcome, Retry};
 use std::time::Duration;
 
-/// Judges the operation's errors for the breaker, the retry layer and the fallback. See the
-/// [module docs](crate::pipeline).
+pub(crate) mod sealed {
+    /// Implemented by this crate's error classifiers only, so that a type of yours can
+    /// implement [`Classifier`](super::Classifier) for every error type without overlapping
+    /// with the impl for error classifiers.
+    pub trait ErrorsOnly {}
+}
+
+/// Judges the operation's errors for the breaker, the retry layer and the fallback; every
+/// `Ok` is a success and never retried. See the [module docs](crate::pipeline) and
+/// [`crate::classify`].
 ///
-/// Every method has a default, so an implementation overrides only what it needs. Implement it
-/// on a unit struct, or build one from closures with [`classifier`].
-pub trait ErrorClassifier<E> {
+/// Every error classifier is a [`Classifier`] of every `Result<T, E>`, which is what the entry
+/// points take. This crate's error classifiers are [`AllErrors`], [`classifier`]'s
+/// [`FnClassifier`] and [`HttpErrors`](crate::http::HttpErrors); the trait is sealed: for a
+/// classifier of your own, implement [`Classifier`] (every method has a default there too).
+pub trait ErrorClassifier<E>: sealed::ErrorsOnly {
     /// What `error` means to the circuit breaker. Default: [`Outcome::Failure`].
     fn outcome(&self, error: &E) -> Outcome {
         let _ = error;
@@ -42,23 +58,34 @@ pub trait ErrorClassifier<E> {
     }
 }
 
-impl<E, C: ErrorClassifier<E> + ?Sized> ErrorClassifier<E> for &C {
-    fn outcome(&self, error: &E) -> Outcome {
-        (**self).outcome(error)
+/// Every error classifier is a classifier of results whose `Ok` values are all successes,
+/// never retried; on an `Ok` this compiles to no work.
+impl<T, E, C: ErrorClassifier<E> + ?Sized> Classifier<T, E> for C {
+    #[inline(always)]
+    fn outcome_of(&self, result: Result<&T, &E>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => self.outcome(e),
+        }
     }
-    fn is_transient(&self, error: &E) -> bool {
-        (**self).is_transient(error)
-    }
-    fn retry_after(&self, error: &E) -> Option<Duration> {
-        (**self).retry_after(error)
+
+    #[inline(always)]
+    fn retry_of(&self, result: Result<&T, &E>) -> Retry {
+        match result {
+            Ok(_) => Retry::No,
+            Err(e) if self.is_transient(e) => Retry::transient(self.retry_after(e)),
+            Err(_) => Retry::No,
+        }
     }
 }
 
-/// The classifier of [`Pipeline::call`](crate::pipeline::Pipeline::call): every error is a
+/// The default classifier of every entry point ([`Pipeline::call`](crate::pipeline::Pipeline::call),
+/// the attribute without `classify`, the tower layers): every `Ok` a success, every error a
 /// breaker failure and transient, with no server hint.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AllErrors;
 
+impl sealed::ErrorsOnly for AllErrors {}
 impl<E> ErrorClassifier<E> for AllErrors {}
 
 /// The `Retry-After` extractor of [`classifier`]: always `None`.
@@ -114,6 +141,8 @@ impl<O, T, H> FnClassifier<O, T, H> {
         }
     }
 }
+
+impl<O, T, H> sealed::ErrorsOnly for FnClassifier<O, T, H> {}
 
 impl<E, O, T, H> ErrorClassifier<E> for FnClassifier<O, T, H>
 where

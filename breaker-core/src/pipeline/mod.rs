@@ -44,19 +44,30 @@
 //!   when the call starts and covers everything, bulkhead wait included.
 //! - **Fallback**: always outermost, outside the deadline too. It runs on a local rejection,
 //!   on a timeout, and on an error the classifier calls a breaker failure, never on one it
-//!   calls ignored (case BR-45); see [`FallbackOn`].
+//!   calls ignored (case BR-45), and never on an `Ok`; see [`FallbackOn`].
+//!
+//! # Results, not only errors
+//! A call is judged by a [`Classifier`](crate::classify::Classifier) of its whole result
+//! ([`call_with`](Pipeline::call_with); [`call`](Pipeline::call) uses [`AllErrors`]). An `Ok`
+//! value can be a failure (an HTTP response with a 503, with
+//! [`HttpClassifier`](crate::http::HttpClassifier)): the breaker records it, and the caller
+//! still gets `Ok(value)`. If the classifier calls it transient, the retry layer retries it as
+//! it would an error (the same attempts, backoff, `Retry-After`, deadline and budget rules);
+//! when it gives up, the caller gets the last attempt's `Ok` value, as Polly returns the last
+//! result, never an [`Error::GaveUp`].
 //!
 //! # Retry rules
 //! - "3x" is 3 attempts in total. Attempts beyond the first happen only if the operation is
 //!   declared [idempotent](PipelineBuilder::idempotent) (case BR-35).
-//! - Retried: errors the classifier calls [transient](ErrorClassifier::is_transient), and the
-//!   timeout layer's timeouts. Never retried, and returned unchanged: non-transient errors,
-//!   local rejections (breaker or bulkhead), the total deadline.
-//! - A retry that wanted to go on but could not returns [`Error::GaveUp`] with the attempts
-//!   made, the last error and a [`GiveUpReason`]: attempts exhausted, the next sleep would end
-//!   past the deadline ("retry budget exhausted", case BR-32), a server `Retry-After` longer
-//!   than the time left ("required delay exceeds remaining budget", case BR-34), or throttled
-//!   by a [`RetryBudget`].
+//! - Retried: errors and `Ok` values the classifier calls
+//!   [transient](crate::classify::Classifier::retry_of), and the timeout layer's timeouts.
+//!   Never retried, and returned unchanged: non-transient results, local rejections (breaker
+//!   or bulkhead), the total deadline.
+//! - A retry that wanted to go on after an error but could not returns [`Error::GaveUp`] with
+//!   the attempts made, the last error and a [`GiveUpReason`]: attempts exhausted, the next
+//!   sleep would end past the deadline ("retry budget exhausted", case BR-32), a server
+//!   `Retry-After` longer than the time left ("required delay exceeds remaining budget", case
+//!   BR-34), or throttled by a [`RetryBudget`].
 //! - A server's `Retry-After` hint replaces the backoff delay (no jitter). It is honoured even
 //!   when it exceeds the backoff's cap, as long as it fits before the deadline; without a
 //!   deadline it is always honoured.
@@ -111,6 +122,8 @@ mod runtime;
 
 #[cfg(feature = "tokio")]
 pub use builder::{BuildError, PipelineBuilder};
+#[cfg(feature = "http")]
+pub(crate) use classify::sealed;
 pub use classify::{classifier, AllErrors, ErrorClassifier, FnClassifier, NoHint};
 
 #[cfg(feature = "tokio")]

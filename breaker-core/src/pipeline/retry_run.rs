@@ -1,9 +1,9 @@
 //! The retry loop's decisions: what the breaker records for an error, and what follows an
-//! attempt's error.
+//! attempt's result (an error, or an `Ok` value the classifier calls transient).
 
 use super::ctx::Limit;
 use super::*;
-use crate::classify::Outcome;
+use crate::classify::{Classifier, Outcome, Retry};
 use crate::retry::{Delays, RetryPolicy};
 use crate::timeout::TimeoutKind;
 use rand::rngs::SmallRng;
@@ -11,12 +11,15 @@ use rand::{Rng, SeedableRng};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// What the breaker records for a result seen at its level.
-pub(super) fn error_outcome<E, C: ErrorClassifier<E> + ?Sized>(e: &Error<E>, class: &C) -> Outcome {
+/// What the breaker records for an error seen at its level.
+pub(super) fn error_outcome<T, E, C: Classifier<T, E> + ?Sized>(
+    e: &Error<E>,
+    class: &C,
+) -> Outcome {
     match e {
-        Error::Inner(e) => class.outcome(e),
+        Error::Inner(e) => class.outcome_of(Err(e)),
         Error::Timeout(_) => Outcome::Failure,
-        Error::GaveUp { last, .. } => error_outcome(last, class),
+        Error::GaveUp { last, .. } => error_outcome::<T, E, C>(last, class),
         // A bulkhead nested inside the breaker: not the dependency's fault.
         Error::Rejected(_) => Outcome::Ignored,
     }
@@ -24,6 +27,14 @@ pub(super) fn error_outcome<E, C: ErrorClassifier<E> + ?Sized>(e: &Error<E>, cla
 
 pub(super) enum Step<T, E> {
     Done(Result<T, Error<E>>),
+    Sleep(Duration),
+}
+
+/// What follows a transient result, whatever it was.
+enum Decision {
+    /// No further attempt: the result goes back as it is (`None`), or as a retry that gave up.
+    Stop(Option<GiveUpReason>),
+    /// Another attempt after this delay.
     Sleep(Duration),
 }
 
@@ -77,47 +88,73 @@ impl<'p> RetryRun<'p> {
     /// Decides what follows an attempt's error. `limit` is the earliest limit enclosing
     /// the retry layer.
     #[cold]
-    pub(super) fn after_error<T, E, C: ErrorClassifier<E> + ?Sized>(
+    pub(super) fn after_error<T, E, C: Classifier<T, E> + ?Sized>(
         &mut self,
         error: Error<E>,
         class: &C,
         limit: Option<Limit>,
     ) -> Step<T, E> {
-        self.attempts += 1;
-        let budget = self.pipeline.budget.as_ref();
-        let (transient, hint) = match &error {
-            Error::Inner(e) => (class.is_transient(e), class.retry_after(e)),
+        let retry = match &error {
+            Error::Inner(e) => class.retry_of(Err(e)),
             // The timeout layer's own limit, unless it is the limit enclosing the retry
             // loop (a timeout layer outside retry) and so has already passed for it too.
-            Error::Timeout(t) => (
-                t.kind == TimeoutKind::Attempt && !limit.is_some_and(|l| Instant::now() >= l.at),
-                None,
-            ),
-            _ => (false, None),
+            Error::Timeout(t)
+                if t.kind == TimeoutKind::Attempt
+                    && !limit.is_some_and(|l| Instant::now() >= l.at) =>
+            {
+                Retry::Yes
+            }
+            _ => Retry::No,
         };
-        if !transient {
-            return Step::Done(Err(error));
+        match self.decide(retry, limit) {
+            Decision::Stop(None) => Step::Done(Err(error)),
+            Decision::Stop(Some(reason)) => Step::Done(Err(Error::GaveUp {
+                attempts: self.attempts,
+                reason,
+                last: Box::new(error),
+            })),
+            Decision::Sleep(d) => Step::Sleep(d),
         }
+    }
+
+    /// Decides what follows an `Ok` value that the classifier calls transient (`retry`):
+    /// another attempt after a delay, or the value itself (Polly's model: a retry that gives up
+    /// on a result returns the last result).
+    #[cold]
+    pub(super) fn after_ok<T, E>(
+        &mut self,
+        value: T,
+        retry: Retry,
+        limit: Option<Limit>,
+    ) -> Step<T, E> {
+        match self.decide(retry, limit) {
+            Decision::Sleep(d) => Step::Sleep(d),
+            Decision::Stop(_) => Step::Done(Ok(value)),
+        }
+    }
+
+    /// The one retry rule for any result: counts the attempt, then stops unless `retry` is
+    /// transient, the operation may be retried, attempts and the retry budget are left, and
+    /// the next delay (the server's hint, else the backoff's) fits before `limit`.
+    fn decide(&mut self, retry: Retry, limit: Option<Limit>) -> Decision {
+        self.attempts += 1;
+        if !retry.is_transient() {
+            return Decision::Stop(None);
+        }
+        let budget = self.pipeline.budget.as_ref();
         if let Some(b) = budget {
             b.withdraw();
         }
         if self.max <= 1 {
-            return Step::Done(Err(error));
+            return Decision::Stop(None);
         }
-        let attempts = self.attempts;
-        let gave_up = |reason| {
-            Step::Done(Err(Error::GaveUp {
-                attempts,
-                reason,
-                last: Box::new(error),
-            }))
-        };
         if self.attempts >= self.max {
-            return gave_up(GiveUpReason::AttemptsExhausted);
+            return Decision::Stop(Some(GiveUpReason::AttemptsExhausted));
         }
         if budget.is_some_and(|b| !b.can_retry()) {
-            return gave_up(GiveUpReason::Throttled);
+            return Decision::Stop(Some(GiveUpReason::Throttled));
         }
+        let hint = retry.hint();
         let delay = match hint {
             Some(h) => h,
             None => self.next_delay(),
@@ -125,7 +162,7 @@ impl<'p> RetryRun<'p> {
         if let Some(l) = limit {
             let remaining = l.at.saturating_duration_since(Instant::now());
             if delay > remaining {
-                return gave_up(match hint {
+                return Decision::Stop(Some(match hint {
                     Some(required) => GiveUpReason::RetryAfterExceedsBudget {
                         required,
                         remaining,
@@ -134,10 +171,10 @@ impl<'p> RetryRun<'p> {
                         next_delay: delay,
                         remaining,
                     },
-                });
+                }));
             }
         }
         crate::observe::retry(self.pipeline.metrics_name());
-        Step::Sleep(delay)
+        Decision::Sleep(delay)
     }
 }

@@ -6,10 +6,11 @@ use super::retry_run::{error_outcome, RetryRun, Step};
 use super::*;
 use crate::breaker::CircuitBreaker;
 use crate::bulkhead::{Bulkhead, Wait};
-use crate::classify::Outcome;
+use crate::classify::{Classifier, Outcome};
 use crate::error::Rejection;
 use crate::layer::Layer;
 use crate::observe::BreakerMetrics;
+use crate::record::{Recorded, Recorder};
 use crate::retry::RetryPolicy;
 use crate::timeout::{Elapsed, TimeoutKind};
 use rand::rngs::SmallRng;
@@ -39,6 +40,8 @@ pub struct Pipeline {
     /// The call and rejection counters of the breaker's name (counting nothing without
     /// a breaker or without the `metrics` feature).
     pub(super) metrics: BreakerMetrics,
+    /// Where each attempt is recorded, if anywhere ([`PipelineBuilder::recorder`]).
+    pub(super) recorder: Option<Recorder>,
 }
 
 impl Pipeline {
@@ -107,7 +110,14 @@ impl Pipeline {
             fallback_on: self.fallback_on,
             rng: Arc::clone(&self.rng),
             metrics: self.metrics.clone(),
+            recorder: self.recorder.clone(),
         }
+    }
+
+    /// Records this pipeline's calls in `recorder` from now on (see
+    /// [`PipelineBuilder::recorder`]); for the attribute's `record = path`.
+    pub(crate) fn set_recorder(&mut self, recorder: Recorder) {
+        self.recorder = Some(recorder);
     }
 
     /// The bulkhead, if configured.
@@ -120,9 +130,9 @@ impl Pipeline {
         self.budget.as_ref()
     }
 
-    /// Runs `op` through the pipeline, judging errors with [`AllErrors`] (every error a
-    /// breaker failure and transient). `op` is called once per attempt and must return a
-    /// fresh future each time.
+    /// Runs `op` through the pipeline, judging results with [`AllErrors`] (every `Ok` a
+    /// success, every error a breaker failure and transient). `op` is called once per attempt
+    /// and must return a fresh future each time.
     ///
     /// # Errors
     /// See [`Error`]: the operation's error, a local rejection, a timeout, or a retry that
@@ -145,7 +155,10 @@ impl Pipeline {
         self.run(self.breaker.as_ref(), &AllErrors, op)
     }
 
-    /// Runs `op` through the pipeline, judging its errors with `classifier`.
+    /// Runs `op` through the pipeline, judging its results with `classifier`: its `Ok` values
+    /// and errors for the breaker and the retry layer (see [`crate::classify`]; an `Ok` it calls
+    /// a failure is still returned as `Ok`, and when retry gives up on one, the last attempt's
+    /// `Ok` value is returned).
     ///
     /// # Errors
     /// As [`call`](Self::call).
@@ -160,7 +173,7 @@ impl Pipeline {
     where
         F: FnMut() -> Fut + 'a,
         Fut: Future<Output = Result<T, E>> + 'a,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
     {
         self.run(self.breaker.as_ref(), classifier, op)
     }
@@ -187,7 +200,7 @@ impl Pipeline {
     where
         F: FnMut() -> Fut + 'a,
         Fut: Future<Output = Result<T, E>> + 'a,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
     {
         self.run(self.layer_breaker(breaker), classifier, op)
     }
@@ -211,7 +224,7 @@ impl Pipeline {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
     {
         let ctx = match self.deadline {
             Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
@@ -224,38 +237,59 @@ impl Pipeline {
             None => (0, 0),
         };
         let class = classifier;
-        segment!(self, breaker, ..outer, ctx, class, lazy = false, {
+        let mut attempt: u16 = 0;
+        let result = segment!(self, breaker, ..outer, ctx, class, lazy = false, {
             let mut run = RetryRun::new(self);
             loop {
+                attempt = attempt.saturating_add(1);
+                // Recording is off unless a recorder is set: then one clock read here, one
+                // at the end and one hand-off (an attempt dropped unfinished is recorded as
+                // cancelled).
+                let recording = self.recorder.as_ref().map(|r| r.attempt(attempt));
                 let result = segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
                     Attempt {
                         inner: op(),
                         pipeline: self,
                         ctx: &mut ctx,
-                        sleep: None,
+                        sleep: crate::timeout::LazySleep::new(),
                     }
                     .await
                 });
+                if let Some(r) = recording {
+                    r.finish(recorded(&result, class));
+                }
                 if self.retry_at.is_none() {
                     break result;
                 }
                 // The success path leaves the result where it is: moving it through a
                 // decision value would copy it.
-                let error = match result {
+                let step = match result {
                     Ok(v) => {
-                        run.succeeded();
-                        break Ok(v);
+                        let retry = class.retry_of(Ok(&v));
+                        if !retry.is_transient() {
+                            run.succeeded();
+                            break Ok(v);
+                        }
+                        // A transient `Ok` (cold): retried like an error, or returned.
+                        run.after_ok(v, retry, ctx.limit())
                     }
-                    Err(e) => e,
+                    Err(e) => run.after_error(e, class, ctx.limit()),
                 };
-                match run.after_error(error, class, ctx.limit()) {
+                match step {
                     Step::Done(result) => break result,
                     Step::Sleep(d) if d.is_zero() => {}
                     // Boxed: keeps the timer out of every call's future.
                     Step::Sleep(d) => Box::pin(tokio::time::sleep(d)).await,
                 }
             }
-        })
+        });
+        if attempt == 0 {
+            // Refused by a layer outside retry before any attempt.
+            if let Some(r) = &self.recorder {
+                r.attempt(1).finish(recorded(&result, class));
+            }
+        }
+        result
     }
 
     /// Like [`call_with`](Self::call_with), and on an error chosen by
@@ -276,19 +310,31 @@ impl Pipeline {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        C: ErrorClassifier<E> + ?Sized,
+        C: Classifier<T, E> + ?Sized,
         G: FnOnce(Error<E>) -> GFut,
         GFut: Future<Output = Result<T, Error<E>>>,
     {
         match self.call_with(classifier, op).await {
-            Err(e) if self.wants_fallback(&e, classifier) => fallback(e).await,
+            Err(e) if self.wants_fallback_of::<T, E, C>(&e, classifier) => fallback(e).await,
             result => result,
         }
     }
 
     /// Whether [`call_with_fallback`](Self::call_with_fallback) hands `error` to the
-    /// fallback.
+    /// fallback, judged by an error classifier. A classifier of results judges errors as its
+    /// errors-only form does ([`HttpErrors`](crate::http::HttpErrors) for
+    /// [`HttpClassifier`](crate::http::HttpClassifier)); `call_with_fallback` takes any.
     pub fn wants_fallback<E, C: ErrorClassifier<E> + ?Sized>(
+        &self,
+        error: &Error<E>,
+        classifier: &C,
+    ) -> bool {
+        self.wants_fallback_of::<(), E, C>(error, classifier)
+    }
+
+    /// [`wants_fallback`](Self::wants_fallback) for a classifier of `Result<T, E>`. A fallback
+    /// is never called for an `Ok`, so only the classifier's verdict on errors counts.
+    pub(crate) fn wants_fallback_of<T, E, C: Classifier<T, E> + ?Sized>(
         &self,
         error: &Error<E>,
         classifier: &C,
@@ -297,8 +343,8 @@ impl Pipeline {
         match error {
             Error::Rejected(_) => true,
             Error::Timeout(_) => failures,
-            Error::Inner(e) => failures && classifier.outcome(e) == Outcome::Failure,
-            Error::GaveUp { last, .. } => self.wants_fallback(last, classifier),
+            Error::Inner(e) => failures && classifier.outcome_of(Err(e)) == Outcome::Failure,
+            Error::GaveUp { last, .. } => self.wants_fallback_of::<T, E, C>(last, classifier),
         }
     }
 }
@@ -315,6 +361,28 @@ impl fmt::Debug for Pipeline {
             .field("bulkhead", &self.bulkhead)
             .field("idempotent", &self.idempotent)
             .field("fallback_on", &self.fallback_on)
+            .field("recorder", &self.recorder)
             .finish()
+    }
+}
+
+/// How a call's (or an attempt's) result is recorded.
+fn recorded<T, E, C: Classifier<T, E> + ?Sized>(
+    result: &Result<T, Error<E>>,
+    class: &C,
+) -> Recorded {
+    match result {
+        // An `Ok` the classifier calls a failure (a 503 response) is recorded as one.
+        Ok(v) => Recorded::from(class.outcome_of(Ok(v))),
+        Err(e) => recorded_error::<T, E, C>(e, class),
+    }
+}
+
+fn recorded_error<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -> Recorded {
+    match e {
+        Error::Inner(e) => Recorded::from(class.outcome_of(Err(e))),
+        Error::Timeout(_) => Recorded::Timeout,
+        Error::Rejected(_) => Recorded::Rejected,
+        Error::GaveUp { last, .. } => recorded_error::<T, E, C>(last, class),
     }
 }

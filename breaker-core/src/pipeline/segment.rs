@@ -77,15 +77,15 @@ macro_rules! segment {
                     Layer::Retry => unreachable!("retry is never inside a segment"),
                 };
                 if let Some(mut p) = permit.take() {
-                    p.record(error_outcome(&refused, $class));
+                    p.record(error_outcome::<T, E, _>(&refused, $class));
                 }
                 break 'segment Err(refused);
             }
             let result = $core;
             if let Some(p) = &mut permit {
                 p.record(match &result {
-                    Ok(_) => Outcome::Success,
-                    Err(e) => error_outcome(e, $class),
+                    Ok(v) => $class.outcome_of(Ok(v)),
+                    Err(e) => error_outcome::<T, E, _>(e, $class),
                 });
             }
             result

@@ -97,12 +97,19 @@ pub const MAX_SHARDS: usize = 256;
 #[error("breaker registry is full: {max_keys} keys, none of them idle and closed")]
 pub struct RegistryFull {
     max_keys: usize,
+    name: &'static str,
 }
 
 impl RegistryFull {
     /// The registry's bound.
     pub fn max_keys(&self) -> usize {
         self.max_keys
+    }
+
+    /// The name of the registry's breakers (their factory's name; empty if none): for
+    /// `#[circuit_breaker(key = ..)]`, the function's.
+    pub fn name(&self) -> &str {
+        self.name
     }
 }
 
@@ -135,6 +142,8 @@ struct Inner<K, S> {
     /// The earliest clock reading at which a full registry may sweep every shard again.
     next_full_sweep: AtomicU64,
     state_gauge: bool,
+    /// Lifetime totals of new breakers: `None` as the factory says.
+    totals: Option<bool>,
     /// Renders a key for the breaker's tracing events; see [`RegistryBuilder::build_tagged`].
     tag: Option<fn(&K) -> String>,
 }
@@ -165,6 +174,7 @@ pub struct RegistryBuilder<S = RandomState> {
     shards: usize,
     hasher: S,
     state_gauge: bool,
+    totals: Option<bool>,
 }
 
 impl<S> RegistryBuilder<S> {
@@ -215,6 +225,7 @@ impl<S> RegistryBuilder<S> {
             shards: self.shards,
             hasher,
             state_gauge: self.state_gauge,
+            totals: self.totals,
         }
     }
 
@@ -224,6 +235,17 @@ impl<S> RegistryBuilder<S> {
     /// transitions. Does nothing without the `metrics` feature.
     pub fn state_gauge(mut self, on: bool) -> Self {
         self.state_gauge = on;
+        self
+    }
+
+    /// Whether the registry's breakers keep lifetime
+    /// [`Totals`](crate::breaker::Totals), whatever the factory says (default: as the
+    /// factory was built, see [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals)).
+    /// Totals cost one 64-byte stripe per CPU for every key (see *Memory* in the
+    /// [module docs](self)); `totals(false)` keeps a registry of many keys small while the
+    /// factory's other breakers (a named policy's own breaker) keep theirs.
+    pub fn totals(mut self, on: bool) -> Self {
+        self.totals = Some(on);
         self
     }
 
@@ -265,6 +287,7 @@ impl<S> RegistryBuilder<S> {
                 len: AtomicUsize::new(0),
                 next_full_sweep: AtomicU64::new(0),
                 state_gauge: self.state_gauge,
+                totals: self.totals,
                 tag,
             }),
         }
@@ -281,6 +304,7 @@ impl Registry<()> {
             shards: DEFAULT_SHARDS,
             hasher: RandomState::new(),
             state_gauge: false,
+            totals: None,
         }
     }
 }
@@ -509,15 +533,15 @@ where
                 if !self.reserve() {
                     return Err(RegistryFull {
                         max_keys: self.inner.max_keys,
+                        name: self.inner.factory.name(),
                     });
                 }
             }
         }
         let owned = key.to_owned();
-        let breaker = match self.inner.tag {
-            Some(render) => self.inner.factory.create_keyed(render(&owned)),
-            None => self.inner.factory.create(),
-        };
+        let key = self.inner.tag.map(|render| render(&owned).into());
+        let factory = &self.inner.factory;
+        let breaker = factory.create_with(key, self.inner.totals.unwrap_or(factory.totals()));
         if self.inner.state_gauge {
             observe::track(&breaker);
         }

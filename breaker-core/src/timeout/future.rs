@@ -1,4 +1,4 @@
-//! The timeout future.
+//! The timeout future, and the lazily armed timer it shares with the pipeline's attempts.
 
 use super::Elapsed;
 use pin_project_lite::pin_project;
@@ -6,6 +6,44 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::time::{Instant, Sleep};
+
+/// The timer of a limit, armed only when the future it guards first returns `Pending`: a
+/// future that completes on its first poll never touches tokio's timer wheel, allocates
+/// nothing, and (for the pipeline's lazy limits) does not even read the clock. The one timer
+/// of [`Timeout`] and of the pipeline's attempts.
+#[derive(Debug, Default)]
+pub(crate) struct LazySleep(
+    // Boxed: keeps the timer out of every future that embeds one.
+    Option<Pin<Box<Sleep>>>,
+);
+
+impl LazySleep {
+    /// A timer not yet armed.
+    pub(crate) const fn new() -> Self {
+        LazySleep(None)
+    }
+
+    /// Polls the timer, arming it first at the instant `at` returns. `None` is no limit: the
+    /// timer stays unarmed (and `at` is asked again at the next poll) and this is `Pending`.
+    ///
+    /// # Panics
+    /// When it arms the timer outside a tokio runtime with the time driver enabled.
+    #[inline]
+    pub(crate) fn poll_at(
+        &mut self,
+        cx: &mut Context<'_>,
+        at: impl FnOnce() -> Option<Instant>,
+    ) -> Poll<()> {
+        let sleep = match &mut self.0 {
+            Some(sleep) => sleep,
+            None => match at() {
+                Some(at) => self.0.insert(Box::pin(tokio::time::sleep_until(at))),
+                None => return Poll::Pending,
+            },
+        };
+        sleep.as_mut().poll(cx)
+    }
+}
 
 pin_project! {
     /// A future that runs `inner` until `deadline`; at the deadline it yields
@@ -18,9 +56,7 @@ pin_project! {
     pub struct Timeout<F> {
         #[pin]
         inner: F,
-        // Boxed and created lazily, so the future stays small on the path where the inner
-        // future completes at once (no timer, no allocation).
-        sleep: Option<Pin<Box<Sleep>>>,
+        sleep: LazySleep,
         deadline: Instant,
         elapsed: Elapsed,
     }
@@ -31,7 +67,7 @@ impl<F> Timeout<F> {
     pub fn new(inner: F, deadline: Instant, elapsed: Elapsed) -> Self {
         Timeout {
             inner,
-            sleep: None,
+            sleep: LazySleep::new(),
             deadline,
             elapsed,
         }
@@ -48,10 +84,8 @@ impl<F: Future> Future for Timeout<F> {
         if let Poll::Ready(v) = this.inner.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        let sleep = this
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(*this.deadline)));
-        ready!(sleep.as_mut().poll(cx));
+        let deadline = *this.deadline;
+        ready!(this.sleep.poll_at(cx, || Some(deadline)));
         Poll::Ready(Err(*this.elapsed))
     }
 }

@@ -38,4 +38,6 @@ mod future;
 
 pub use error::{Elapsed, TimeoutKind};
 #[cfg(feature = "tokio")]
+pub(crate) use future::LazySleep;
+#[cfg(feature = "tokio")]
 pub use future::Timeout;

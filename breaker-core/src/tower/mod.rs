@@ -12,8 +12,15 @@
 //! - [`policy`]: [`PolicyLayer`](policy::PolicyLayer) / [`PolicyService`](policy::PolicyService),
 //!   a whole [`Policy`](crate::policy::Policy) (every layer, in its order) as one layer.
 //!
-//! `retry`, `timeout` and `policy` run on the pipeline's own code (the same backoff, timeout
-//! future and errors) and need the `tokio` feature too; their errors are [`crate::Error`].
+//! Every layer's errors are [`crate::Error`], and every layer judges results with the one
+//! [`Classifier`](crate::classify::Classifier) trait of the pipeline and the attribute
+//! (`with_classifier`): [`HttpClassifier`](crate::http::HttpClassifier) gives the standard HTTP
+//! rules for responses (`Ok(503)` is a failure, the caller still gets it) and errors. A layer
+//! outside another of this crate's sees that layer's `Error<E>`: `HttpClassifier` and
+//! [`Nested`](crate::classify::Nested) judge it by its inner error and never retry a
+//! rejection. `retry`, `timeout` and `policy` run on the pipeline's own code (the same backoff,
+//! timeout future and permit guard) and need the `tokio` feature too; `policy` is the service
+//! that `retry` is built on, never the other way round.
 
 pub mod breaker;
 #[cfg(feature = "tokio")]

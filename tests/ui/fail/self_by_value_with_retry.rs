@@ -8,6 +8,7 @@ pub struct Client;
 impl Client {
     #[circuit_breaker(retry = "3x")]
     async fn fetch(self) -> Result<u32, MyError> {
+        let _ = self;
         Ok(1)
     }
 }

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,8 +21,11 @@ impl Store for Memory {
     }
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let store: Box<dyn Store> = Box::new(Memory);
         assert_eq!(store.get(1).await.unwrap(), 2);

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,8 +44,11 @@ async fn timed(id: u32) -> Result<u32, MyError> {
     Ok(id)
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(fetch(3).await.unwrap(), 3);
         assert_eq!(timed(4).await.unwrap(), 4);

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -12,8 +14,11 @@ where
     Ok(text.as_ref().parse::<u64>()?)
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let n: Result<u64, breaker::Error<std::num::ParseIntError>> = parse("42").await;
         assert_eq!(n.unwrap(), 42);

@@ -1,5 +1,6 @@
 //! `policy = ".."` checked against a config file at compile time and, with no registry
 //! installed, taken from that file (embedded) at run time.
+#![deny(warnings)]
 
 use breaker::circuit_breaker;
 
@@ -8,7 +9,7 @@ pub struct MyError;
 
 #[circuit_breaker(policy = "inventory", config = "tests/fixtures/breaker.toml")]
 async fn stock(sku: &str) -> Result<u32, MyError> {
-    Ok(sku.len() as u32)
+    Ok(u32::try_from(sku.len()).unwrap_or(u32::MAX))
 }
 
 #[circuit_breaker(policy = "payments", config = "tests/fixtures/breaker.toml", key = tenant)]
@@ -17,7 +18,7 @@ async fn charge(tenant: String, cents: u64) -> Result<u64, MyError> {
     Ok(cents)
 }
 
-fn main() {
+pub fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()

@@ -1,3 +1,8 @@
+#![deny(warnings)]
+// This case is about `async fn` in a public trait: the lint says the future has no `Send`
+// bound, which is the trait author's choice, with or without the attribute.
+#![allow(async_fn_in_trait)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -22,8 +27,11 @@ impl Store for Memory {
     }
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(Memory.get(1).await.unwrap(), 2);
         assert_eq!(Memory.default_get(1).await.unwrap(), 1);

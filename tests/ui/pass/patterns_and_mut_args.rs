@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -9,8 +11,11 @@ async fn sum((a, b): (u32, u32), mut extra: Vec<u32>) -> Result<u32, MyError> {
     Ok(extra.iter().sum())
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(sum((1, 2), vec![3]).await.unwrap(), 6);
     });

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -12,8 +14,11 @@ async fn parse(text: &str) -> Result<u32, std::num::ParseIntError> {
     Ok(n)
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(parse("").await.unwrap(), 0);
         assert_eq!(parse("5").await.unwrap(), 5);

@@ -1,3 +1,5 @@
+#![deny(warnings)]
+
 use breaker::circuit_breaker;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -12,13 +14,16 @@ async fn fetch() -> Result<u32, MyError> {
     Ok(1)
 }
 
-#[circuit_breaker(threshold = 5, crate = "crate::reexport::resilience")]
+#[circuit_breaker(threshold = 5, crate = "self::reexport::resilience")]
 async fn fetch2() -> Result<u32, MyError> {
     Ok(2)
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+pub fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         assert_eq!(fetch().await.unwrap(), 1);
         assert_eq!(fetch2().await.unwrap(), 2);

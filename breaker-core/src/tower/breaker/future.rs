@@ -1,12 +1,17 @@
-use super::BreakerError;
 use crate::breaker::{OwnedPermit, Rejected};
-use crate::classify::{Classify, Outcome};
-use crate::observe::BreakerMetrics;
+use crate::classify::Classifier;
+use crate::error::Rejection;
+use crate::observe::{BreakerMetrics, Metered};
+use crate::Error;
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+
+/// The permit of an admitted call and the counters its outcome goes to: the pipeline's guard,
+/// with an owned permit.
+type Guard = Metered<Option<OwnedPermit>, BreakerMetrics>;
 
 pin_project! {
     /// The response future of a [`BreakerService`](super::BreakerService). It is `'static`
@@ -29,34 +34,6 @@ pin_project! {
     }
 }
 
-/// The permit and the metrics of an admitted call. Dropped without an outcome, it counts a
-/// cancellation (or a failure while panicking, as the permit itself records).
-struct Guard {
-    permit: Option<OwnedPermit>,
-    metrics: BreakerMetrics,
-}
-
-impl Guard {
-    fn finish(mut self, outcome: Outcome) {
-        if let Some(p) = self.permit.take() {
-            p.record(outcome);
-        }
-        self.metrics.outcome(outcome);
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if self.permit.take().is_some() {
-            if std::thread::panicking() {
-                self.metrics.outcome(Outcome::Failure);
-            } else {
-                self.metrics.cancelled();
-            }
-        }
-    }
-}
-
 impl<F, C> ResponseFuture<F, C> {
     pub(super) fn admitted(
         future: F,
@@ -66,7 +43,7 @@ impl<F, C> ResponseFuture<F, C> {
     ) -> Self {
         ResponseFuture {
             kind: Kind::Called { future },
-            guard: Some(Guard {
+            guard: Some(Metered {
                 permit: Some(permit),
                 metrics,
             }),
@@ -88,27 +65,28 @@ impl<F, C> ResponseFuture<F, C> {
 impl<F, C, T, E> Future for ResponseFuture<F, C>
 where
     F: Future<Output = Result<T, E>>,
-    C: Classify<T, E>,
+    C: Classifier<T, E>,
 {
-    type Output = Result<T, BreakerError<E>>;
+    type Output = Result<T, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         match this.kind.project() {
             KindProj::Called { future } => {
                 let result = ready!(future.poll(cx));
-                if let (Some(guard), Some(classifier)) =
+                if let (Some(mut guard), Some(classifier)) =
                     (this.guard.take(), this.classifier.as_ref())
                 {
-                    guard.finish(classifier.classify(&result));
+                    guard.record(classifier.outcome_of(result.as_ref()));
                 }
-                Poll::Ready(result.map_err(BreakerError::Inner))
+                Poll::Ready(result.map_err(Error::Inner))
             }
-            KindProj::Rejected { rejected } => Poll::Ready(Err(BreakerError::Rejected(
-                rejected
+            KindProj::Rejected { rejected } => {
+                let rejected = rejected
                     .take()
-                    .expect("ResponseFuture polled after completion"),
-            ))),
+                    .expect("ResponseFuture polled after completion");
+                Poll::Ready(Err(Error::Rejected(Rejection::Breaker(rejected))))
+            }
         }
     }
 }

@@ -1,13 +1,13 @@
 use super::BreakerService;
 use crate::breaker::CircuitBreaker;
-use crate::classify::DefaultClassifier;
 use crate::observe::BreakerMetrics;
+use crate::pipeline::AllErrors;
 use tower_layer::Layer;
 
 /// Wraps services in a [`BreakerService`] sharing one breaker; see the
 /// [module docs](super).
 #[derive(Clone, Debug)]
-pub struct BreakerLayer<C = DefaultClassifier> {
+pub struct BreakerLayer<C = AllErrors> {
     breaker: CircuitBreaker,
     classifier: C,
     metrics: BreakerMetrics,
@@ -21,15 +21,21 @@ impl BreakerLayer {
         let metrics = BreakerMetrics::new(breaker.name());
         BreakerLayer {
             breaker,
-            classifier: DefaultClassifier,
+            classifier: AllErrors,
             metrics,
         }
     }
 }
 
 impl<C> BreakerLayer<C> {
-    /// Uses `classifier` (any `Fn(&Result<T, E>) -> Outcome`, or a
-    /// [`Classify`](crate::classify::Classify) impl) to turn results into outcomes.
+    /// Uses `classifier` (a [`Classifier`](crate::classify::Classifier) of the service's
+    /// `Result<Response, Error>`: [`HttpClassifier`](crate::http::HttpClassifier),
+    /// [`from_fn`](crate::classify::from_fn), an error classifier, or your own) to turn
+    /// results, responses included, into outcomes. With `HttpClassifier` the service's error
+    /// must be an [`HttpFailure`](crate::http::HttpFailure) (`reqwest::Error`,
+    /// `std::io::Error`, `Box<dyn Error + Send + Sync>`, a layer's `breaker::Error<E>`, ...):
+    /// map another client's error into a boxed one (tower's `MapErr`), as
+    /// `examples/tower_client.rs` does. The bound is checked where the service is used.
     pub fn with_classifier<C2>(self, classifier: C2) -> BreakerLayer<C2> {
         BreakerLayer {
             breaker: self.breaker,

@@ -16,13 +16,20 @@
 //! - **`call`** asks the breaker with
 //!   [`try_acquire_owned`](CircuitBreaker::try_acquire_owned). If it is rejected, the inner
 //!   service is **not** called and the returned future resolves at once to
-//!   [`BreakerError::Rejected`]; the readiness obtained by `poll_ready` stays with the inner
+//!   [`Error::Rejected`](crate::Error::Rejected); the readiness obtained by `poll_ready` stays with the inner
 //!   service for the next call. If admitted, the owned permit travels in the `'static`
 //!   [`ResponseFuture`].
+//! - **Errors** are the pipeline's [`crate::Error`], as for every layer of this crate: the
+//!   inner service's error (its `poll_ready` or its response future) is
+//!   [`Error::Inner`](crate::Error::Inner), displayed as itself; a refusal is
+//!   [`Error::Rejected`](crate::Error::Rejected).
 //! - **Classification.** When the inner future completes, the classifier (a
-//!   [`crate::classify::Classify`], by default `Ok` = success, `Err` = failure) turns
-//!   its result into an [`Outcome`](crate::Outcome) recorded on the permit. An HTTP client
-//!   usually classifies a 5xx response as a failure and a 4xx as ignored.
+//!   [`Classifier`], by default
+//!   [`AllErrors`]: `Ok` = success, `Err` = failure) turns its
+//!   result into an [`Outcome`](crate::Outcome) recorded on the permit, with the permit guard
+//!   of the pipeline. An HTTP client's `Ok` responses are results too:
+//!   [`HttpClassifier`](crate::http::HttpClassifier) calls a 5xx, 408 or 429 response a failure
+//!   and another 4xx ignored, and the caller still gets the response.
 //! - **Cancellation.** Dropping the response future before it completes drops the permit:
 //!   a cancellation, neutral, the half-open slot is released (case BR-13). A panic inside the
 //!   inner future records a failure.
@@ -31,7 +38,9 @@
 //!
 //! ```
 //! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
-//! use breaker_core::tower::breaker::{BreakerError, BreakerLayer};
+//! use breaker_core::error::Rejection;
+//! use breaker_core::tower::breaker::BreakerLayer;
+//! use breaker_core::Error;
 //! use tower::{service_fn, Layer, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -49,29 +58,31 @@
 //! }));
 //!
 //! assert_eq!(svc.clone().oneshot(1).await.unwrap(), 1);
-//! assert!(matches!(svc.clone().oneshot(0).await, Err(BreakerError::Inner("zero"))));
+//! assert!(matches!(svc.clone().oneshot(0).await, Err(Error::Inner("zero"))));
 //! // One failure opened the breaker: the next call is rejected without calling the service.
-//! assert!(matches!(svc.oneshot(2).await, Err(BreakerError::Rejected(_))));
+//! assert!(matches!(
+//!     svc.oneshot(2).await,
+//!     Err(Error::Rejected(Rejection::Breaker(_)))
+//! ));
 //! # }
 //! ```
 
-mod error;
 mod future;
 mod layer;
 
-pub use error::BreakerError;
 pub use future::ResponseFuture;
 pub use layer::BreakerLayer;
 
 use crate::breaker::CircuitBreaker;
-use crate::classify::{Classify, DefaultClassifier};
+use crate::classify::Classifier;
 use crate::observe::BreakerMetrics;
+use crate::pipeline::AllErrors;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
 /// A [`Service`] guarded by a circuit breaker; see the [module docs](self).
 #[derive(Clone, Debug)]
-pub struct BreakerService<S, C = DefaultClassifier> {
+pub struct BreakerService<S, C = AllErrors> {
     inner: S,
     breaker: CircuitBreaker,
     classifier: C,
@@ -85,14 +96,15 @@ impl<S> BreakerService<S> {
         BreakerService {
             inner,
             breaker,
-            classifier: DefaultClassifier,
+            classifier: AllErrors,
             metrics,
         }
     }
 }
 
 impl<S, C> BreakerService<S, C> {
-    /// Uses `classifier` to turn each result into an outcome.
+    /// Uses `classifier` to turn each result, responses included, into an outcome (see
+    /// [`BreakerLayer::with_classifier`]).
     pub fn with_classifier<C2>(self, classifier: C2) -> BreakerService<S, C2> {
         BreakerService {
             inner: self.inner,
@@ -126,15 +138,15 @@ impl<S, C> BreakerService<S, C> {
 impl<S, C, Req> Service<Req> for BreakerService<S, C>
 where
     S: Service<Req>,
-    C: Classify<S::Response, S::Error> + Clone,
+    C: Classifier<S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
-    type Error = BreakerError<S::Error>;
+    type Error = crate::Error<S::Error>;
     type Future = ResponseFuture<S::Future, C>;
 
     /// Forwards to the inner service's `poll_ready`; reserves no breaker permit.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(BreakerError::Inner)
+        self.inner.poll_ready(cx).map_err(crate::Error::Inner)
     }
 
     fn call(&mut self, req: Req) -> Self::Future {

@@ -32,8 +32,8 @@ impl PolicyLayer {
 }
 
 impl<C> PolicyLayer<C> {
-    /// Uses `classifier` to judge the inner service's errors (breaker outcome, transience,
-    /// `Retry-After`; see [`ErrorClassifier`](crate::pipeline::ErrorClassifier)).
+    /// Uses `classifier` to judge the inner service's results, responses and errors (breaker
+    /// outcome, transience, `Retry-After`; see [`Classifier`](crate::classify::Classifier)).
     pub fn with_classifier<C2>(self, classifier: C2) -> PolicyLayer<C2> {
         PolicyLayer {
             pipeline: self.pipeline,

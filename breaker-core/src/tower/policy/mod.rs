@@ -17,6 +17,11 @@
 //!   without a retry layer in the policy each call makes exactly one attempt, with the
 //!   service `poll_ready` made ready.
 //! - Retries happen only if the policy is idempotent, as everywhere.
+//! - Results are judged by a [`Classifier`] of the service's `Result<Response, Error>`
+//!   ([`with_classifier`](PolicyLayer::with_classifier); by default
+//!   [`AllErrors`]), responses included: with
+//!   [`HttpClassifier`](crate::http::HttpClassifier) a 503 response trips the breaker and is
+//!   retried, and when retry gives up on it the caller gets the last response.
 //! - Errors are [`crate::Error`]: the inner error, a local rejection (breaker or bulkhead), a
 //!   timeout, or a retry that gave up. The response future is boxed and `'static`.
 //!
@@ -41,12 +46,14 @@
 //! # }
 //! ```
 
+mod future;
 mod layer;
 
-pub use super::retry::ResponseFuture;
+pub use future::ResponseFuture;
 pub use layer::PolicyLayer;
 
-use crate::pipeline::{AllErrors, ErrorClassifier, Pipeline};
+use crate::classify::Classifier;
+use crate::pipeline::{AllErrors, Pipeline};
 use std::task::{Context, Poll};
 use tower_service::Service;
 
@@ -95,7 +102,7 @@ where
     S::Response: Send + 'static,
     S::Error: Send + 'static,
     Req: Clone + Send + 'static,
-    C: ErrorClassifier<S::Error> + Clone + Send + Sync + 'static,
+    C: Classifier<S::Response, S::Error> + Clone + Send + Sync + 'static,
 {
     type Response = S::Response;
     type Error = crate::Error<S::Error>;
@@ -111,7 +118,7 @@ where
         // The ready service goes with the call; `self` keeps a fresh clone (tower's idiom).
         let template = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, template.clone());
-        super::retry::call(
+        future::call(
             self.pipeline.clone(),
             self.classifier.clone(),
             ready,

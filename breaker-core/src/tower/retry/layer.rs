@@ -54,8 +54,8 @@ impl RetryLayer {
 }
 
 impl<C> RetryLayer<C> {
-    /// Uses `classifier` to decide which errors are transient and to read `Retry-After`
-    /// hints (see [`ErrorClassifier`](crate::pipeline::ErrorClassifier)).
+    /// Uses `classifier` to decide which results, responses and errors, are transient and to
+    /// read `Retry-After` hints (see [`Classifier`](crate::classify::Classifier)).
     pub fn with_classifier<C2>(self, classifier: C2) -> RetryLayer<C2> {
         RetryLayer {
             pipeline: self.pipeline,

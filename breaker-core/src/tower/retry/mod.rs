@@ -18,9 +18,16 @@
 //!   ready before it is called.
 //! - **Idempotency**: adding the layer declares the requests idempotent; every attempt the
 //!   policy allows is made. Keep non-idempotent requests out of it.
-//! - **Which errors are retried**: with the default [`AllErrors`], every error of the inner
-//!   service (its `poll_ready` or its response) is transient; choose with
-//!   [`RetryLayer::with_classifier`]. Errors are returned as [`crate::Error`]:
+//! - **Which results are retried**: with the default [`AllErrors`], every error of the inner
+//!   service (its `poll_ready` or its response) is transient and every response final;
+//!   choose with [`RetryLayer::with_classifier`] (a
+//!   [`Classifier`](crate::classify::Classifier) of responses and errors:
+//!   [`HttpClassifier`](crate::http::HttpClassifier) retries 5xx, 408 and 429 responses after
+//!   their `Retry-After`, and when it gives up the caller gets the last response).
+//! - **Around a layer of this crate** (a `BreakerLayer`, a `TimeoutLayer`), the inner error is
+//!   that layer's [`crate::Error`]: `HttpClassifier` judges it by its inner error, and
+//!   [`Nested`](crate::classify::Nested) adapts any classifier to it; both never retry a
+//!   breaker's rejection. `AllErrors` would retry it. Errors are returned as [`crate::Error`]:
 //!   [`Error::Inner`](crate::Error::Inner) when no retry was wanted, and
 //!   [`Error::GaveUp`](crate::Error::GaveUp) (attempts made, reason, last error) when the
 //!   attempts ran out or the budget refused.
@@ -54,13 +61,10 @@
 //! # }
 //! ```
 
-mod future;
 mod layer;
 
-pub use future::ResponseFuture;
+pub use super::policy::ResponseFuture;
 pub use layer::RetryLayer;
-
-pub(crate) use future::call;
 
 use crate::pipeline::AllErrors;
 

@@ -1,3 +1,4 @@
+use crate::observe::TimeoutMetrics;
 use crate::timeout::Timeout;
 use crate::Error;
 use pin_project_lite::pin_project;
@@ -8,16 +9,18 @@ use std::task::{ready, Context, Poll};
 
 pin_project! {
     /// The response future of a [`TimeoutService`](super::TimeoutService): the inner future
-    /// under the pipeline's [`Timeout`]. `'static` whenever the inner future is.
+    /// under the pipeline's [`Timeout`], counting a timeout in the metrics as the pipeline does.
+    /// `'static` whenever the inner future is.
     pub struct ResponseFuture<F> {
         #[pin]
         inner: Timeout<F>,
+        metrics: TimeoutMetrics,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(inner: Timeout<F>) -> Self {
-        ResponseFuture { inner }
+    pub(super) fn new(inner: Timeout<F>, metrics: TimeoutMetrics) -> Self {
+        ResponseFuture { inner, metrics }
     }
 }
 
@@ -28,9 +31,13 @@ where
     type Output = Result<T, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.project().inner.poll(cx)) {
+        let this = self.project();
+        Poll::Ready(match ready!(this.inner.poll(cx)) {
             Ok(result) => result.map_err(Error::Inner),
-            Err(elapsed) => Err(Error::Timeout(elapsed)),
+            Err(elapsed) => {
+                this.metrics.elapsed();
+                Err(Error::Timeout(elapsed))
+            }
         })
     }
 }

@@ -19,6 +19,9 @@
 //!   poll.
 //! - Other errors are [`Error::Inner`](crate::Error::Inner). The response future is not
 //!   boxed.
+//! - With the `metrics` feature, each timeout is counted in
+//!   [`TIMEOUTS_TOTAL`](crate::observe::TIMEOUTS_TOTAL) (`kind="attempt"`), as a pipeline
+//!   counts its own, under the name given to [`TimeoutLayer::name`] (`""` by default).
 //!
 //! # Panics
 //! A call that is still pending after its first poll needs a tokio runtime with the time
@@ -48,6 +51,7 @@ mod layer;
 pub use future::ResponseFuture;
 pub use layer::TimeoutLayer;
 
+use crate::observe::TimeoutMetrics;
 use crate::timeout::{Elapsed, Timeout, TimeoutKind};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -59,11 +63,16 @@ use tower_service::Service;
 pub struct TimeoutService<S> {
     inner: S,
     timeout: Duration,
+    metrics: TimeoutMetrics,
 }
 
 impl<S> TimeoutService<S> {
-    pub(super) fn from_parts(inner: S, timeout: Duration) -> Self {
-        TimeoutService { inner, timeout }
+    pub(super) fn from_parts(inner: S, timeout: Duration, metrics: TimeoutMetrics) -> Self {
+        TimeoutService {
+            inner,
+            timeout,
+            metrics,
+        }
     }
 
     /// The inner service.
@@ -105,6 +114,9 @@ where
             kind: TimeoutKind::Attempt,
             after: self.timeout,
         };
-        ResponseFuture::new(Timeout::new(self.inner.call(req), deadline, elapsed))
+        ResponseFuture::new(
+            Timeout::new(self.inner.call(req), deadline, elapsed),
+            self.metrics.clone(),
+        )
     }
 }

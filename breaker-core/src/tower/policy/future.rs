@@ -1,4 +1,5 @@
-use crate::pipeline::{ErrorClassifier, Pipeline};
+use crate::classify::Classifier;
+use crate::pipeline::Pipeline;
 use crate::Error;
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -6,8 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-/// The response future of a [`RetryService`](super::RetryService) and of a
-/// [`PolicyService`](crate::tower::policy::PolicyService): the whole call through the pipeline,
+/// The response future of a [`PolicyService`](super::PolicyService) and so of a
+/// [`RetryService`](crate::tower::retry::RetryService): the whole call through the pipeline,
 /// every attempt and backoff sleep included. It is boxed (its type is an `async` block's) and
 /// `'static`; dropping it cancels the call (a breaker inside it records nothing).
 pub struct ResponseFuture<T, E> {
@@ -31,7 +32,7 @@ impl<T, E> fmt::Debug for ResponseFuture<T, E> {
 /// Runs `req` through `pipeline` on `ready`, a service whose `poll_ready` has returned
 /// `Ready(Ok)`. The first attempt uses `ready`; each further attempt a clone of `template`,
 /// made ready first. Every attempt sends a clone of `req`.
-pub(crate) fn call<S, Req, C>(
+pub(super) fn call<S, Req, C>(
     pipeline: Pipeline,
     classifier: C,
     ready: S,
@@ -44,7 +45,7 @@ where
     S::Response: Send + 'static,
     S::Error: Send + 'static,
     Req: Clone + Send + 'static,
-    C: ErrorClassifier<S::Error> + Send + Sync + 'static,
+    C: Classifier<S::Response, S::Error> + Send + Sync + 'static,
     S: Clone,
 {
     ResponseFuture {

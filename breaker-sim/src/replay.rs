@@ -1,0 +1,780 @@
+//! The replay: a trace's calls through one policy, on a virtual clock, with the library's own
+//! [`CircuitBreaker`].
+//!
+//! # Why
+//! A model of a breaker answers what the model does. The replay builds the real breaker of the
+//! policy, with [`Clock::manual`], and moves the clock from event to event; every admission,
+//! rejection and transition is the breaker's own decision, so what the replay reports is what
+//! the breaker in production would have done with these calls.
+//!
+//! # The rules
+//! - **Arrival.** Each trace line with `attempt` 1 is a logical call arriving at `t_ms`. The
+//!   layers are entered in the policy's order at that instant, as the live pipeline does (the
+//!   layers outside retry once per call, those inside it once per attempt): a breaker decides
+//!   at arrival, a bulkhead takes a slot, a timeout or deadline starts its limit.
+//! - **An attempt** that passes every layer *reaches* the dependency. Its answer is the
+//!   dependency's behaviour at the attempt's start: for a call's first attempt, its own line;
+//!   otherwise (a retry, or a line whose outcome says nothing about the dependency:
+//!   `rejected`, `cancelled`) the **latest line at or before that instant with a known answer**
+//!   (`success`, `failure`, `ignored`, `timeout`), the retries of the recording caller
+//!   (`attempt > 1`) included; before any such line, a success. The answer comes
+//!   `latency_ms` later (a `timeout` never comes: the dependency hangs).
+//! - **Limits.** An attempt ends at the earliest of its answer and its limits (the policy's
+//!   timeout from the attempt's start; a timeout outside retry and the deadline from the
+//!   arrival). An answer due exactly at a limit wins. A limit reached first is a timeout: a
+//!   breaker failure. A hang without any limit fails at `t_ms + latency_ms` (where the
+//!   trace's knowledge ends).
+//! - **Outcomes are recorded when they happen**: at the attempt's end, on the manual clock
+//!   set to that instant, so calls overlap in flight, a hanging call's failure arrives only
+//!   after its timeout and a slow call is slow, as in production.
+//! - **Retry.** After a failed attempt, the retry rules of the pipeline apply: only transient
+//!   answers are retried (a failure with no status or a 5xx, 408 or 429 status, and the
+//!   timeout layer's own timeouts while the limit outside retry has not passed), at most
+//!   `max_attempts` in all and only for a policy declared idempotent; a rejection is never
+//!   retried. The next attempt starts after the backoff delay (jitter drawn from a generator
+//!   seeded with the replay's seed and the call's index), unless that delay would end past
+//!   the limit outside retry. `Retry-After` hints are not in traces.
+//! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
+//!   replayed.
+//! - **Cancelled lines.** A line recorded as `cancelled` is dropped by its caller at
+//!   `t_ms + latency_ms`: every permit it holds is released as a cancellation.
+//! - **Ties.** Events at the same instant run in this order: trace lines first, in file order,
+//!   then the outcomes and retries due, in the order they were scheduled.
+//!
+//! # What is counted
+//! See [`crate::report::Report`]: calls and how they ended, attempts that reached the
+//! dependency, failures among them, rejected calls that would have succeeded, and the
+//! breaker's transitions.
+
+use crate::report::{Counts, Report, Timeline};
+use crate::trace::{Call, CallOutcome, Phase};
+use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, OwnedPermit, State};
+use breaker_core::classify::Outcome;
+use breaker_core::clock::{Clock, ManualClock};
+use breaker_core::layer::Layer;
+use breaker_core::policy::Policy;
+use breaker_core::retry::{Delays, RetryPolicy};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A policy to replay, with the name it is reported under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedPolicy {
+    /// Its name in the config file, or the DSL string as given, or a sweep point's name.
+    pub name: String,
+    /// The policy.
+    pub policy: Policy,
+    /// For a sweep point: the swept keys and their values, in the order given.
+    pub params: Vec<(String, String)>,
+}
+
+impl NamedPolicy {
+    /// A policy with only the breaker of `dsl` (`"3 consecutive, open 10s"`), named `dsl`.
+    ///
+    /// # Errors
+    /// The DSL parser's error, naming the bad fragment.
+    pub fn from_breaker_dsl(dsl: &str) -> Result<NamedPolicy, breaker_core::dsl::DslError> {
+        Ok(NamedPolicy {
+            name: dsl.to_owned(),
+            policy: Policy {
+                breaker: Some(breaker_core::dsl::parse_breaker(dsl)?),
+                ..Policy::default()
+            },
+            params: Vec::new(),
+        })
+    }
+}
+
+/// Options of a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Seeds the retry jitter (with each call's index), so a replay is reproducible.
+    pub seed: u64,
+    /// Keep the timeline (transitions and calls per time bucket) for a plot.
+    pub timeline: bool,
+}
+
+/// No limit.
+const NEVER: u64 = u64::MAX;
+
+/// Where the breaker's listener puts its transitions (the listener must be `Send + Sync`; the
+/// replay is single-threaded, so the flag is all the hot path reads).
+#[derive(Default)]
+struct Sink {
+    pending: AtomicBool,
+    list: Mutex<Vec<(u64, State)>>,
+}
+
+/// What an event does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// The attempt in flight ends.
+    AttemptEnd,
+    /// The next attempt starts, after its backoff.
+    Retry,
+    /// The caller drops the call.
+    Cancel,
+}
+
+/// An event in the queue: ordered by time, then by when it was scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    at: u64,
+    seq: u64,
+    slot: u32,
+    /// The slot's token when scheduled: a stale event (its call ended) is skipped.
+    token: u32,
+    kind: Kind,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Ok,
+    /// An answer that is not a success: its breaker outcome and whether it may be retried.
+    Error {
+        outcome: Outcome,
+        transient: bool,
+    },
+    /// A limit passed first.
+    Timeout,
+    /// Refused by a breaker (`true`) or a bulkhead.
+    Rejected(bool),
+}
+
+/// The dependency's behaviour at an instant: a known answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Answer {
+    outcome: CallOutcome,
+    latency_ns: u64,
+    transient: bool,
+}
+
+const SUCCESS_AT_ONCE: Answer = Answer {
+    outcome: CallOutcome::Success,
+    latency_ns: 0,
+    transient: false,
+};
+
+/// A logical call in flight.
+struct Slot {
+    token: u32,
+    arrival: u64,
+    index: u64,
+    /// Its own line's answer, for its first attempt (`None`: take the dependency's behaviour).
+    own: Option<Answer>,
+    /// Whether the call would have succeeded (its own answer, or the behaviour at arrival).
+    would_succeed: bool,
+    /// The limit outside retry (deadline, outer timeout), `NEVER` for none.
+    outer_limit: u64,
+    outer_permit: Option<OwnedPermit>,
+    outer_slot: bool,
+    inner_permit: Option<OwnedPermit>,
+    inner_slot: bool,
+    attempts: u32,
+    /// The attempt in flight: when it ends and how.
+    ending: Ending,
+    delays: Option<Box<Delays<SmallRng>>>,
+}
+
+/// One policy's replay in progress. Feed it calls in arrival order with [`Sim::feed`], then
+/// [`Sim::finish`].
+pub struct Sim {
+    name: String,
+    params: Vec<(String, String)>,
+    clock: ManualClock,
+    breaker: Option<CircuitBreaker>,
+    transitions: Arc<Sink>,
+    layers: Vec<Layer>,
+    outer: usize,
+    inner: usize,
+    has_retry: bool,
+    timeout: Option<u64>,
+    /// Whether the timeout layer is inside retry (a limit per attempt) rather than outside.
+    timeout_inner: bool,
+    deadline: Option<u64>,
+    bulkhead: Option<u32>,
+    bulkhead_in_use: u32,
+    max_attempts: u32,
+    retry: RetryPolicy,
+    seed: u64,
+    queue: BinaryHeap<Reverse<Event>>,
+    seq: u64,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    sample: Option<Answer>,
+    now: u64,
+    counts: Counts,
+    state: State,
+    state_since: u64,
+    /// Per phase: the first instant at or after its start when the breaker opened, and when
+    /// it was closed.
+    first_open: Vec<Option<u64>>,
+    first_closed: Vec<Option<u64>>,
+    phase: Option<u32>,
+    timeline: Option<Timeline>,
+}
+
+impl Sim {
+    /// A replay of `policy`.
+    ///
+    /// # Errors
+    /// The policy's validation error (`Policy::validate`), as text naming the field.
+    pub fn new(policy: &NamedPolicy, options: Options) -> Result<Sim, String> {
+        let p = &policy.policy;
+        p.validate()
+            .map_err(|e| format!("policy `{}`: {e}", policy.name))?;
+        let clock = ManualClock::new();
+        let transitions: Arc<Sink> = Arc::default();
+        let breaker = match &p.breaker {
+            None => None,
+            Some(b) => Some(build_breaker(b, &clock, &transitions)?),
+        };
+        let layers = p.effective_order();
+        let retry_at = layers.iter().position(|l| *l == Layer::Retry);
+        let (outer, inner) = match retry_at {
+            Some(i) => (i, i + 1),
+            None => (0, 0),
+        };
+        let timeout_inner = layers
+            .iter()
+            .position(|l| *l == Layer::Timeout)
+            .is_some_and(|i| i >= inner);
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(NEVER);
+        let retry = p.retry.unwrap_or(RetryPolicy::NONE);
+        Ok(Sim {
+            name: policy.name.clone(),
+            params: policy.params.clone(),
+            clock,
+            breaker,
+            transitions,
+            layers,
+            outer,
+            inner,
+            has_retry: retry_at.is_some(),
+            timeout_inner,
+            timeout: p.timeout.map(nanos),
+            deadline: p.deadline.map(nanos),
+            bulkhead: p.bulkhead.map(|b| b.max_concurrent),
+            bulkhead_in_use: 0,
+            max_attempts: if p.idempotent {
+                retry.max_attempts.max(1)
+            } else {
+                1
+            },
+            retry,
+            seed: options.seed,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
+            sample: None,
+            now: 0,
+            counts: Counts::default(),
+            state: State::Closed,
+            state_since: 0,
+            first_open: Vec::new(),
+            first_closed: Vec::new(),
+            phase: None,
+            timeline: options.timeline.then(Timeline::default),
+        })
+    }
+
+    /// Replays `calls`, which continue the calls fed so far in arrival order.
+    pub fn feed(&mut self, calls: &[Call]) {
+        for call in calls {
+            self.run_until(call.t_ns);
+            self.set_now(call.t_ns);
+            self.line(call);
+        }
+    }
+
+    /// Runs every event still queued and returns the report; `phases` are the trace's
+    /// ([`TraceReader::phases`](crate::trace::TraceReader::phases) once the trace is read).
+    pub fn finish(mut self, phases: &[Phase]) -> Report {
+        self.run_until(NEVER);
+        let end = self.now;
+        if self.state == State::Open {
+            self.counts.time_open_ns += end - self.state_since;
+        }
+        let (mut detect_ms, mut recover_ms) = (None, None);
+        if let Some(p) = phases.iter().position(Phase::is_outage) {
+            let start = phases[p].start_ns;
+            detect_ms = self
+                .first_open
+                .get(p)
+                .copied()
+                .flatten()
+                .map(|t| ms(t - start));
+            // The outage lasts while phases are outages (a hang, then fast failures).
+            let end = (p..phases.len())
+                .find(|&q| !phases[q].is_outage())
+                .unwrap_or(phases.len());
+            if let Some(next) = phases.get(end) {
+                recover_ms = self
+                    .first_closed
+                    .get(end)
+                    .copied()
+                    .flatten()
+                    .map(|t| ms(t - next.start_ns));
+            }
+        }
+        if let Some(t) = &mut self.timeline {
+            t.transitions.push((end, self.state));
+            t.end_ns = end;
+            t.phases = phases.to_vec();
+        }
+        Report::new(
+            self.name,
+            self.params,
+            self.counts,
+            detect_ms,
+            recover_ms,
+            self.timeline,
+        )
+    }
+
+    fn set_now(&mut self, t: u64) {
+        if t != self.now {
+            self.now = t;
+            self.clock.set(Duration::from_nanos(t));
+        }
+    }
+
+    /// Runs the events due before `t` (trace lines at `t` come first).
+    fn run_until(&mut self, t: u64) {
+        while let Some(&Reverse(e)) = self.queue.peek() {
+            if e.at >= t && t != NEVER {
+                break;
+            }
+            self.queue.pop();
+            if self.slots[e.slot as usize].token != e.token {
+                continue;
+            }
+            self.set_now(e.at);
+            match e.kind {
+                Kind::AttemptEnd => self.attempt_end(e.slot),
+                Kind::Retry => self.attempt(e.slot),
+                Kind::Cancel => self.cancel(e.slot),
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: u64, slot: u32, kind: Kind) {
+        self.seq += 1;
+        let token = self.slots[slot as usize].token;
+        self.queue.push(Reverse(Event {
+            at,
+            seq: self.seq,
+            slot,
+            token,
+            kind,
+        }));
+    }
+
+    /// Applies the transitions the breaker made since the last look.
+    #[inline]
+    fn transitions(&mut self) {
+        if !self.transitions.pending.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let list: Vec<_> = std::mem::take(
+            &mut *self
+                .transitions
+                .list
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for (at, to) in list {
+            if self.state == State::Open {
+                self.counts.time_open_ns += at.saturating_sub(self.state_since);
+            }
+            match to {
+                State::Open => {
+                    self.counts.opens += 1;
+                    self.counts.first_open_ns.get_or_insert(at);
+                    mark(&mut self.first_open, self.phase, at);
+                }
+                State::HalfOpen => self.counts.half_opens += 1,
+                State::Closed => {
+                    self.counts.closes += 1;
+                    mark(&mut self.first_closed, self.phase, at);
+                }
+                _ => {}
+            }
+            self.state = to;
+            self.state_since = at;
+            if let Some(t) = &mut self.timeline {
+                t.transitions.push((at, to));
+            }
+        }
+    }
+
+    /// A trace line at the current instant.
+    fn line(&mut self, call: &Call) {
+        if self.phase != Some(call.phase) {
+            self.phase = Some(call.phase);
+            let p = call.phase as usize;
+            if self.first_open.len() <= p {
+                self.first_open.resize(p + 1, None);
+                self.first_closed.resize(p + 1, None);
+            }
+            if self.state == State::Closed && self.first_closed[p].is_none() {
+                self.first_closed[p] = Some(self.now);
+            }
+        }
+        let known = call.outcome.is_known().then_some(Answer {
+            outcome: call.outcome,
+            latency_ns: call.latency_ns,
+            transient: call.transient,
+        });
+        if known.is_some() {
+            self.sample = known;
+        }
+        if call.attempt > 1 {
+            return;
+        }
+        let index = self.counts.calls;
+        self.counts.calls += 1;
+        // A cancelled line: the dependency had not answered when the caller dropped the call.
+        let own = match call.outcome {
+            CallOutcome::Cancelled => Some(Answer {
+                outcome: CallOutcome::Timeout,
+                latency_ns: call.latency_ns,
+                transient: true,
+            }),
+            _ => known,
+        };
+        let would_succeed =
+            own.or(self.sample).unwrap_or(SUCCESS_AT_ONCE).outcome == CallOutcome::Success;
+        if let Some(t) = &mut self.timeline {
+            t.reserve(self.now);
+        }
+        let slot = self.alloc(Slot {
+            token: 0,
+            arrival: self.now,
+            index,
+            own,
+            would_succeed,
+            outer_limit: NEVER,
+            outer_permit: None,
+            outer_slot: false,
+            inner_permit: None,
+            inner_slot: false,
+            attempts: 0,
+            ending: Ending::Ok,
+            delays: None,
+        });
+        if call.outcome == CallOutcome::Cancelled {
+            self.schedule(self.now.saturating_add(call.latency_ns), slot, Kind::Cancel);
+        }
+        if let Some(d) = self.deadline {
+            self.slots[slot as usize].outer_limit = self.now.saturating_add(d);
+        }
+        // The layers outside retry, once per call.
+        if let Err(r) = self.enter(slot, 0, self.outer) {
+            self.finish_call(slot, r);
+            return;
+        }
+        self.attempt(slot);
+    }
+
+    fn alloc(&mut self, mut slot: Slot) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                slot.token = self.slots[i as usize].token;
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Enters the layers `from..to` of the order for `slot`: the outer run (`outer = true`
+    /// when `from == 0` and there is a retry layer) or an attempt's run.
+    fn enter(&mut self, slot: u32, from: usize, to: usize) -> Result<(), Ending> {
+        let outer = self.has_retry && from == 0;
+        let now = self.now;
+        for i in from..to {
+            match self.layers[i] {
+                Layer::Timeout => {
+                    if let (Some(t), true) = (self.timeout, outer) {
+                        let s = &mut self.slots[slot as usize];
+                        s.outer_limit = s.outer_limit.min(now.saturating_add(t));
+                    }
+                }
+                Layer::Breaker => {
+                    let Some(b) = &self.breaker else { continue };
+                    let acquired = b.try_acquire_owned();
+                    self.transitions();
+                    match acquired {
+                        Ok(p) => {
+                            let s = &mut self.slots[slot as usize];
+                            if outer {
+                                s.outer_permit = Some(p);
+                            } else {
+                                s.inner_permit = Some(p);
+                            }
+                        }
+                        Err(_) => {
+                            self.release(slot, outer, Some(Outcome::Ignored));
+                            return Err(Ending::Rejected(true));
+                        }
+                    }
+                }
+                Layer::Bulkhead => {
+                    let Some(max) = self.bulkhead else { continue };
+                    if self.bulkhead_in_use >= max {
+                        self.release(slot, outer, Some(Outcome::Ignored));
+                        return Err(Ending::Rejected(false));
+                    }
+                    self.bulkhead_in_use += 1;
+                    let s = &mut self.slots[slot as usize];
+                    if outer {
+                        s.outer_slot = true;
+                    } else {
+                        s.inner_slot = true;
+                    }
+                }
+                Layer::Retry => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves the outer run (`outer`) or an attempt's run: records `outcome` in its breaker
+    /// permit (`None`: a cancellation) and frees its bulkhead slot.
+    fn release(&mut self, slot: u32, outer: bool, outcome: Option<Outcome>) {
+        let s = &mut self.slots[slot as usize];
+        let (permit, held) = if outer {
+            (s.outer_permit.take(), std::mem::take(&mut s.outer_slot))
+        } else {
+            (s.inner_permit.take(), std::mem::take(&mut s.inner_slot))
+        };
+        if held {
+            self.bulkhead_in_use -= 1;
+        }
+        if let Some(p) = permit {
+            match outcome {
+                Some(o) => p.record(o),
+                None => drop(p),
+            }
+            self.transitions();
+        }
+    }
+
+    /// Starts an attempt of `slot` at the current instant.
+    fn attempt(&mut self, slot: u32) {
+        let now = self.now;
+        if let Err(r) = self.enter(slot, self.inner, self.layers.len()) {
+            self.after(slot, r);
+            return;
+        }
+        let s = &mut self.slots[slot as usize];
+        let first = s.attempts == 0;
+        s.attempts += 1;
+        let answer = match (first, s.own) {
+            (true, Some(a)) => a,
+            _ => self.sample.unwrap_or(SUCCESS_AT_ONCE),
+        };
+        self.counts.reached += 1;
+        let attempt_limit = match self.timeout {
+            Some(t) if self.timeout_inner => now.saturating_add(t),
+            _ => NEVER,
+        };
+        let s = &mut self.slots[slot as usize];
+        let limit = s.outer_limit.min(attempt_limit);
+        let hangs = answer.outcome == CallOutcome::Timeout;
+        let due = if hangs {
+            NEVER
+        } else {
+            now.saturating_add(answer.latency_ns)
+        };
+        let (end, ending) = if due <= limit && due != NEVER {
+            (due, answer_result(answer))
+        } else if limit != NEVER {
+            (limit, Ending::Timeout)
+        } else {
+            // A hang without any limit: it fails where the trace's knowledge ends.
+            (
+                now.saturating_add(answer.latency_ns),
+                Ending::Error {
+                    outcome: Outcome::Failure,
+                    transient: true,
+                },
+            )
+        };
+        if matches!(ending, Ending::Timeout)
+            || matches!(
+                ending,
+                Ending::Error {
+                    outcome: Outcome::Failure,
+                    ..
+                }
+            )
+        {
+            self.counts.failures_reached += 1;
+        }
+        s.ending = ending;
+        self.schedule(end, slot, Kind::AttemptEnd);
+    }
+
+    fn attempt_end(&mut self, slot: u32) {
+        let ending = self.slots[slot as usize].ending;
+        let outcome = match ending {
+            Ending::Ok => Outcome::Success,
+            Ending::Error { outcome, .. } => outcome,
+            Ending::Timeout => Outcome::Failure,
+            Ending::Rejected(_) => Outcome::Ignored,
+        };
+        self.release(slot, false, Some(outcome));
+        self.after(slot, ending);
+    }
+
+    /// What follows an attempt that ended with `r` (the pipeline's retry rules).
+    fn after(&mut self, slot: u32, r: Ending) {
+        if !self.has_retry || r == Ending::Ok {
+            self.finish_call(slot, r);
+            return;
+        }
+        let now = self.now;
+        let s = &mut self.slots[slot as usize];
+        let transient = match r {
+            Ending::Error { transient, .. } => transient,
+            Ending::Timeout => now < s.outer_limit,
+            _ => false,
+        };
+        if !transient || s.attempts >= self.max_attempts {
+            self.finish_call(slot, r);
+            return;
+        }
+        let (retry, seed, index) = (self.retry, self.seed, s.index);
+        let delay = s
+            .delays
+            .get_or_insert_with(|| {
+                let rng = SmallRng::seed_from_u64(seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                Box::new(retry.delays(rng))
+            })
+            .next()
+            .unwrap_or(Duration::ZERO);
+        let delay = u64::try_from(delay.as_nanos()).unwrap_or(NEVER);
+        if s.outer_limit != NEVER && delay > s.outer_limit - now {
+            self.finish_call(slot, r);
+            return;
+        }
+        if delay == 0 {
+            self.attempt(slot);
+        } else {
+            self.schedule(now.saturating_add(delay), slot, Kind::Retry);
+        }
+    }
+
+    /// The call of `slot` ends with `r`: the outer run records it, the call is counted.
+    fn finish_call(&mut self, slot: u32, r: Ending) {
+        let outcome = match r {
+            Ending::Ok => Outcome::Success,
+            Ending::Error { outcome, .. } => outcome,
+            Ending::Timeout => Outcome::Failure,
+            Ending::Rejected(_) => Outcome::Ignored,
+        };
+        self.release(slot, true, Some(outcome));
+        let s = &self.slots[slot as usize];
+        let kind = match r {
+            Ending::Ok => 0,
+            Ending::Rejected(by_breaker) => {
+                self.counts.rejected += 1;
+                if by_breaker && s.would_succeed {
+                    self.counts.successes_rejected += 1;
+                }
+                2
+            }
+            _ => 1,
+        };
+        match kind {
+            0 => self.counts.succeeded += 1,
+            1 => self.counts.failed += 1,
+            _ => {}
+        }
+        if let Some(t) = &mut self.timeline {
+            t.add(s.arrival, kind);
+        }
+        self.free_slot(slot);
+    }
+
+    fn cancel(&mut self, slot: u32) {
+        self.release(slot, false, None);
+        self.release(slot, true, None);
+        self.counts.cancelled += 1;
+        let arrival = self.slots[slot as usize].arrival;
+        if let Some(t) = &mut self.timeline {
+            t.add(arrival, 3);
+        }
+        self.free_slot(slot);
+    }
+
+    fn free_slot(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        s.token = s.token.wrapping_add(1);
+        s.delays = None;
+        self.free.push(slot);
+    }
+}
+
+fn answer_result(a: Answer) -> Ending {
+    match a.outcome {
+        CallOutcome::Success => Ending::Ok,
+        CallOutcome::Ignored => Ending::Error {
+            outcome: Outcome::Ignored,
+            transient: a.transient,
+        },
+        _ => Ending::Error {
+            outcome: Outcome::Failure,
+            transient: a.transient,
+        },
+    }
+}
+
+/// Sets `at` as the first instant for every phase up to `current` that has none yet.
+fn mark(marks: &mut [Option<u64>], current: Option<u32>, at: u64) {
+    let Some(c) = current else { return };
+    for m in marks.iter_mut().take(c as usize + 1).rev() {
+        if m.is_some() {
+            break;
+        }
+        *m = Some(at);
+    }
+}
+
+fn build_breaker(
+    policy: &BreakerPolicy,
+    clock: &ManualClock,
+    transitions: &Arc<Sink>,
+) -> Result<CircuitBreaker, String> {
+    let sink = Arc::clone(transitions);
+    CircuitBreaker::builder(policy.clone())
+        .clock(Clock::manual(clock))
+        .totals(false)
+        .on_transition(move |t| {
+            let at = u64::try_from(t.at.as_nanos()).unwrap_or(u64::MAX);
+            sink.list
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((at, t.to));
+            sink.pending.store(true, Ordering::Relaxed);
+        })
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Milliseconds of `ns`.
+pub(crate) fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}

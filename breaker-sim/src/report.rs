@@ -1,0 +1,283 @@
+//! What a replay reports, per policy: a table row and a JSON object with stable field names.
+
+use crate::replay::ms;
+use crate::trace::Phase;
+use breaker_core::breaker::State;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// The counters of a replay in progress.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub calls: u64,
+    pub rejected: u64,
+    pub reached: u64,
+    pub failures_reached: u64,
+    pub successes_rejected: u64,
+    pub opens: u64,
+    pub half_opens: u64,
+    pub closes: u64,
+    pub time_open_ns: u64,
+    pub first_open_ns: Option<u64>,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+/// What one policy did with a trace. The JSON form (`breaker simulate --json`, one object per
+/// line and policy) has these field names, in this order; they are stable.
+///
+/// Times are milliseconds since the trace's start (`*_ms` fields that are durations are
+/// milliseconds long); `null` where there is nothing to report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// The policy's name in its config file, or the DSL string as given; for a sweep point
+    /// the base's name followed by the swept values.
+    pub policy: String,
+    /// Logical calls: the trace's lines with `attempt` 1.
+    pub calls: u64,
+    /// Calls not rejected locally: `calls - rejected`.
+    pub admitted: u64,
+    /// Calls whose result was a local rejection (the breaker's or the bulkhead's).
+    pub rejected: u64,
+    /// Attempts that reached the dependency (retries included): with retry above `calls`.
+    pub reached: u64,
+    /// Of those, attempts that failed: a failure answer or a timeout.
+    pub failures_reached: u64,
+    /// Calls the breaker refused that would have succeeded (their line, or the dependency's
+    /// behaviour at their arrival, is a success): the availability the breaker cost.
+    pub successes_rejected: u64,
+    /// Transitions to open.
+    pub opens: u64,
+    /// Transitions to half-open.
+    pub half_opens: u64,
+    /// Transitions to closed.
+    pub closes: u64,
+    /// Time spent open (until the lazy promotion to half-open by the first call after the
+    /// cooldown, or the end of the trace).
+    pub time_open_ms: f64,
+    /// When the breaker first opened.
+    pub first_open_ms: Option<f64>,
+    /// From the start of the trace's first outage (the first phase in which at least half of
+    /// the known answers are failures or timeouts, labelled or detected, and the outage phases
+    /// right after it) to the breaker's first opening after that start.
+    pub detect_ms: Option<f64>,
+    /// From the end of that outage (the start of the first phase after it that is no outage)
+    /// to the first instant from then on at which the breaker was closed (0 if it was closed
+    /// then); `null` if it never closed again, or the trace ends in the outage.
+    pub recover_ms: Option<f64>,
+    /// Calls that succeeded.
+    pub succeeded: u64,
+    /// Calls that ended in an error from the dependency or a timeout (ignored answers
+    /// included).
+    pub failed: u64,
+    /// Calls their caller dropped (`cancelled` lines).
+    pub cancelled: u64,
+    /// For a sweep point: the swept keys and their values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<(String, String)>,
+    /// For a sweep point: its rank, from 1 (see [`crate::sweep`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// For a sweep point: whether it is on the Pareto front of `failures_reached` against
+    /// `successes_rejected`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pareto: Option<bool>,
+    /// The timeline, when asked for (not part of the JSON).
+    #[serde(skip)]
+    pub timeline: Option<Timeline>,
+}
+
+impl Report {
+    pub(crate) fn new(
+        policy: String,
+        params: Vec<(String, String)>,
+        c: Counts,
+        detect_ms: Option<f64>,
+        recover_ms: Option<f64>,
+        timeline: Option<Timeline>,
+    ) -> Report {
+        Report {
+            policy,
+            calls: c.calls,
+            admitted: c.calls - c.rejected,
+            rejected: c.rejected,
+            reached: c.reached,
+            failures_reached: c.failures_reached,
+            successes_rejected: c.successes_rejected,
+            opens: c.opens,
+            half_opens: c.half_opens,
+            closes: c.closes,
+            time_open_ms: ms(c.time_open_ns),
+            first_open_ms: c.first_open_ns.map(ms),
+            detect_ms,
+            recover_ms,
+            succeeded: c.succeeded,
+            failed: c.failed,
+            cancelled: c.cancelled,
+            params,
+            rank: None,
+            pareto: None,
+            timeline,
+        }
+    }
+
+    /// The report as one line of JSON (no newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report serializes")
+    }
+}
+
+/// Milliseconds for a table: `1520.0` as `1520`, `12.25` as `12.2` (one decimal).
+fn cell_ms(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.1}"),
+    }
+}
+
+/// The columns of the table, in order.
+const COLUMNS: [&str; 14] = [
+    "policy",
+    "calls",
+    "admitted",
+    "rejected",
+    "reached",
+    "failures_reached",
+    "successes_rejected",
+    "opens",
+    "half_opens",
+    "closes",
+    "time_open_ms",
+    "first_open_ms",
+    "detect_ms",
+    "recover_ms",
+];
+
+/// The reports as a text table, one row per report, with the JSON field names as headers; a
+/// sweep adds `rank` first and marks the Pareto front with `*`.
+pub fn table(reports: &[Report]) -> String {
+    let sweep = reports.iter().any(|r| r.rank.is_some());
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut header: Vec<String> = COLUMNS.iter().map(|c| (*c).to_owned()).collect();
+    if sweep {
+        header.insert(0, "rank".into());
+    }
+    rows.push(header);
+    for r in reports {
+        let mut row = vec![
+            r.policy.clone(),
+            r.calls.to_string(),
+            r.admitted.to_string(),
+            r.rejected.to_string(),
+            r.reached.to_string(),
+            r.failures_reached.to_string(),
+            r.successes_rejected.to_string(),
+            r.opens.to_string(),
+            r.half_opens.to_string(),
+            r.closes.to_string(),
+            cell_ms(Some(r.time_open_ms)),
+            cell_ms(r.first_open_ms),
+            cell_ms(r.detect_ms),
+            cell_ms(r.recover_ms),
+        ];
+        if sweep {
+            let mark = if r.pareto == Some(true) { "*" } else { "" };
+            row.insert(0, format!("{}{mark}", r.rank.unwrap_or(0)));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let name_col = usize::from(sweep);
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = widths[i] - cell.chars().count();
+            if i == name_col {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+/// How many time buckets a timeline keeps at most: when calls arrive past the last, the
+/// buckets are merged in pairs and their length doubles, so memory stays bounded.
+pub const MAX_BUCKETS: usize = 240;
+const FIRST_BUCKET_NS: u64 = 100_000_000;
+
+/// A policy's timeline, for a plot: its transitions and its calls per time bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timeline {
+    /// Bucket length, nanoseconds (100 ms, doubled as needed).
+    pub bucket_ns: u64,
+    /// Per bucket, by arrival: calls that succeeded, failed, were rejected, were cancelled.
+    pub buckets: Vec<[u32; 4]>,
+    /// `(when, state entered)`, in order, starting closed at 0; the last entry repeats the
+    /// state at the end of the replay.
+    pub transitions: Vec<(u64, State)>,
+    /// When the replay ended (its last event), nanoseconds.
+    pub end_ns: u64,
+    /// The trace's phases.
+    pub phases: Vec<Phase>,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline {
+            bucket_ns: FIRST_BUCKET_NS,
+            buckets: Vec::new(),
+            transitions: vec![(0, State::Closed)],
+            end_ns: 0,
+            phases: Vec::new(),
+        }
+    }
+}
+
+impl Timeline {
+    /// Makes room for a call arriving at `t`.
+    pub(crate) fn reserve(&mut self, t: u64) {
+        while (t / self.bucket_ns) as usize >= MAX_BUCKETS {
+            let merged = self
+                .buckets
+                .chunks(2)
+                .map(|pair| {
+                    let mut sum = pair[0];
+                    if let Some(b) = pair.get(1) {
+                        for k in 0..4 {
+                            sum[k] += b[k];
+                        }
+                    }
+                    sum
+                })
+                .collect();
+            self.buckets = merged;
+            self.bucket_ns *= 2;
+        }
+        let i = (t / self.bucket_ns) as usize;
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, [0; 4]);
+        }
+    }
+
+    /// Counts a call that arrived at `arrival` and ended as `kind` (0 succeeded, 1 failed,
+    /// 2 rejected, 3 cancelled).
+    pub(crate) fn add(&mut self, arrival: u64, kind: usize) {
+        let i = (arrival / self.bucket_ns) as usize;
+        if let Some(b) = self.buckets.get_mut(i) {
+            b[kind] += 1;
+        }
+    }
+}

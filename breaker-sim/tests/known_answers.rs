@@ -1,0 +1,286 @@
+//! Hand-written traces with answers computed by hand, replayed against a few policies.
+//!
+//! Each test spells out, call by call, what the real breaker must decide; the counts asserted
+//! are those of the comments.
+
+use breaker_core::breaker::BreakerPolicy;
+use breaker_core::layer::Layer;
+use breaker_core::policy::Policy;
+use breaker_sim::replay::{NamedPolicy, Options};
+use breaker_sim::report::Report;
+use breaker_sim::trace::{Format, TraceReader};
+use std::time::Duration;
+
+fn replay_with(trace: &str, format: Format, policies: &[NamedPolicy]) -> Vec<Report> {
+    let mut reader = TraceReader::new(
+        "test.trace",
+        Box::new(trace.as_bytes().to_vec().leak() as &[u8]),
+        format,
+    )
+    .unwrap();
+    breaker_sim::run::run(&mut reader, policies, Options::default(), &|_| {}).unwrap()
+}
+
+fn replay(trace: &str, policies: &[NamedPolicy]) -> Vec<Report> {
+    replay_with(trace, Format::JsonLines, policies)
+}
+
+fn dsl(s: &str) -> NamedPolicy {
+    NamedPolicy::from_breaker_dsl(s).unwrap()
+}
+
+fn named(name: &str, policy: Policy) -> NamedPolicy {
+    NamedPolicy {
+        name: name.into(),
+        policy,
+        params: Vec::new(),
+    }
+}
+
+/// The main hand-computed trace, "3 consecutive, open 1s":
+/// - 0 ms success; 100, 200, 300 ms failures (10 ms each): the third ends at 310 ms and trips
+///   the breaker (open until 1310 ms);
+/// - 400 ms (a success) and 500 ms (a failure) are rejected: one success refused;
+/// - 1400 ms: past the cooldown, the breaker goes half-open and admits the call as its probe,
+///   which succeeds at 1410 ms and closes it; 1500 ms is admitted.
+const TRIP: &str = r#"{"t_ms": 0, "latency_ms": 10, "outcome": "success"}
+{"t_ms": 100, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 200, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 300, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 400, "latency_ms": 10, "outcome": "success"}
+{"t_ms": 500, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 1400, "latency_ms": 10, "outcome": "success"}
+{"t_ms": 1500, "latency_ms": 10, "outcome": "success"}
+"#;
+
+#[test]
+fn consecutive_rule_trips_rejects_and_recovers_as_computed_by_hand() {
+    let r = &replay(TRIP, &[dsl("3 consecutive, open 1s")])[0];
+    assert_eq!(r.policy, "3 consecutive, open 1s");
+    assert_eq!((r.calls, r.admitted, r.rejected, r.reached), (8, 6, 2, 6));
+    assert_eq!((r.failures_reached, r.successes_rejected), (3, 1));
+    assert_eq!((r.opens, r.half_opens, r.closes), (1, 1, 1));
+    assert_eq!(r.first_open_ms, Some(310.0));
+    // Open from 310 ms to the lazy promotion at 1400 ms.
+    assert_eq!(r.time_open_ms, 1090.0);
+    assert_eq!((r.succeeded, r.failed, r.cancelled), (3, 3, 0));
+    // No labels: the first second (4 failures of 6 answers) is a detected outage, the next
+    // one (2 successes) healthy from 1400 ms: opened 310 ms after the outage began, closed
+    // 10 ms after the recovery began (open at 1400 ms, the probe closed it at 1410 ms).
+    assert_eq!((r.detect_ms, r.recover_ms), (Some(310.0), Some(10.0)));
+}
+
+#[test]
+fn a_more_tolerant_policy_never_opens_on_the_same_trace() {
+    let [strict, lax] = <[Report; 2]>::try_from(replay(
+        TRIP,
+        &[dsl("2 consecutive, open 1s"), dsl("4 consecutive, open 1s")],
+    ))
+    .unwrap();
+    // 2 in a row: trips at 210 ms; 300 (failure), 400 (success), 500 (failure) rejected;
+    // 1400 ms is the probe (success, closes at 1410 ms).
+    assert_eq!(
+        (
+            strict.rejected,
+            strict.reached,
+            strict.failures_reached,
+            strict.successes_rejected
+        ),
+        (3, 5, 2, 1)
+    );
+    assert_eq!(strict.first_open_ms, Some(210.0));
+    assert_eq!(strict.time_open_ms, 1190.0);
+    // 4 in a row never happens (a success at 400 ms resets the count of 3).
+    assert_eq!(
+        (lax.rejected, lax.reached, lax.failures_reached, lax.opens),
+        (0, 8, 4, 0)
+    );
+    assert_eq!(
+        (lax.first_open_ms, lax.detect_ms, lax.recover_ms),
+        (None, None, Some(0.0))
+    );
+}
+
+/// Outcomes are recorded at `t_ms + latency_ms`, with calls in flight overlapping: two slow
+/// failures (500 ms) arrive before three fast successes, so in the order outcomes are
+/// recorded the failures are not in a row; only the failures at 600 and 710 ms are.
+#[test]
+fn outcomes_are_recorded_when_calls_end_not_when_they_arrive() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 500, "outcome": "failure"}
+{"t_ms": 100, "latency_ms": 500, "outcome": "failure"}
+{"t_ms": 200, "latency_ms": 10, "outcome": "success"}
+{"t_ms": 300, "latency_ms": 10, "outcome": "success"}
+{"t_ms": 550, "latency_ms": 10, "outcome": "success"}
+{"t_ms": 700, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 800, "latency_ms": 10, "outcome": "success"}
+"#;
+    // Recorded: S@210, S@310, F@500, S@560, F@600, F@710 -> open at 710; 800 is rejected.
+    let r = &replay(trace, &[dsl("2 consecutive, open 1s")])[0];
+    assert_eq!(r.first_open_ms, Some(710.0));
+    assert_eq!((r.rejected, r.successes_rejected, r.reached), (1, 1, 6));
+}
+
+/// A hanging outage under a 200 ms timeout: each hung call fails when its timeout passes, not
+/// when it arrives. The third hung call was admitted before the breaker opened; its late
+/// failure changes nothing.
+#[test]
+fn a_hang_fails_at_the_policys_timeout() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 2000, "outcome": "timeout"}
+{"t_ms": 50, "latency_ms": 2000, "outcome": "timeout"}
+{"t_ms": 100, "latency_ms": 2000, "outcome": "timeout"}
+{"t_ms": 260, "latency_ms": 1, "outcome": "success"}
+{"t_ms": 1400, "latency_ms": 1, "outcome": "success"}
+"#;
+    let policy = Policy {
+        breaker: Some("2 consecutive, open 1s".parse().unwrap()),
+        timeout: Some(Duration::from_millis(200)),
+        ..Policy::default()
+    };
+    let r = &replay(trace, &[named("hang", policy)])[0];
+    // Failures at 200 and 250 ms: open at 250 ms; 260 ms rejected; 1400 ms the probe.
+    assert_eq!(r.first_open_ms, Some(250.0));
+    assert_eq!((r.reached, r.failures_reached), (4, 3));
+    assert_eq!((r.rejected, r.successes_rejected), (1, 1));
+    assert_eq!((r.opens, r.half_opens, r.closes), (1, 1, 1));
+    // Without a timeout the hangs fail where the trace's knowledge ends (2000 ms after each
+    // arrival): the breaker opens at 2050 ms, after the successes have passed.
+    let r = &replay(trace, &[dsl("2 consecutive, open 1s")])[0];
+    assert_eq!(r.first_open_ms, Some(2050.0));
+    assert_eq!(r.rejected, 0);
+}
+
+/// Case BR-42 replayed: 4 calls that always fail, 3 attempts each (no delay),
+/// `consecutive_failures = 5`. Retry outside the breaker: the breaker trips at the 5th attempt
+/// (during the 2nd call), the rejection is not retried, 5 attempts reach the dependency.
+/// Breaker outside retry: one outcome per call, 4 failures, still closed, 12 attempts.
+#[test]
+fn retry_amplification_and_the_order_replay_as_live_br_42() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 100, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 200, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 300, "latency_ms": 10, "outcome": "failure"}
+"#;
+    let policy = |order: Vec<Layer>| Policy {
+        breaker: Some(BreakerPolicy {
+            consecutive_failures: Some(5),
+            cooldown: Duration::from_secs(10),
+            cooldown_max: Duration::from_secs(10),
+            ..BreakerPolicy::default()
+        }),
+        retry: Some("3x fixed 0ms".parse().unwrap()),
+        idempotent: true,
+        order: Some(order),
+        ..Policy::default()
+    };
+    let [a, b] = <[Report; 2]>::try_from(replay(
+        trace,
+        &[
+            named(
+                "retry > breaker",
+                policy(vec![Layer::Retry, Layer::Breaker]),
+            ),
+            named(
+                "breaker > retry",
+                policy(vec![Layer::Breaker, Layer::Retry]),
+            ),
+        ],
+    ))
+    .unwrap();
+    assert_eq!((a.reached, a.failures_reached), (5, 5));
+    assert_eq!((a.opens, a.rejected, a.failed), (1, 3, 1));
+    assert_eq!(a.first_open_ms, Some(120.0));
+    assert_eq!((b.reached, b.failures_reached), (12, 12));
+    assert_eq!((b.opens, b.rejected, b.failed), (0, 0, 4));
+    // Not idempotent: one attempt per call, whatever the retry says.
+    let once = Policy {
+        idempotent: false,
+        retry: Some("1x".parse().unwrap()),
+        ..policy(vec![Layer::Retry, Layer::Breaker])
+    };
+    let r = &replay(trace, &[named("once", once)])[0];
+    assert_eq!((r.reached, r.opens), (4, 0));
+}
+
+/// A retry takes its answer from the trace at its own start: the latest line with a known
+/// answer at or before it.
+#[test]
+fn a_retry_reads_the_dependency_at_its_own_time() {
+    // The call at 0 fails at 10 ms; its retry starts at 60 ms (50 ms backoff), when the latest
+    // line is the success at 50 ms: the retry succeeds. A rejected line says nothing about the
+    // dependency and is skipped.
+    let trace = r#"{"t_ms": 0, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 50, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 55, "latency_ms": 0, "outcome": "rejected"}
+"#;
+    let policy = Policy {
+        retry: Some("2x fixed 50ms".parse().unwrap()),
+        idempotent: true,
+        ..Policy::default()
+    };
+    let r = &replay(trace, &[named("retry only", policy)])[0];
+    // Calls: 0 (failure, then success on retry), 50 (success), 55 (no answer of its own: the
+    // dependency's behaviour at 55 ms is the success at 50 ms).
+    assert_eq!(
+        (r.calls, r.reached, r.failures_reached, r.succeeded),
+        (3, 4, 1, 3)
+    );
+}
+
+/// Labelled phases: detect and recover are measured from the phases' starts.
+#[test]
+fn labelled_phases_measure_detection_and_recovery() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 1, "outcome": "success", "phase": "healthy"}
+{"t_ms": 1000, "latency_ms": 1, "status": 503, "phase": "down"}
+{"t_ms": 1100, "latency_ms": 1, "status": 503, "phase": "down"}
+{"t_ms": 1200, "latency_ms": 1, "status": 503, "phase": "down"}
+{"t_ms": 2000, "latency_ms": 1, "status": 200, "phase": "recovery"}
+{"t_ms": 2600, "latency_ms": 1, "status": 200, "phase": "recovery"}
+"#;
+    // 2 consecutive, open 1s: open at 1101 ms (detect 101 ms); 1200 rejected; 2000 ms is
+    // still inside the cooldown (until 2101 ms): rejected; 2600 ms the probe, closed at
+    // 2601 ms: recovery 601 ms after the recovery phase began at 2000 ms.
+    let r = &replay(trace, &[dsl("2 consecutive, open 1s")])[0];
+    assert_eq!((r.detect_ms, r.recover_ms), (Some(101.0), Some(601.0)));
+    assert_eq!((r.rejected, r.successes_rejected), (2, 1));
+}
+
+/// The same trace as CSV gives the same report.
+#[test]
+fn csv_reads_like_json_lines() {
+    let csv = "t_ms,latency_ms,outcome,status\n0,10,success,\n100,10,failure,\n200,10,,503\n\
+               300,10,failure,\n400,10,success,\n500,10,failure,\n1400,10,,200\n1500,10,success,\n";
+    let from_csv = replay_with(csv, Format::Csv, &[dsl("3 consecutive, open 1s")]);
+    assert_eq!(from_csv, replay(TRIP, &[dsl("3 consecutive, open 1s")]));
+}
+
+/// Byte-identical output for the same trace, policies and seed.
+#[test]
+fn replays_are_deterministic() {
+    let policy = Policy {
+        breaker: Some(
+            "2 consecutive, open 300ms factor 2 max 2s jitter 0.5"
+                .parse()
+                .unwrap(),
+        ),
+        retry: Some("3x exp(10ms, max 100ms) full-jitter".parse().unwrap()),
+        idempotent: true,
+        timeout: Some(Duration::from_millis(50)),
+        ..Policy::default()
+    };
+    let trace = breaker_sim::generate::generate(
+        &"healthy 5s, hang 5s timeout 2s, flapping 5s 20%, recovery 5s"
+            .parse()
+            .unwrap(),
+        7,
+    );
+    let run = || {
+        let text = breaker_sim::generate::to_json_lines(&trace);
+        replay(&text, &[named("p", policy.clone())])
+            .iter()
+            .map(Report::to_json)
+            .collect::<Vec<_>>()
+    };
+    let first = run();
+    assert_eq!(first, run());
+    assert!(first[0].contains("\"opens\":"), "{first:?}");
+}

@@ -1,0 +1,218 @@
+//! The `breaker` command line's simulator: `simulate`, `trace generate`, `trace schema`, and
+//! `--help` for every subcommand.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn breaker(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_breaker"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("breaker-cli-sim-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for (args, mentions) in [
+        (&["--help"][..], "simulate"),
+        (&["check", "--help"][..], "FILE"),
+        (&["schema", "--help"][..], "JSON Schema"),
+        (&["simulate", "--help"][..], "--sweep"),
+        (&["trace", "--help"][..], "generate"),
+        (&["trace", "generate", "--help"][..], "--seed"),
+        (&["trace", "schema", "--help"][..], "trace line"),
+    ] {
+        let (code, stdout, _) = breaker(args);
+        assert_eq!(code, 0, "{args:?}");
+        assert!(stdout.contains(mentions), "{args:?}: {stdout}");
+    }
+}
+
+const SCENARIO: &str = "healthy 5s, hang 5s timeout 2s, flapping 5s 20%, recovery 5s";
+
+#[test]
+fn generate_and_simulate_give_byte_identical_output_twice() {
+    let dir = temp_dir("determinism");
+    let trace = dir.join("trace.jsonl");
+    let trace = trace.to_str().unwrap();
+    let (code, stdout, stderr) =
+        breaker(&["trace", "generate", SCENARIO, "--seed", "7", "-o", trace]);
+    assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+    let first_trace = std::fs::read_to_string(trace).unwrap();
+    let (_, again, _) = breaker(&["trace", "generate", SCENARIO, "--seed", "7"]);
+    assert_eq!(
+        again, first_trace,
+        "stdout and file output are the same trace"
+    );
+    assert_ne!(
+        breaker(&["trace", "generate", SCENARIO, "--seed", "8"]).1,
+        first_trace
+    );
+
+    let run = |extra: &[&str]| {
+        let svg = dir.join("chart.svg");
+        let mut args = vec![
+            "simulate",
+            "--trace",
+            trace,
+            "--breaker",
+            "3 consecutive, open 2s",
+            "--breaker",
+            "50% of 20 calls min 10, open 1s",
+            "--config",
+            "examples/breaker.toml",
+            "--svg",
+            svg.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = breaker(&args);
+        assert_eq!(code, 0, "{stderr}");
+        (stdout, std::fs::read_to_string(&svg).unwrap())
+    };
+    let (table, svg) = run(&[]);
+    assert_eq!(run(&[]), (table.clone(), svg.clone()));
+    assert!(table.starts_with("policy "), "{table}");
+    assert!(svg.starts_with("<svg"), "{svg}");
+    let (json, _) = run(&["--json"]);
+    assert_eq!(run(&["--json"]).0, json);
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The config's policies first (all of them: none named), then the DSL ones.
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| l["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names[names.len() - 2..],
+        ["3 consecutive, open 2s", "50% of 20 calls min 10, open 1s"]
+    );
+    // The documented fields, in the documented order.
+    let first = json.lines().next().unwrap();
+    let fields = [
+        "policy",
+        "calls",
+        "admitted",
+        "rejected",
+        "reached",
+        "failures_reached",
+        "successes_rejected",
+        "opens",
+        "half_opens",
+        "closes",
+        "time_open_ms",
+        "first_open_ms",
+        "detect_ms",
+        "recover_ms",
+        "succeeded",
+        "failed",
+        "cancelled",
+    ];
+    let at: Vec<usize> = fields
+        .iter()
+        .map(|f| {
+            first
+                .find(&format!("\"{f}\":"))
+                .unwrap_or_else(|| panic!("{f}: {first}"))
+        })
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{first}");
+    assert_eq!(lines[0].as_object().unwrap().len(), fields.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_sweep_is_ranked_with_its_pareto_front() {
+    let dir = temp_dir("sweep");
+    let trace = dir.join("trace.csv");
+    let trace = trace.to_str().unwrap();
+    assert_eq!(breaker(&["trace", "generate", SCENARIO, "-o", trace]).0, 0);
+    assert!(std::fs::read_to_string(trace)
+        .unwrap()
+        .starts_with("t_ms,latency_ms,outcome,"));
+    let (code, stdout, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--breaker",
+        "5 consecutive, open 5s",
+        "--sweep",
+        "breaker.consecutive_failures=2..4",
+        "--sweep",
+        "breaker.cooldown=1s,5s",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let points: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(points.len(), 6);
+    let ranks: Vec<u64> = points.iter().map(|p| p["rank"].as_u64().unwrap()).collect();
+    assert_eq!(ranks, [1, 2, 3, 4, 5, 6]);
+    let cost = |p: &serde_json::Value| {
+        p["failures_reached"].as_u64().unwrap() + p["successes_rejected"].as_u64().unwrap()
+    };
+    assert!(points.windows(2).all(|w| cost(&w[0]) <= cost(&w[1])));
+    // The best point is never beaten on both counts: it is on the front.
+    assert_eq!(points[0]["pareto"], true);
+    assert_eq!(points[0]["params"].as_array().unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_exits_1_naming_the_line_and_usage_errors_exit_2() {
+    let dir = temp_dir("bad");
+    let trace = dir.join("bad.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"t_ms\": 0, \"latency_ms\": 1, \"outcome\": \"success\"}\n{\"t_ms\": 1, \"latency_ms\": 1, \"outcome\": \"yes\"}\n",
+    )
+    .unwrap();
+    let trace = trace.to_str().unwrap();
+    let (code, stdout, stderr) =
+        breaker(&["simulate", "--trace", trace, "--breaker", "3 consecutive"]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert!(
+        stderr.starts_with(&format!("error: {trace}:2: unknown `outcome` `yes`")),
+        "{stderr}"
+    );
+    let (code, _, stderr) = breaker(&["simulate", "--trace", trace, "--breaker", "3 consecutiv"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("--breaker \"3 consecutiv\""), "{stderr}");
+    let (code, _, stderr) = breaker(&["trace", "generate", "healthy 5s, hang"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("`hang`: the phase has no length"),
+        "{stderr}"
+    );
+    assert_eq!(breaker(&["simulate"]).0, 2);
+    assert_eq!(
+        breaker(&["simulate", "--trace", trace, "--policy", "x"]).0,
+        2
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trace_schema_prints_the_committed_schema() {
+    let (code, stdout, _) = breaker(&["trace", "schema"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        std::fs::read_to_string("breaker-sim/trace.schema.json").unwrap()
+    );
+}
