@@ -70,6 +70,17 @@ fn pipelines() -> (Pipeline, Pipeline, Pipeline) {
     (empty, breaker_only, full)
 }
 
+/// The `full` policy from a config registry: a pipeline that follows reloads, as a
+/// `policy = ".."` function runs (one `ArcSwap` load and reference count more per call).
+fn live() -> breaker_core::config::LivePipeline {
+    use breaker_core::config::{Format, Loader, PolicyRegistry};
+    let text = "[policies.p]\nretry = \"3x\"\nidempotent = true\n\
+                breaker = \"5 consecutive, open 30s\"\ntimeout = \"1s\"\n\
+                order = \"retry > breaker > timeout\"\n";
+    let registry = PolicyRegistry::load(Loader::text(text, Format::Toml)).unwrap();
+    registry.pipeline("p").unwrap()
+}
+
 /// `PIPELINE_IR=<variant>,<calls>`: makes the calls and exits (see the module docs).
 fn count_instructions(spec: &str) {
     let (variant, calls) = spec.split_once(',').expect("PIPELINE_IR=<variant>,<calls>");
@@ -101,6 +112,10 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("retry > breaker > timeout", |b| {
         b.iter_custom(|n| timed(&rt, n, || full.call(op)))
+    });
+    let live = live();
+    g.bench_function("retry > breaker > timeout, reloadable", |b| {
+        b.iter_custom(|n| timed(&rt, n, || live.call(op)))
     });
     g.finish();
 }

@@ -192,3 +192,50 @@ mod tests {
         assert!(breaker("annotated::tests::none").is_none());
     }
 }
+
+/// One `#[circuit_breaker]` function of the program: see [`functions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Function(&'static crate::__private::Registered);
+
+impl Function {
+    /// The function's name, the one its breaker is found under ([`breaker`]): its
+    /// `name = ".."`, else its module path and name (`app::client::get_stock`).
+    pub fn name(&self) -> &'static str {
+        self.0.function
+    }
+
+    /// The `policy = ".."` it names, if any (else its policy is written in the attribute).
+    pub fn policy(&self) -> Option<&'static str> {
+        self.0.policy
+    }
+
+    /// The `config = ".."` file it embeds, if any.
+    pub fn config(&self) -> Option<&'static str> {
+        self.0.config
+    }
+
+    /// Whether it keeps a breaker per key (`key = ..`); see [`keyed`].
+    pub fn is_keyed(&self) -> bool {
+        self.0.keyed
+    }
+
+    /// Its breaker, once the function has been called; as [`breaker`].
+    pub fn breaker(&self) -> Option<CircuitBreaker> {
+        breaker(self.0.function)
+    }
+}
+
+/// Every `#[circuit_breaker]` function linked into the program, called or not, sorted by
+/// name. The attribute registers each at link time (with `linkme`), which is also how
+/// [`config::install`](crate::config::install) checks every named policy before any function
+/// runs.
+///
+/// ```
+/// // A program without annotated functions lists none.
+/// assert!(breaker_core::annotated::functions().all(|f| !f.name().is_empty()));
+/// ```
+pub fn functions() -> impl Iterator<Item = Function> {
+    let mut all: Vec<Function> = crate::__private::REGISTERED.iter().map(Function).collect();
+    all.sort_by_key(|f| f.name());
+    all.into_iter()
+}

@@ -42,9 +42,14 @@ fn br_39_zero_cooldown_is_rejected() {
 #[test]
 fn br_39_empty_backoff_is_rejected() {
     let err = toml_err("[policies.a.retry]\nbackoff = \"\"\n");
+    // Every mistake at once (issue 17): the retry of 3 attempts by default is refused too,
+    // at its table, since the policy is not declared idempotent.
     assert_eq!(
         err.to_string(),
-        "2:11: policies.a.retry.backoff: unexpected end of input at 0..0; expected one of \
+        "1:1: policies.a.retry: `max_attempts`: 3 attempts, but only operations declared \
+         idempotent are retried and this policy is not; add `idempotent = true`, or \
+         `retry = \"none\"`\n\
+         2:11: policies.a.retry.backoff: unexpected end of input at 0..0; expected one of \
          `fixed`, `linear`, `exp` or `exponential`"
     );
     // The other way to configure no retry schedule at all: zero attempts.
@@ -205,7 +210,7 @@ fn br_38_unknown_config_key_is_an_error() {
     assert_eq!(
         err.to_string(),
         "2:1: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
-         `max_attempts`, `backoff`, `jitter`"
+         `max_attempts`, `backoff`, `jitter`; did you mean `max_attempts`?"
     );
     let err = config::load_str(
         "policies:\n  a:\n    retry:\n      max_atempts: 3\n",
@@ -215,7 +220,7 @@ fn br_38_unknown_config_key_is_an_error() {
     assert_eq!(
         err.to_string(),
         "4:7: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
-         `max_attempts`, `backoff`, `jitter`"
+         `max_attempts`, `backoff`, `jitter`; did you mean `max_attempts`?"
     );
     let err = config::load_str(
         r#"{"policies": {"a": {"retry": {"max_atempts": 3}}}}"#,
@@ -224,8 +229,8 @@ fn br_38_unknown_config_key_is_an_error() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "1:43: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
-         `max_attempts`, `backoff`, `jitter`"
+        "1:31: policies.a.retry.max_atempts: unknown field `max_atempts`, expected one of \
+         `max_attempts`, `backoff`, `jitter`; did you mean `max_attempts`?"
     );
 }
 

@@ -1,8 +1,43 @@
 //! Reading and checking a `config = ".."` file while compiling.
 
 use crate::ctxt::Ctxt;
-use crate::validate::ConfigFile;
+use crate::validate::{ConfigFile, Source, Spec};
+use proc_macro2::TokenStream;
+use quote::quote;
 use syn::LitStr;
+
+/// The function's entry in the link-time list of annotated functions
+/// (`breaker::__private::REGISTERED`, through `linkme`): its name, its `policy` and `config`,
+/// whether it is keyed. Installing a registry checks every named policy against it before any
+/// function runs, and `breaker::annotated::functions` lists it.
+pub(crate) fn registration(spec: &Spec, name: &TokenStream) -> TokenStream {
+    let krate = &spec.krate;
+    let none = quote!(::core::option::Option::None);
+    let (policy, config) = match &spec.source {
+        Source::Named { policy, config } => (
+            quote!(::core::option::Option::Some(#policy)),
+            match config {
+                Some(c) => {
+                    let literal = &c.literal;
+                    quote!(::core::option::Option::Some(#literal))
+                }
+                None => none.clone(),
+            },
+        ),
+        Source::Inline(_) => (none.clone(), none),
+    };
+    let keyed = spec.key.is_some();
+    quote! {
+        #[#krate::__private::linkme::distributed_slice(#krate::__private::REGISTERED)]
+        #[linkme(crate = #krate::__private::linkme)]
+        static __BREAKER_REGISTERED: #krate::__private::Registered = #krate::__private::Registered {
+            function: #name,
+            policy: #policy,
+            config: #config,
+            keyed: #keyed,
+        };
+    }
+}
 
 /// Reads `config` (relative to the crate root) at compile time and checks that policy `name`
 /// exists in it and is valid, with the same loader the run-time registry uses. Problems with

@@ -195,7 +195,9 @@ fn run(spec: &Spec, attempt: TokenStream) -> TokenStream {
         Source::Named { .. } => quote!(#krate::__private::named_policy_needs_config!();),
         Source::Inline(_) => TokenStream::new(),
     };
+    let registration = crate::config_file::registration(spec, &registered_name(spec));
     quote! {
+        #registration
         static __BREAKER_PIPELINE: #static_ty = #krate::__private::OnceLock::new();
         #needs_config
         let __breaker_pipeline = __BREAKER_PIPELINE.get_or_init(|| #pipeline);
@@ -521,6 +523,21 @@ fn ok_err(spec: &Spec) -> (TokenStream, TokenStream) {
             quote!(<#ret as #krate::__private::IsResult>::Ok),
             quote!(<#ret as #krate::__private::IsResult>::Err),
         ),
+    }
+}
+
+/// The function's name in the link-time list of annotated functions: its `name = ".."`, else
+/// its module path and name. (A method's run-time name also has its type's name, which the
+/// attribute cannot see and a `static` cannot compute.)
+fn registered_name(spec: &Spec) -> TokenStream {
+    let ident = &spec.func.item.sig.ident;
+    match &spec.name {
+        Some(n) => n.to_token_stream(),
+        None => quote!(::core::concat!(
+            ::core::module_path!(),
+            "::",
+            ::core::stringify!(#ident)
+        )),
     }
 }
 

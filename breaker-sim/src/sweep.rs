@@ -182,6 +182,7 @@ fn section(policy: &Policy) -> Section {
         }),
         order: policy.order.clone().map(Dsl),
         idempotent: Some(policy.idempotent),
+        ..Section::default()
     }
 }
 

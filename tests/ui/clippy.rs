@@ -13,6 +13,8 @@ pub mod arg_attributes_case;
 pub mod async_trait_case;
 #[path = "pass/boxed_future.rs"]
 pub mod boxed_future_case;
+#[path = "pass/classify_values.rs"]
+pub mod classify_values_case;
 #[path = "pass/every_option.rs"]
 pub mod every_option_case;
 #[path = "pass/flatten.rs"]
@@ -54,6 +56,7 @@ fn main() {
     arg_attributes_case::main();
     async_trait_case::main();
     boxed_future_case::main();
+    classify_values_case::main();
     every_option_case::main();
     flatten_case::main();
     free_fn_case::main();

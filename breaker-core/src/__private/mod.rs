@@ -14,7 +14,8 @@
 //! Files: `option.rs` (the list of the attribute's options, shared with the macro's parser),
 //! `inline.rs` (the attribute's options as a policy, and the validator's errors in the
 //! attribute's words), `named.rs` (the compile-time check of `policy = ".."` /
-//! `config = ".."`), `runtime.rs` (the per-function pipeline and its breakers), `support.rs`
+//! `config = ".."`), `registered.rs` (the link-time list of annotated functions),
+//! `runtime.rs` (the per-function pipeline and its breakers), `support.rs`
 //! (the traits and helpers the expansion names). The public handle of a function's breaker is
 //! [`crate::annotated`].
 
@@ -27,6 +28,7 @@ mod inline;
 #[cfg(feature = "config")]
 mod named;
 mod option;
+mod registered;
 #[cfg(feature = "tokio")]
 mod runtime;
 mod support;
@@ -37,6 +39,7 @@ pub use inline::{InlinePolicy, OptionError};
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
 pub use option::AttrOption;
+pub use registered::{linkme, Registered, REGISTERED};
 #[cfg(feature = "tokio")]
 pub use runtime::*;
 pub use support::*;

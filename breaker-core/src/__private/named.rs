@@ -76,3 +76,45 @@ fn load_embedded(file: &str, text: &str) -> Result<crate::config::Policies, Vec<
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every mistake of the file is reported under the literal it is about: those of the
+    /// named policy under `policy = ".."`, the others under `config = ".."`.
+    #[test]
+    fn every_mistake_is_reported_under_its_literal() {
+        let text = "[policies.inventory]\ntimout = \"2s\"\n[policies.inventory.breaker]\n\
+                    consecutive_failures = 0\n[policies.other]\nretry = 5\n";
+        let errors = check_named_policy("breaker.toml", text, "inventory").unwrap_err();
+        let got: Vec<(bool, &str)> = errors
+            .iter()
+            .map(|e| (e.about_policy, e.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    true,
+                    "policy `inventory` is invalid: breaker.toml:2:1: policies.inventory.timout: \
+                     unknown field `timout`, expected one of `breaker`, `retry`, `timeout`, \
+                     `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`; did \
+                     you mean `timeout`?"
+                ),
+                (
+                    true,
+                    "policy `inventory` is invalid: breaker.toml:4:24: \
+                     policies.inventory.breaker.consecutive_failures: must be at least 1, got 0"
+                ),
+                (
+                    false,
+                    "config file breaker.toml is invalid: breaker.toml:6:9: policies.other.retry: \
+                     invalid type: integer `5`, expected a table or a string: A retry policy \
+                     such as \"none\", \"3x exp jitter\", \"5x exp(100ms, max 2s) full-jitter\" \
+                     or \"4x fixed 200ms\"."
+                ),
+            ]
+        );
+    }
+}

@@ -287,7 +287,7 @@ pub const DEFAULT_KEY_IDLE: Duration = Duration::from_secs(600);
 /// The run-time state of one annotated function: its pipeline, and for `key = ..` one
 /// breaker per key.
 pub struct Pipeline {
-    shared: pipeline::Pipeline,
+    shared: Shared,
     policy: Policy,
     name: &'static str,
     /// Makes the breakers of keys: a named policy's factory (so keyed breakers follow a
@@ -296,6 +296,17 @@ pub struct Pipeline {
     keyed: OnceLock<Registry<String>>,
     max_keys: usize,
     key_idle: Duration,
+    /// Whether the named policy's config set `max_keys` / `key_idle` (which then win over the
+    /// attribute's).
+    configured_keys: (bool, bool),
+}
+
+/// The pipeline of an annotated function: its own, or its named policy's, which follows the
+/// registry's reloads (one `ArcSwap` load per call).
+enum Shared {
+    Fixed(pipeline::Pipeline),
+    #[cfg(feature = "config")]
+    Live(crate::config::LivePipeline),
 }
 
 impl Pipeline {
@@ -346,6 +357,10 @@ impl Pipeline {
         unreachable!("`policy = \"..\"` is a compile error without the `config` feature")
     }
 
+    /// The function runs through the policy's [`LivePipeline`](crate::config::LivePipeline),
+    /// so a reload of the registry reaches its retry, timeout, deadline and bulkhead for the
+    /// calls that start after it; `max_keys` and `key_idle` from the policy's config win over
+    /// the attribute's.
     #[cfg(feature = "config")]
     fn from_registry(
         registry: &PolicyRegistry,
@@ -353,7 +368,8 @@ impl Pipeline {
         name: &'static str,
         source: &str,
     ) -> Pipeline {
-        let Some(found) = registry.get(policy) else {
+        let (Some(found), Some(live)) = (registry.get(policy), registry.pipeline_for(policy, name))
+        else {
             let names: Vec<String> = registry.names().iter().map(|n| format!("`{n}`")).collect();
             panic!(
                 "#[circuit_breaker]: `{name}` uses policy `{policy}`, which is not in {source}; \
@@ -361,12 +377,20 @@ impl Pipeline {
                 names.join(", ")
             )
         };
-        Pipeline::assemble(
-            (*found).clone(),
+        if let Some(breaker) = registry.breaker(policy) {
+            annotated::register(name, &breaker);
+        }
+        let keys = registry.key_bounds(policy);
+        Pipeline {
+            shared: Shared::Live(live),
+            policy: (*found).clone(),
             name,
-            registry.breaker(policy),
-            registry.factory(policy),
-        )
+            factory: registry.factory(policy),
+            keyed: OnceLock::new(),
+            max_keys: keys.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
+            key_idle: keys.key_idle.unwrap_or(DEFAULT_KEY_IDLE),
+            configured_keys: (keys.max_keys.is_some(), keys.key_idle.is_some()),
+        }
     }
 
     fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
@@ -397,26 +421,28 @@ impl Pipeline {
             .build()
             .expect("#[circuit_breaker]: the policy was validated when it was compiled or loaded");
         Pipeline {
-            shared,
+            shared: Shared::Fixed(shared),
             policy,
             name,
             factory,
             keyed: OnceLock::new(),
             max_keys: DEFAULT_MAX_KEYS,
             key_idle: DEFAULT_KEY_IDLE,
+            configured_keys: (false, false),
         }
     }
 
     /// The bounds of the breakers of keys: `max_keys = N` and `key_idle = "D"`, as written
     /// (checked at compile time); `None` keeps [`DEFAULT_MAX_KEYS`] / [`DEFAULT_KEY_IDLE`].
+    /// A named policy's config setting one wins over the attribute's.
     ///
     /// # Panics
     /// Never for values the macro accepted.
     pub fn key_bounds(mut self, max_keys: Option<u64>, key_idle: Option<&'static str>) -> Self {
-        if let Some(n) = max_keys {
+        if let (Some(n), false) = (max_keys, self.configured_keys.0) {
             self.max_keys = usize::try_from(n).unwrap_or(usize::MAX).max(1);
         }
-        if let Some(src) = key_idle {
+        if let (Some(src), false) = (key_idle, self.configured_keys.1) {
             self.key_idle = crate::dsl::parse_duration(src)
                 .expect("#[circuit_breaker]: `key_idle` was validated at compile time");
         }
@@ -427,14 +453,22 @@ impl Pipeline {
     /// once, when the pipeline is built (the function's first call); `None` records nothing.
     pub fn recording(mut self, f: fn() -> Option<crate::record::Recorder>) -> Pipeline {
         if let Some(recorder) = f() {
-            self.shared.set_recorder(recorder);
+            match &mut self.shared {
+                Shared::Fixed(p) => p.set_recorder(recorder),
+                #[cfg(feature = "config")]
+                Shared::Live(live) => live.set_recorder(recorder),
+            }
         }
         self
     }
 
     /// The pipeline with the function's one breaker.
     pub fn breaker(&self) -> Target<'_> {
-        Target::Shared(&self.shared)
+        match &self.shared {
+            Shared::Fixed(p) => Target::Shared(p),
+            #[cfg(feature = "config")]
+            Shared::Live(live) => Target::Live(live.current()),
+        }
     }
 
     /// The pipeline with the breaker of `key`, created on first use. The other layers
@@ -446,9 +480,16 @@ impl Pipeline {
     /// `key_idle` may be evicted. A new key of a full registry (none of its breakers idle and
     /// closed) gets [`Target::Refused`]: the call is rejected with [`Rejection::Keys`].
     pub fn keyed(&self, key: String) -> Target<'_> {
-        if self.shared.breaker().is_none() {
+        let target = self.breaker();
+        let has_breaker = match &target {
+            Target::Shared(p) => p.breaker().is_some(),
+            #[cfg(feature = "config")]
+            Target::Live(p) => p.breaker().is_some(),
+            _ => true,
+        };
+        if !has_breaker {
             // A named policy without a breaker: nothing to key.
-            return Target::Shared(&self.shared);
+            return target;
         }
         let registry = self.keyed.get_or_init(|| {
             let factory = self.factory.clone().unwrap_or_else(|| {
@@ -466,9 +507,12 @@ impl Pipeline {
             annotated::register_keyed(self.name, &registry);
             registry
         });
-        match registry.get_or_create(&key) {
-            Ok(breaker) => Target::Keyed(&self.shared, breaker),
-            Err(full) => Target::Refused(full),
+        match (registry.get_or_create(&key), target) {
+            (Ok(breaker), Target::Shared(p)) => Target::Keyed(p, breaker),
+            #[cfg(feature = "config")]
+            (Ok(breaker), Target::Live(p)) => Target::LiveKeyed(p, breaker),
+            (Ok(_), other) => other,
+            (Err(full), _) => Target::Refused(full),
         }
     }
 
@@ -536,6 +580,12 @@ pub enum Target<'a> {
     Keyed(&'a pipeline::Pipeline, CircuitBreaker),
     /// The key has no breaker and the registry of keys is full: the call is refused.
     Refused(RegistryFull),
+    /// The named policy's pipeline current when the call started.
+    #[cfg(feature = "config")]
+    Live(Arc<pipeline::Pipeline>),
+    /// The named policy's current pipeline with the breaker of one key.
+    #[cfg(feature = "config")]
+    LiveKeyed(Arc<pipeline::Pipeline>, CircuitBreaker),
 }
 
 impl Target<'_> {
@@ -549,6 +599,10 @@ impl Target<'_> {
     ) -> bool {
         match self {
             Target::Shared(p) | Target::Keyed(p, _) => {
+                p.wants_fallback_of::<T, E, C>(error, classifier)
+            }
+            #[cfg(feature = "config")]
+            Target::Live(p) | Target::LiveKeyed(p, _) => {
                 p.wants_fallback_of::<T, E, C>(error, classifier)
             }
             Target::Refused(_) => true,
@@ -577,6 +631,14 @@ where
         },
         Target::Refused(full) => Call::Refused {
             result: Some(Err(Error::Rejected(Rejection::Keys(*full)))),
+        },
+        #[cfg(feature = "config")]
+        Target::Live(p) => Call::Run {
+            fut: p.run(p.breaker(), classifier, op),
+        },
+        #[cfg(feature = "config")]
+        Target::LiveKeyed(p, b) => Call::Run {
+            fut: p.run(p.layer_breaker(b), classifier, op),
         },
     }
 }

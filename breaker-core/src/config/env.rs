@@ -1,80 +1,99 @@
-//! Environment overrides: `BREAKER__A__B__C=value` sets the key path `a.b.c`.
+//! Environment overrides: `BREAKER__A__B__C=value` sets the key path `a.b.c` of the tree, the
+//! value remembering the variable it came from (so its errors name the variable).
 
 use super::error::ConfigError;
-use super::file::ConfigFile;
 use super::load::{join, Source, ENV_PREFIX};
+use super::tree::{Entry, Kind, Node, Origin};
 
-pub(super) type Overrides = Vec<(Vec<String>, String)>;
-
-/// Applies `BREAKER__A__B__C=value` overrides: the path is the variable name after the prefix,
-/// split at `__` and lowercased. A value that reads as a JSON number or boolean is one;
-/// anything else is a string.
-#[allow(clippy::result_large_err)]
+/// Applies `BREAKER__A__B__C=value` overrides to `tree`: the path is the variable name after
+/// the prefix, split at `__` and lowercased. A value that reads as a JSON number or boolean is
+/// one; anything else is a string. An override of a policy the file does not have is an
+/// error (it would otherwise add a policy no function uses while the intended one stays as
+/// it was); so is one inside a value that is not a table. Keys that do not exist in the
+/// schema are left to the reader, which reports them at the variable.
 pub(super) fn apply_env(
     src: &Source,
-    file: ConfigFile,
+    tree: &mut Node,
     vars: &[(String, String)],
-) -> Result<(ConfigFile, Overrides), ConfigError> {
-    if vars.is_empty() {
-        return Ok((file, Vec::new()));
-    }
-    let env_error = |name: &str, path: &[String], message: String| ConfigError {
-        file: src.file.clone(),
-        env: Some(name.to_owned()),
-        line: None,
-        column: None,
-        key_path: join(path),
-        message,
-    };
-    let mut tree = serde_json::to_value(&file).expect("a config file serializes to JSON");
-    let mut overridden = Vec::new();
+    errors: &mut Vec<ConfigError>,
+) {
+    let names: Vec<String> = tree
+        .entry("policies")
+        .and_then(|p| match &p.value.kind {
+            Kind::Map(entries) => Some(entries.iter().map(|e| format!("`{}`", e.key)).collect()),
+            _ => None,
+        })
+        .unwrap_or_default();
     for (name, value) in vars {
         let path: Vec<String> = name[ENV_PREFIX.len()..]
             .split("__")
             .map(str::to_ascii_lowercase)
             .collect();
-        if path.iter().any(String::is_empty) {
-            return Err(env_error(
-                name,
-                &path,
-                "empty key in the variable name".into(),
-            ));
-        }
-        let value = match serde_json::from_str::<serde_json::Value>(value) {
-            Ok(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => v,
-            _ => serde_json::Value::String(value.clone()),
+        let mut error = |message: String| {
+            errors.push(src.error_at(&Origin::Env(name.clone()), &path, message));
         };
-        let mut node = &mut tree;
-        for (i, key) in path.iter().enumerate() {
-            if node.is_null() {
-                *node = serde_json::Value::Object(Default::default());
-            }
-            let Some(obj) = node.as_object_mut() else {
-                return Err(env_error(
-                    name,
-                    &path,
-                    format!(
-                        "cannot override inside `{}`: it is not a table (a DSL string is \
-                         overridden whole, as `{ENV_PREFIX}{}`)",
-                        join(&path[..i]),
-                        path[..i].join("__").to_ascii_uppercase()
-                    ),
-                ));
-            };
-            node = obj.entry(key.clone()).or_insert(serde_json::Value::Null);
+        if path.iter().any(String::is_empty) {
+            error("empty key in the variable name".into());
+            continue;
         }
-        *node = value;
-        overridden.push((path, name.clone()));
+        if path.len() >= 2 && path[0] == "policies" && !names.contains(&format!("`{}`", path[1])) {
+            let available = if names.is_empty() {
+                "the file has none".to_owned()
+            } else {
+                format!("the file has {}", names.join(", "))
+            };
+            error(format!(
+                "no policy `{}` to override ({available}); an override changes a policy of the \
+                 file, it does not add one",
+                path[1]
+            ));
+            continue;
+        }
+        let origin = Origin::Env(name.clone());
+        let value = match serde_json::from_str::<serde_json::Value>(value) {
+            Ok(serde_json::Value::Bool(b)) => Kind::Bool(b),
+            Ok(serde_json::Value::Number(n)) => match n.as_i64() {
+                Some(i) => Kind::Int(i.into()),
+                None => n
+                    .as_u64()
+                    .map(|u| Kind::Int(u.into()))
+                    .unwrap_or_else(|| Kind::Float(n.as_f64().unwrap_or(f64::NAN))),
+            },
+            _ => Kind::Str(value.clone()),
+        };
+        let failed = set(tree, &path, &origin, Node::new(origin.clone(), value)).err();
+        match failed {
+            None => {}
+            Some(i) => error(format!(
+                "cannot override inside `{}`: it is not a table (a DSL string is overridden \
+                 whole, as `{ENV_PREFIX}{}`)",
+                join(&path[..i]),
+                path[..i].join("__").to_ascii_uppercase()
+            )),
+        }
     }
-    let file: ConfigFile = serde_path_to_error::deserialize(tree).map_err(|e| {
-        let path: Vec<String> = e.path().to_string().split('.').map(str::to_owned).collect();
-        let name = overridden
-            .iter()
-            .find(|(p, _)| path.starts_with(p) || p.starts_with(&path))
-            .or(overridden.first())
-            .map(|(_, n)| n.clone())
-            .unwrap_or_default();
-        env_error(&name, &path, e.inner().to_string())
-    })?;
-    Ok((file, overridden))
+}
+
+/// Sets the value at `path` of `node`, adding the tables on the way; `Err(i)` when `path[..i]`
+/// is a value that is not a table.
+fn set(node: &mut Node, path: &[String], origin: &Origin, value: Node) -> Result<(), usize> {
+    let Some((key, rest)) = path.split_first() else {
+        *node = value;
+        return Ok(());
+    };
+    let Kind::Map(entries) = &mut node.kind else {
+        return Err(0);
+    };
+    let at = match entries.iter().position(|e| e.key == *key) {
+        Some(at) => at,
+        None => {
+            entries.push(Entry {
+                key: key.clone(),
+                key_origin: origin.clone(),
+                value: Node::table(origin.clone()),
+            });
+            entries.len() - 1
+        }
+    };
+    set(&mut entries[at].value, rest, origin, value).map_err(|i| i + 1)
 }

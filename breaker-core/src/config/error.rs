@@ -44,8 +44,9 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Every problem found in a config (never empty). Syntax and type errors stop at the first
-/// one, as the file parsers do; validation errors of all policies are collected.
+/// Every problem found in a config (never empty), in file order: every unknown key, value of
+/// the wrong type and invalid value, then those of environment variables. Only a syntax error
+/// (a file that is not well-formed) stops the reading, so it is then the one error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 

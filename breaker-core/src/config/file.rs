@@ -91,6 +91,25 @@ pub struct Section {
         skip_serializing_if = "Option::is_none"
     )]
     pub idempotent: Option<bool>,
+    /// For a `#[circuit_breaker(policy = "..", key = ..)]` function: the most breakers of keys
+    /// it keeps, at least 1 (the attribute's `max_keys`). Default: the attribute's, else its
+    /// default.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1))]
+    pub max_keys: Option<u32>,
+    /// For a `key = ..` function: how long a closed breaker of a key may go unused before it
+    /// may be evicted, non-zero (`"10m"`; the attribute's `key_idle`). Default: the
+    /// attribute's, else its default.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub key_idle: Option<Dsl<Duration>>,
 }
 
 /// The breaker as a table. Every key is optional; the defaults are those of

@@ -4,8 +4,9 @@ use super::env::apply_env;
 use super::error::{ConfigError, ConfigErrors};
 use super::file::ConfigFile;
 use super::format::parse;
-use super::locate::locate;
 use super::merge::resolve;
+use super::read::Reader;
+use super::tree::{Lines, Origin, Pos, MAX_INPUT_BYTES};
 use crate::policy::Policy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,9 +42,28 @@ impl Format {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Policies {
     pub(super) map: BTreeMap<String, Arc<Policy>>,
+    /// The bounds of keyed breakers, for the policies that set them.
+    pub(super) keys: BTreeMap<String, KeyBounds>,
+}
+
+/// A policy's bounds on the breakers of keys of a `#[circuit_breaker(policy = "..", key = ..)]`
+/// function (`max_keys`, `key_idle` in the policy's section or in `default`); `None` leaves
+/// the attribute's value, or its default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyBounds {
+    /// The most breakers of keys kept, at least 1.
+    pub max_keys: Option<usize>,
+    /// How long a closed breaker of a key may go unused before it may be evicted, non-zero.
+    pub key_idle: Option<std::time::Duration>,
 }
 
 impl Policies {
+    /// The bounds on the breakers of keys that policy `name` sets (all `None` when it sets
+    /// none, or there is no such policy).
+    pub fn key_bounds(&self, name: &str) -> KeyBounds {
+        self.keys.get(name).copied().unwrap_or_default()
+    }
+
     /// The policy named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<Policy>> {
         self.map.get(name).cloned()
@@ -138,6 +158,14 @@ impl Loader {
         self
     }
 
+    /// The file this loader reads, if it reads one.
+    pub(super) fn path(&self) -> Option<&Path> {
+        match &self.source {
+            SourceKind::File(path) => Some(path),
+            SourceKind::Text { .. } => None,
+        }
+    }
+
     /// Applies no environment overrides.
     pub fn no_env(mut self) -> Loader {
         self.env = Env::None;
@@ -147,14 +175,12 @@ impl Loader {
     /// Loads, overrides, merges and validates.
     ///
     /// # Errors
-    /// [`ConfigErrors`]: a file that cannot be read, a syntax or type error, an unknown key, an
-    /// invalid DSL string (the first such error), then every validation error of every policy.
+    /// [`ConfigErrors`]: a file that cannot be read, is over the size or nesting bounds or is
+    /// not well-formed (its first syntax error); else every error of the file, in file order:
+    /// every unknown key, value of the wrong type, invalid DSL string and invalid value of
+    /// every policy, then the errors of environment overrides, by variable.
     pub fn load(&self) -> Result<Policies, ConfigErrors> {
-        let src = self.read()?;
-        let file = parse(&src)?;
-        let vars = self.vars();
-        let (file, overridden) = apply_env(&src, file, &vars)?;
-        resolve(&src, &file, &overridden)
+        self.load_all().map(|(_, policies)| policies)
     }
 
     /// Loads and applies the overrides, without merging or validating.
@@ -163,8 +189,47 @@ impl Loader {
     /// As [`Loader::load`], without the validation errors.
     pub fn load_file(&self) -> Result<ConfigFile, ConfigErrors> {
         let src = self.read()?;
-        let file = parse(&src)?;
-        Ok(apply_env(&src, file, &self.vars())?.0)
+        let mut read = self.read_tree(&src)?;
+        if read.errors.is_empty() {
+            Ok(read.file)
+        } else {
+            sort(&mut read.errors);
+            Err(ConfigErrors(read.errors))
+        }
+    }
+
+    /// Reads, parses, overrides and reads the tree: the file and every error so far.
+    fn read_tree(&self, src: &Source) -> Result<Read, ConfigErrors> {
+        let mut tree = parse(src)?;
+        let mut errors = Vec::new();
+        apply_env(src, &mut tree, &self.vars(), &mut errors);
+        let mut reader = Reader::new(src);
+        let file = reader.file(&tree);
+        errors.append(&mut reader.errors);
+        Ok(Read {
+            file,
+            tree,
+            errors,
+            poisoned: reader.poisoned,
+        })
+    }
+
+    pub(super) fn load_all(&self) -> Result<(ConfigFile, Policies), ConfigErrors> {
+        let src = self.read()?;
+        let mut read = self.read_tree(&src)?;
+        let policies = resolve(
+            &src,
+            &read.tree,
+            &read.file,
+            &read.poisoned,
+            &mut read.errors,
+        );
+        if read.errors.is_empty() {
+            Ok((read.file, policies))
+        } else {
+            sort(&mut read.errors);
+            Err(ConfigErrors(read.errors))
+        }
     }
 
     fn vars(&self) -> Vec<(String, String)> {
@@ -182,11 +247,7 @@ impl Loader {
     #[allow(clippy::result_large_err)]
     fn read(&self) -> Result<Source, ConfigError> {
         match &self.source {
-            SourceKind::Text { text, format } => Ok(Source {
-                file: None,
-                format: *format,
-                text: text.clone(),
-            }),
+            SourceKind::Text { text, format } => Ok(Source::new(None, *format, text.clone())),
             SourceKind::File(path) => {
                 let error = |message: String| ConfigError {
                     file: Some(path.clone()),
@@ -202,13 +263,9 @@ impl Loader {
                             .into(),
                     )
                 })?;
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| error(format!("cannot read the file: {e}")))?;
-                Ok(Source {
-                    file: Some(path.clone()),
-                    format,
-                    text,
-                })
+                let text =
+                    read_bounded(path).map_err(|e| error(format!("cannot read the file: {e}")))?;
+                Ok(Source::new(Some(path.clone()), format, text))
             }
         }
     }
@@ -230,30 +287,80 @@ pub fn load_str(text: &str, format: Format) -> Result<Policies, ConfigErrors> {
     Loader::text(text, format).load()
 }
 
+/// A source read into a tree and a [`ConfigFile`].
+struct Read {
+    file: ConfigFile,
+    tree: super::tree::Node,
+    errors: Vec<ConfigError>,
+    poisoned: super::read::Poisoned,
+}
+
+/// Reads a file of at most one byte over [`MAX_INPUT_BYTES`] (enough for the parser to refuse
+/// it), so a huge file is never read whole.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_INPUT_BYTES as u64 + 1)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Errors in file order: those of the whole file first, then by position, then those of
+/// environment variables by variable.
+fn sort(errors: &mut [ConfigError]) {
+    errors.sort_by(|a, b| {
+        let key = |e: &ConfigError| (e.env.is_some(), e.env.clone(), e.line, e.column);
+        key(a).cmp(&key(b))
+    });
+}
+
 pub(crate) struct Source {
     pub(super) file: Option<PathBuf>,
     pub(super) format: Format,
     pub(super) text: String,
+    lines: Lines,
 }
 
 impl Source {
-    pub(super) fn error(&self, key_path: &[String], message: String) -> ConfigError {
-        let (line, column) = locate(self, key_path).unzip();
+    pub(super) fn new(file: Option<PathBuf>, format: Format, text: String) -> Source {
+        Source {
+            lines: Lines::new(&text),
+            file,
+            format,
+            text,
+        }
+    }
+
+    /// An error at `origin`, about the key path `key_path`.
+    pub(super) fn error_at(
+        &self,
+        origin: &Origin,
+        key_path: &[String],
+        message: String,
+    ) -> ConfigError {
+        let (env, at) = match origin {
+            Origin::At(pos) => (None, Some(*pos)),
+            Origin::Env(var) => (Some(var.clone()), None),
+        };
         ConfigError {
             file: self.file.clone(),
-            env: None,
-            line,
-            column,
+            env,
+            line: at.map(|p| p.line),
+            column: at.map(|p| p.column),
             key_path: join(key_path),
             message,
         }
     }
 
-    pub(super) fn at_offset(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-        (line, column)
+    /// The position of byte `offset`.
+    pub(super) fn pos(&self, offset: usize) -> Pos {
+        self.lines.pos(&self.text, offset)
+    }
+
+    /// `pos` moved inside the text.
+    pub(super) fn clamp(&self, pos: Pos) -> Pos {
+        self.lines.clamp(&self.text, pos)
     }
 }
 

@@ -1,15 +1,18 @@
 //! Inheritance (`[default]` under each `[policies.NAME]`) and validation, with every error
 //! located at the key that set the bad value.
 
-use super::error::ConfigErrors;
+use super::error::ConfigError;
 use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
-use super::load::{Policies, Source};
+use super::load::{KeyBounds, Policies, Source};
+use super::read::Poisoned;
+use super::tree::Node;
 use super::value::{Dsl, Percent, Spec};
 use crate::breaker::{BreakerPolicy, SlowCall};
+use crate::layer::Layer;
 use crate::policy::defaults::{self, default_min_calls};
-use crate::policy::{BulkheadPolicy, Field, FieldError, Policy};
+use crate::policy::{BulkheadPolicy, Field, FieldError, Policy, Rule};
 use crate::retry::RetryPolicy;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Which key set each field of a merged policy: where its errors are shown.
@@ -289,23 +292,144 @@ fn merge(
     (policy, origins, errors)
 }
 
+/// The fields a rule about `e.field` also reads (its value or its default depends on them).
+fn related(e: &FieldError) -> &'static [Field] {
+    use Field::*;
+    match e.field {
+        Window | MinCalls => &[Window, MinCalls],
+        Cooldown | CooldownMax | CooldownMultiplier => &[Cooldown, CooldownMax, CooldownMultiplier],
+        SlowCallDuration | SlowCallRate => &[SlowCallDuration, SlowCallRate],
+        ConsecutiveFailures if e.message.starts_with("no trip rule") => &[
+            ConsecutiveFailures,
+            FailureRate,
+            SlowCallDuration,
+            SlowCallRate,
+        ],
+        Timeout | Deadline if e.rule == Rule::TimeoutWithinDeadline => &[Timeout, Deadline],
+        MaxAttempts if e.rule == Rule::Idempotent => &[MaxAttempts, Idempotent],
+        _ => &[],
+    }
+}
+
+/// Whether the validator's error `e` may only follow from a value that could not be read (a
+/// field of `poisoned`): then it is not reported, as a compiler reports no follow-on errors.
+fn follows_from(e: &FieldError, poisoned: &HashSet<Field>) -> bool {
+    if poisoned.is_empty() {
+        return false;
+    }
+    // A layer none of whose fields could be read: written as a value that did not read.
+    let layer_lost = |layer| {
+        Field::ALL
+            .into_iter()
+            .filter(|f| f.layer() == Some(layer))
+            .all(|f| poisoned.contains(&f))
+    };
+    poisoned.contains(&e.field)
+        || related(e).iter().any(|f| poisoned.contains(f))
+        || (matches!(e.rule, Rule::Order(_)) && Layer::DEFAULT_ORDER.into_iter().any(layer_lost))
+}
+
+/// The bounds of the breakers of keys of a policy, `default` first, the named section over it;
+/// an invalid value is added to `errors` at its key.
+fn key_bounds(
+    src: &Source,
+    tree: &Node,
+    sections: &[(Vec<String>, &Section)],
+    errors: &mut Vec<ConfigError>,
+) -> KeyBounds {
+    let mut bounds = KeyBounds::default();
+    for (prefix, s) in sections {
+        let at = |key: &str| {
+            let mut path = prefix.clone();
+            path.push(key.to_owned());
+            path
+        };
+        match s.max_keys {
+            Some(0) => {
+                let path = at("max_keys");
+                errors.push(src.error_at(
+                    tree.origin_of(&path),
+                    &path,
+                    "must be at least 1, got 0".into(),
+                ));
+            }
+            Some(n) => bounds.max_keys = Some(n as usize),
+            None => {}
+        }
+        match &s.key_idle {
+            Some(d) if d.0.is_zero() => {
+                let path = at("key_idle");
+                errors.push(src.error_at(
+                    tree.origin_of(&path),
+                    &path,
+                    "must be non-zero, got 0s".into(),
+                ));
+            }
+            Some(d) => bounds.key_idle = Some(d.0),
+            None => {}
+        }
+    }
+    bounds
+}
+
+/// Merges and validates every policy of `file` (read from `tree`); the validator's errors are
+/// added to `errors`, each at the key that set the bad value.
 pub(super) fn resolve(
     src: &Source,
+    tree: &Node,
     file: &ConfigFile,
-    overridden: &[(Vec<String>, String)],
-) -> Result<Policies, ConfigErrors> {
+    poisoned: &Poisoned,
+    errors: &mut Vec<ConfigError>,
+) -> Policies {
     let mut map = BTreeMap::new();
-    let mut errors = Vec::new();
+    let mut keys = BTreeMap::new();
+    let mut default_errors = Vec::new();
+    if let Some(d) = &file.default {
+        // Reported once, at `default`, not again for every policy inheriting it.
+        key_bounds(
+            src,
+            tree,
+            &[(vec!["default".into()], d)],
+            &mut default_errors,
+        );
+    }
+    errors.append(&mut default_errors);
+    let no_poison = HashSet::new();
+    let default_poison = poisoned
+        .get(&["default".to_owned()][..])
+        .unwrap_or(&no_poison);
     for (name, section) in &file.policies {
+        let own = vec!["policies".to_owned(), name.clone()];
+        let own_sections = [(own.clone(), section)];
+        let mut bound_errors = Vec::new();
+        let mut bounds = key_bounds(src, tree, &own_sections, &mut bound_errors);
+        if let Some(d) = &file.default {
+            let inherited = key_bounds(src, tree, &[(vec!["default".into()], d)], &mut Vec::new());
+            bounds.max_keys = bounds.max_keys.or(inherited.max_keys);
+            bounds.key_idle = bounds.key_idle.or(inherited.key_idle);
+        }
+        let bounds_ok = bound_errors.is_empty();
+        errors.append(&mut bound_errors);
         let (policy, origins, mut field_errors) = merge(name, file.default.as_ref(), section);
+        // What `default` could not give is lost unless the policy sets it itself.
+        let mut poison = poisoned.get(&own).cloned().unwrap_or_default();
+        poison.extend(
+            default_poison
+                .iter()
+                .copied()
+                .filter(|f| !origins.0.get(f).is_some_and(|path| path.starts_with(&own))),
+        );
         if let Err(e) = policy.validate() {
             field_errors.extend(e.errors);
         }
-        if field_errors.is_empty() {
+        field_errors.retain(|e| !follows_from(e, &poison));
+        if field_errors.is_empty() && poison.is_empty() && bounds_ok {
             map.insert(name.clone(), Arc::new(policy));
+            if bounds != KeyBounds::default() {
+                keys.insert(name.clone(), bounds);
+            }
             continue;
         }
-        let own = vec!["policies".to_owned(), name.clone()];
         for fe in field_errors {
             let path = origins.path(fe.field, &own);
             let mut message = if path.last().map(String::as_str) == Some(fe.field.key()) {
@@ -316,18 +440,8 @@ pub(super) fn resolve(
             if !path.starts_with(&own) {
                 message = format!("in policy `{name}`: {message}");
             }
-            let mut error = src.error(&path, message);
-            if let Some((_, var)) = overridden.iter().find(|(p, _)| path.starts_with(p)) {
-                error.env = Some(var.clone());
-                error.line = None;
-                error.column = None;
-            }
-            errors.push(error);
+            errors.push(src.error_at(tree.origin_of(&path), &path, message));
         }
     }
-    if errors.is_empty() {
-        Ok(Policies { map })
-    } else {
-        Err(ConfigErrors(errors))
-    }
+    Policies { map, keys }
 }

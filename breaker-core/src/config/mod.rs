@@ -51,16 +51,40 @@
 //! `BREAKER__POLICIES__INVENTORY__RETRY="5x exp"` sets `policies.inventory.retry` and
 //! `BREAKER__DEFAULT__BREAKER__COOLDOWN=10s` sets `default.breaker.cooldown`. A value that
 //! reads as a JSON number or boolean is one (`5`, `true`); anything else is a string. An
-//! override may add keys and policies; it cannot reach inside a value written as a DSL string
-//! (override the whole string). Policy names that are not lowercase, or contain `-`, cannot be
-//! addressed. [`Loader::file`] reads the process environment; [`Loader::env_vars`] supplies
+//! override may add keys to a policy of the file (or to `default`), not policies: an override
+//! of a policy the file does not have is an error, as is one for a key that does not exist;
+//! it cannot reach inside a value written as a DSL string (override the whole string). [`Loader::file`] reads the process environment; [`Loader::env_vars`] supplies
 //! variables explicitly.
 //!
 //! **Errors** ([`ConfigError`]) name the file, the line and column, and the key path:
 //! `breaker.toml:12:24: policies.inventory.breaker.consecutive_failures: must be at least 1,
-//! got 0`. Syntax, type, unknown-key and DSL errors stop at the first, as the format parsers
-//! do; validation errors of all policies are reported together. A value from an environment
-//! variable is reported with the variable's name instead of a position.
+//! got 0`. Every mistake is reported at once, in file order, as a compiler does: every unknown
+//! key (with the key most likely meant, and the config key of an attribute option such as
+//! `threshold`), every value of the wrong type, every invalid DSL string and every invalid
+//! value of every policy; the validator's errors that would only follow from a value that
+//! could not be read are left out. Only a file that is not well-formed TOML, YAML or JSON
+//! stops at its first syntax error. Positions are the same in the three formats: the 1-based
+//! line and character column of the first character of the offending key or value. A value
+//! from an environment variable is reported with the variable's name instead of a position.
+//!
+//! **Names and bounds.** A policy name is 1 to 64 lowercase ASCII letters, digits, `_` and `-`
+//! ([`is_valid_policy_name`]), so it is a bare TOML key (what `breaker check` prints loads back
+//! the same) and an environment variable can address it. A file is at most
+//! [`MAX_INPUT_BYTES`] (1 MiB), nests at most [`MAX_DEPTH`] levels, and a YAML file's aliases
+//! expand to at most [`MAX_NODES`] values, so a bad file is refused in milliseconds and never
+//! stalls a start-up or a reload.
+//!
+//! # Reloading
+//! A [`PolicyRegistry`] holds the policies of a source and reloads them atomically
+//! ([`PolicyRegistry::reload`], or on every change of the file with [`PolicyRegistry::watch`]
+//! and the `watch` feature). A reload reaches every layer: the pipelines it hands out
+//! ([`PolicyRegistry::pipeline`], a [`LivePipeline`]) and those of
+//! `#[circuit_breaker(policy = "..")]` functions run each new call under the policy's current
+//! retry, timeout, deadline and bulkhead, calls in flight finish under the ones they started
+//! with, and breakers keep their state. A failed reload keeps the previous policies and says
+//! why; so does one that drops a policy still in use. Every reload is a `tracing` event and a
+//! count of [`RELOADS_TOTAL`]. [`install`] makes a registry the process's, after checking it
+//! against every annotated function of the program.
 //!
 //! # Examples
 //! ```
@@ -93,18 +117,29 @@ mod error;
 mod file;
 mod format;
 mod global;
+#[cfg(feature = "tokio")]
+mod live;
 mod load;
-mod locate;
 mod merge;
+mod read;
 mod registry;
+mod tree;
 mod value;
+#[cfg(feature = "watch")]
+mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
-pub use global::{install, installed};
-pub use load::{load_file, load_str, Format, Loader, Policies, ENV_PREFIX};
-pub use registry::{PolicyRegistry, ReloadReport};
+pub use global::{install, installed, InstallError};
+#[cfg(feature = "tokio")]
+pub use live::LivePipeline;
+pub use load::{load_file, load_str, Format, KeyBounds, Loader, Policies, ENV_PREFIX};
+pub use read::{is_valid_policy_name, MAX_NAME_LEN};
+pub use registry::{PolicyRegistry, ReloadReport, RELOADS_TOTAL};
+pub use tree::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES};
 pub use value::{Dsl, DslValue, Percent, Spec};
+#[cfg(feature = "watch")]
+pub use watch::ConfigWatch;
 
 use crate::dsl::{format_duration, Order};
 use crate::policy::Policy;
@@ -161,10 +196,26 @@ fn no_null_properties(schema: &mut serde_json::Value) {
 }
 
 /// Writes one effective policy as a TOML section with every layer in the DSL, defaults filled
-/// in: the output of `breaker check`, and itself a valid config.
+/// in: the output of `breaker check`, and itself a valid config that loads to the same policy
+/// (the default order of the layers is shown as a comment).
 pub fn write_policy(out: &mut impl fmt::Write, name: &str, policy: &Policy) -> fmt::Result {
+    write_section(out, name, policy, KeyBounds::default())
+}
+
+fn write_section(
+    out: &mut impl fmt::Write,
+    name: &str,
+    policy: &Policy,
+    keys: KeyBounds,
+) -> fmt::Result {
     writeln!(out, "[policies.{}]", toml_key(name))?;
-    if let Some(b) = &policy.breaker {
+    // A breaker whose DSL string leaves out what it does not use (the window of a breaker
+    // without rate rules) is written as a table, with every field, to load back the same.
+    let breaker_table = policy
+        .breaker
+        .as_ref()
+        .filter(|b| crate::dsl::parse_breaker(&b.to_string()).ok().as_ref() != Some(*b));
+    if let (Some(b), None) = (&policy.breaker, breaker_table) {
         writeln!(out, "breaker = \"{b}\"")?;
     }
     if let Some(r) = &policy.retry {
@@ -179,33 +230,80 @@ pub fn write_policy(out: &mut impl fmt::Write, name: &str, policy: &Policy) -> f
     if let Some(b) = &policy.bulkhead {
         writeln!(out, "bulkhead = \"{b}\"")?;
     }
-    let order = policy.effective_order();
-    if !order.is_empty() {
-        writeln!(out, "order = \"{}\"", Order(order))?;
+    match &policy.order {
+        Some(order) => writeln!(out, "order = \"{}\"", Order(order.clone()))?,
+        // The default order, as a comment: written as a key it would load as an explicit
+        // order, which is not the same policy.
+        None if policy.configured_layers().len() > 1 => writeln!(
+            out,
+            "# order = \"{}\" (the default)",
+            Order(policy.effective_order())
+        )?,
+        None => {}
     }
-    writeln!(out, "idempotent = {}", policy.idempotent)
+    writeln!(out, "idempotent = {}", policy.idempotent)?;
+    if let Some(n) = keys.max_keys {
+        writeln!(out, "max_keys = {n}")?;
+    }
+    if let Some(d) = keys.key_idle {
+        writeln!(out, "key_idle = \"{}\"", format_duration(d))?;
+    }
+    if let Some(b) = breaker_table {
+        write_breaker_table(out, name, b)?;
+    }
+    Ok(())
 }
 
+fn write_breaker_table(
+    out: &mut impl fmt::Write,
+    name: &str,
+    b: &crate::breaker::BreakerPolicy,
+) -> fmt::Result {
+    let d = |d: std::time::Duration| format!("\"{}\"", format_duration(d));
+    writeln!(out, "[policies.{}.breaker]", toml_key(name))?;
+    if let Some(n) = b.consecutive_failures {
+        writeln!(out, "consecutive_failures = {n}")?;
+    }
+    if let Some(p) = b.failure_rate_percent {
+        writeln!(out, "failure_rate = {p:?}")?;
+    }
+    if let Some(s) = b.slow_call {
+        writeln!(out, "slow_call_duration = {}", d(s.duration))?;
+        writeln!(out, "slow_call_rate = {:?}", s.rate_percent)?;
+    }
+    writeln!(out, "window = \"{}\"", b.window)?;
+    writeln!(out, "min_calls = {}", b.min_calls)?;
+    writeln!(out, "cooldown = {}", d(b.cooldown))?;
+    writeln!(out, "cooldown_multiplier = {:?}", b.cooldown_multiplier)?;
+    writeln!(out, "cooldown_max = {}", d(b.cooldown_max))?;
+    writeln!(out, "cooldown_jitter = {:?}", b.cooldown_jitter)?;
+    writeln!(out, "half_open_probes = {}", b.half_open_probes)?;
+    writeln!(out, "successes_to_close = {}", b.successes_to_close)?;
+    if let Some(w) = b.max_probe_wait {
+        writeln!(out, "max_probe_wait = {}", d(w))?;
+    }
+    writeln!(out, "neutral_probe = \"{}\"", b.neutral_probe)
+}
+
+/// A policy name as a TOML key: every name the loader accepts is a bare key
+/// ([`is_valid_policy_name`]); any other is quoted with TOML's own escaping.
 fn toml_key(name: &str) -> String {
-    if !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
+    if is_valid_policy_name(name) {
         name.to_owned()
     } else {
-        format!("{name:?}")
+        toml::Value::String(name.to_owned()).to_string()
     }
 }
 
 impl fmt::Display for Policies {
-    /// Every policy as by [`write_policy`], separated by blank lines.
+    /// Every policy as by [`write_policy`], with its bounds on keyed breakers, separated by
+    /// blank lines.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, (name, policy)) in self.iter().enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write_policy(f, name, policy)?;
+            write_section(f, name, policy, self.key_bounds(name))?;
         }
         Ok(())
     }

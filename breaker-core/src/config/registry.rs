@@ -1,6 +1,7 @@
-//! Named policies installed at start-up, looked up by name, reloaded atomically.
+//! Named policies installed at start-up, looked up by name, reloaded atomically, with the
+//! pipelines that follow reloads and the annotated functions that use them.
 
-use super::error::ConfigErrors;
+use super::error::{ConfigError, ConfigErrors};
 use super::load::{Loader, Policies};
 use crate::breaker::{BreakerFactory, CircuitBreaker};
 use crate::clock::Clock;
@@ -9,9 +10,14 @@ use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+/// The name of the counter of reloads, by `result` (`"ok"` or `"error"`), with the `metrics`
+/// feature: `breaker_config_reloads_total{result}`.
+pub const RELOADS_TOTAL: &str = "breaker_config_reloads_total";
+
 /// One named policy with its breaker.
 struct Entry {
     policy: Arc<Policy>,
+    keys: super::KeyBounds,
     /// The factory of this name's breakers (when the policy has a breaker); a reload swaps its
     /// policy, so every breaker made from it keeps its state and gets the new thresholds.
     breaker: Option<(BreakerFactory, CircuitBreaker)>,
@@ -34,11 +40,21 @@ pub struct ReloadReport {
 ///   lock-free and always see one whole generation of the config.
 /// - [`PolicyRegistry::breaker`] returns the circuit breaker of a name (one per name, shared by
 ///   every caller; clones share its state).
-/// - [`PolicyRegistry::reload`] reads the source again. If anything is wrong nothing changes
-///   and the errors are returned. If it succeeds, the new policies are swapped in atomically
-///   and every existing breaker gets its new thresholds through
+/// - [`PolicyRegistry::pipeline`] returns a pipeline of a name that follows reloads: each call
+///   runs under the policy's retry, timeout, deadline and bulkhead current when it starts.
+///   `#[circuit_breaker(policy = "..")]` functions run through one each.
+/// - [`PolicyRegistry::reload`] reads the source again; [`PolicyRegistry::watch`] (feature
+///   `watch`) does so whenever the file changes. A reload is atomic: if anything is wrong
+///   nothing changes and the errors are returned. If it succeeds, the new policies are swapped
+///   in at once, every existing breaker gets its new thresholds through
 ///   [`BreakerFactory::set_policy`], keeping its state (an open breaker stays open, counts are
-///   kept).
+///   kept), and every pipeline handed out gets its policy's new layers for its next calls.
+/// - A reload that drops a policy still in use (by a pipeline handed out, or by an annotated
+///   function when this is the [installed](super::install) registry) is an error naming the
+///   policy and its users: the policy keeps its last good version, and nothing panics later.
+/// - Every reload, good or failed, is a `tracing` event (target `breaker::config`; `info` with
+///   what changed, `warn` with the errors) and, with the `metrics` feature, a count in
+///   [`RELOADS_TOTAL`] by `result`.
 ///
 /// ```
 /// use breaker_core::config::{Format, Loader, PolicyRegistry};
@@ -55,11 +71,26 @@ pub struct ReloadReport {
 /// # Ok::<(), breaker_core::config::ConfigErrors>(())
 /// ```
 pub struct PolicyRegistry {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
     loader: Option<Loader>,
     clock: Option<Clock>,
     entries: ArcSwap<BTreeMap<String, Arc<Entry>>>,
-    /// Serialises reloads, so that two reloads never interleave their `set_policy` calls.
-    reloading: Mutex<()>,
+    /// Serialises reloads, so that two reloads never interleave their `set_policy` calls, and
+    /// guards the users of the policies.
+    users: Mutex<Users>,
+}
+
+/// Who uses which policy: checked by every reload.
+#[derive(Default)]
+struct Users {
+    /// The pipelines handed out, by policy name.
+    #[cfg(feature = "tokio")]
+    live: Vec<(String, std::sync::Weak<super::live::Slot>)>,
+    /// Annotated functions that read their policy from this registry: (policy, function).
+    functions: Vec<(String, String)>,
 }
 
 impl PolicyRegistry {
@@ -72,7 +103,8 @@ impl PolicyRegistry {
         PolicyRegistry::load_with_clock(loader, None)
     }
 
-    /// As [`PolicyRegistry::load`], with breakers on `clock` (tests use a manual clock).
+    /// As [`PolicyRegistry::load`], with breakers on `clock` (tests use a manual clock, or
+    /// [`Clock::tokio`] on a paused runtime).
     ///
     /// # Errors
     /// The config's [`ConfigErrors`].
@@ -81,65 +113,146 @@ impl PolicyRegistry {
         clock: Option<Clock>,
     ) -> Result<PolicyRegistry, ConfigErrors> {
         let policies = loader.load()?;
-        let registry = PolicyRegistry {
-            loader: Some(loader),
-            clock,
-            entries: ArcSwap::from_pointee(BTreeMap::new()),
-            reloading: Mutex::new(()),
-        };
-        registry.install(policies);
+        let registry = PolicyRegistry::new(Some(loader), clock);
+        registry.inner.install(policies);
         Ok(registry)
     }
 
     /// Installs policies that did not come from a source; [`PolicyRegistry::reload`] then
     /// only accepts [`PolicyRegistry::reload_from`].
     pub fn from_policies(policies: Policies) -> PolicyRegistry {
-        let registry = PolicyRegistry {
-            loader: None,
-            clock: None,
-            entries: ArcSwap::from_pointee(BTreeMap::new()),
-            reloading: Mutex::new(()),
-        };
-        registry.install(policies);
+        PolicyRegistry::from_policies_with_clock(policies, None)
+    }
+
+    /// As [`PolicyRegistry::from_policies`], with breakers on `clock`.
+    pub fn from_policies_with_clock(policies: Policies, clock: Option<Clock>) -> PolicyRegistry {
+        let registry = PolicyRegistry::new(None, clock);
+        registry.inner.install(policies);
         registry
+    }
+
+    fn new(loader: Option<Loader>, clock: Option<Clock>) -> PolicyRegistry {
+        PolicyRegistry {
+            inner: Arc::new(Inner {
+                loader,
+                clock,
+                entries: ArcSwap::from_pointee(BTreeMap::new()),
+                users: Mutex::new(Users::default()),
+            }),
+        }
     }
 
     /// The policy named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<Policy>> {
-        self.entries.load().get(name).map(|e| Arc::clone(&e.policy))
+        self.inner
+            .entries
+            .load()
+            .get(name)
+            .map(|e| Arc::clone(&e.policy))
     }
 
     /// The names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.entries.load().keys().cloned().collect()
+        self.inner.entries.load().keys().cloned().collect()
     }
 
     /// The circuit breaker of `name`, if that policy has one. Every call returns a clone of
     /// the same breaker, so they share state.
     pub fn breaker(&self, name: &str) -> Option<CircuitBreaker> {
-        self.entries
+        self.inner
+            .entries
             .load()
             .get(name)
             .and_then(|e| e.breaker.as_ref().map(|(_, b)| b.clone()))
     }
 
+    /// The bounds on the breakers of keys that policy `name` sets (`max_keys`, `key_idle`),
+    /// as loaded; a `key = ..` function reads them when it makes its first keyed breaker.
+    pub fn key_bounds(&self, name: &str) -> super::KeyBounds {
+        self.inner
+            .entries
+            .load()
+            .get(name)
+            .map(|e| e.keys)
+            .unwrap_or_default()
+    }
+
     /// The breaker factory of `name`, to make more breakers (for example one per key) that
     /// follow the same reloadable policy.
     pub fn factory(&self, name: &str) -> Option<BreakerFactory> {
-        self.entries
+        self.inner
+            .entries
             .load()
             .get(name)
             .and_then(|e| e.breaker.as_ref().map(|(f, _)| f.clone()))
     }
 
+    /// A pipeline of the policy `name` that follows reloads (see [`super::LivePipeline`]),
+    /// with the registry's breaker of that policy; `None` if there is no such policy. Each
+    /// pipeline taken has its own bulkhead and jitter source, as a pipeline built from the
+    /// policy would. While it is alive, a reload that drops `name` is refused.
+    #[cfg(feature = "tokio")]
+    pub fn pipeline(&self, name: &str) -> Option<super::LivePipeline> {
+        self.inner.pipeline(name, None)
+    }
+
+    /// The pipeline of an annotated function: as [`PolicyRegistry::pipeline`], with the
+    /// function named in the error of a reload that would drop its policy.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn pipeline_for(&self, name: &str, function: &str) -> Option<super::LivePipeline> {
+        self.inner.pipeline(name, Some(function.to_owned()))
+    }
+
+    /// Records that the annotated functions `uses` (policy, function) read their policy from
+    /// this registry, so a reload that drops one of those policies is refused.
+    pub(crate) fn require(&self, uses: impl IntoIterator<Item = (String, String)>) {
+        self.inner.lock_users().functions.extend(uses);
+    }
+
     /// Reads the source again and applies it; see the [type docs](Self).
     ///
     /// # Errors
-    /// The new config's [`ConfigErrors`]; the previous policies stay in force. A registry made
-    /// by [`PolicyRegistry::from_policies`] has no source and always returns an error.
+    /// The new config's [`ConfigErrors`], or the policies in use it drops; the previous
+    /// policies stay in force. A registry made by [`PolicyRegistry::from_policies`] has no
+    /// source and always returns an error.
     pub fn reload(&self) -> Result<ReloadReport, ConfigErrors> {
-        let Some(loader) = &self.loader else {
-            return Err(super::error::ConfigError {
+        self.inner.reload()
+    }
+
+    /// Applies already loaded (and so validated) policies; see the [type docs](Self).
+    ///
+    /// # Errors
+    /// The policies in use that `policies` drops; then nothing changes.
+    pub fn reload_from(&self, policies: Policies) -> Result<ReloadReport, ConfigErrors> {
+        let result = self.inner.apply(policies, true);
+        record(&result);
+        result
+    }
+
+    /// The file this registry reloads from, if any.
+    pub(super) fn file(&self) -> Option<std::path::PathBuf> {
+        self.inner
+            .loader
+            .as_ref()
+            .and_then(Loader::path)
+            .map(Into::into)
+    }
+
+    /// The loader this registry reloads from, if any.
+    #[cfg(feature = "watch")]
+    pub(super) fn loader(&self) -> Option<&Loader> {
+        self.inner.loader.as_ref()
+    }
+}
+
+impl Inner {
+    fn lock_users(&self) -> std::sync::MutexGuard<'_, Users> {
+        self.users.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn reload(&self) -> Result<ReloadReport, ConfigErrors> {
+        let result = match &self.loader {
+            None => Err(ConfigError {
                 file: None,
                 env: None,
                 line: None,
@@ -147,15 +260,25 @@ impl PolicyRegistry {
                 key_path: ".".into(),
                 message: "this registry has no source to reload from; use `reload_from`".into(),
             }
-            .into());
+            .into()),
+            Some(loader) => loader
+                .load()
+                .and_then(|policies| self.apply(policies, true)),
         };
-        let policies = loader.load()?;
-        Ok(self.reload_from(policies))
+        record(&result);
+        result
     }
 
-    /// Applies already loaded (and so validated) policies; see the [type docs](Self).
-    pub fn reload_from(&self, policies: Policies) -> ReloadReport {
-        let _guard = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+    fn install(&self, policies: Policies) {
+        let _ = self.apply(policies, false);
+    }
+
+    /// Swaps in `policies` unless it drops a policy in use (checked when `check`).
+    fn apply(&self, policies: Policies, check: bool) -> Result<ReloadReport, ConfigErrors> {
+        let mut users = self.lock_users();
+        if check {
+            self.check_users(&mut users, &policies)?;
+        }
         let old = self.entries.load_full();
         let mut report = ReloadReport::default();
         let mut next = BTreeMap::new();
@@ -163,7 +286,9 @@ impl PolicyRegistry {
             let previous = old.get(name);
             match previous {
                 None => report.added.push(name.to_owned()),
-                Some(e) if *e.policy != **policy => report.changed.push(name.to_owned()),
+                Some(e) if *e.policy != **policy || e.keys != policies.key_bounds(name) => {
+                    report.changed.push(name.to_owned())
+                }
                 Some(_) => {}
             }
             let breaker = match (&policy.breaker, previous.and_then(|e| e.breaker.as_ref())) {
@@ -180,6 +305,7 @@ impl PolicyRegistry {
                 name.to_owned(),
                 Arc::new(Entry {
                     policy: Arc::clone(policy),
+                    keys: policies.key_bounds(name),
                     breaker,
                 }),
             );
@@ -196,12 +322,93 @@ impl PolicyRegistry {
                 crate::observe::untrack(breaker);
             }
         }
+        #[cfg(feature = "tokio")]
+        for (name, slot) in &users.live {
+            let (Some(slot), Some(entry)) = (slot.upgrade(), next.get(name)) else {
+                continue;
+            };
+            if old.get(name).is_some_and(|e| e.policy == entry.policy) {
+                continue;
+            }
+            let bulkhead = slot.current.load().bulkhead().cloned();
+            let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
+            let recorder = slot
+                .recorder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let pipeline = super::live::build(&entry.policy, breaker, bulkhead, recorder);
+            slot.current.store(Arc::new(pipeline));
+        }
         self.entries.store(Arc::new(next));
-        report
+        Ok(report)
     }
 
-    fn install(&self, policies: Policies) {
-        let _ = self.reload_from(policies);
+    /// Refuses `policies` if it drops a policy in use: one error per policy, naming its users.
+    fn check_users(&self, users: &mut Users, policies: &Policies) -> Result<(), ConfigErrors> {
+        let mut missing: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        #[cfg(feature = "tokio")]
+        {
+            users.live.retain(|(_, slot)| slot.strong_count() > 0);
+            for (name, slot) in &users.live {
+                if policies.get(name).is_none() {
+                    let user = slot.upgrade().and_then(|s| s.user.clone()).map_or_else(
+                        || "a pipeline from `PolicyRegistry::pipeline`".to_owned(),
+                        |f| format!("`{f}`"),
+                    );
+                    missing.entry(name).or_default().push(user);
+                }
+            }
+        }
+        for (name, function) in &users.functions {
+            if policies.get(name).is_none() {
+                missing
+                    .entry(name)
+                    .or_default()
+                    .push(format!("`{function}`"));
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let file = self.loader.as_ref().and_then(Loader::path).map(Into::into);
+        Err(ConfigErrors(
+            missing
+                .into_iter()
+                .map(|(name, mut users)| {
+                    users.sort();
+                    users.dedup();
+                    ConfigError {
+                        file: file.clone(),
+                        env: None,
+                        line: None,
+                        column: None,
+                        key_path: format!("policies.{name}"),
+                        message: format!(
+                            "policy `{name}` is used by {} and the new config does not have it; \
+                             the previous policies stay in force",
+                            users.join(", ")
+                        ),
+                    }
+                })
+                .collect(),
+        ))
+    }
+
+    #[cfg(feature = "tokio")]
+    fn pipeline(&self, name: &str, user: Option<String>) -> Option<super::LivePipeline> {
+        // Under the lock, so that a reload either sees the slot or stores after it is filled.
+        let mut users = self.lock_users();
+        let entries = self.entries.load();
+        let entry = entries.get(name)?;
+        let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
+        let slot = Arc::new(super::live::Slot {
+            current: ArcSwap::from_pointee(super::live::build(&entry.policy, breaker, None, None)),
+            recorder: std::sync::Mutex::new(None),
+            user,
+        });
+        users.live.push((name.to_owned(), Arc::downgrade(&slot)));
+        Some(super::LivePipeline { slot })
     }
 
     fn new_breaker(
@@ -221,6 +428,28 @@ impl PolicyRegistry {
         crate::observe::track(&breaker);
         (factory, breaker)
     }
+}
+
+/// Every reload, good or failed: one `tracing` event and one count.
+fn record(result: &Result<ReloadReport, ConfigErrors>) {
+    match result {
+        Ok(r) => tracing::info!(
+            target: "breaker::config",
+            added = ?r.added,
+            changed = ?r.changed,
+            removed = ?r.removed,
+            "config reloaded"
+        ),
+        Err(e) => tracing::warn!(
+            target: "breaker::config",
+            errors = e.errors().len(),
+            error = %e,
+            "config reload failed; the previous policies stay in force"
+        ),
+    }
+    #[cfg(feature = "metrics")]
+    metrics::counter!(RELOADS_TOTAL, "result" => if result.is_ok() { "ok" } else { "error" })
+        .increment(1);
 }
 
 impl std::fmt::Debug for PolicyRegistry {

@@ -130,6 +130,8 @@ pub use crate::policy::defaults::{
     default_min_calls, BACKOFF_BASE as DEFAULT_BASE, BACKOFF_FACTOR as DEFAULT_FACTOR,
     BACKOFF_MAX as DEFAULT_MAX, TIME_WINDOW_MIN_CALLS as DEFAULT_TIME_WINDOW_MIN_CALLS,
 };
+#[cfg(feature = "config")]
+pub(crate) use error::suggest;
 pub use error::DslError;
 pub use order::Order;
 

@@ -1,6 +1,7 @@
 //! Every form of `classify = ..`: the HTTP switch on functions with and without a response in
 //! `Ok` (and in a generic function), a classifier value of the library or of one's own, an
 //! expression, and a function over errors together with `retry_if`.
+#![deny(warnings)]
 use breaker::circuit_breaker;
 use breaker::classify::{from_fn, Classifier, Outcome, Retry};
 
@@ -11,7 +12,13 @@ async fn response(client: &reqwest::Client) -> Result<reqwest::Response, reqwest
 
 #[circuit_breaker(classify = http, retry = "3x")]
 async fn text(client: &reqwest::Client) -> Result<String, reqwest::Error> {
-    client.get("http://127.0.0.1:1/").send().await?.error_for_status()?.text().await
+    client
+        .get("http://127.0.0.1:1/")
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await
 }
 
 /// A body type without a status: errors only.
@@ -19,8 +26,14 @@ pub struct Stock(pub u32);
 
 #[circuit_breaker(classify = http)]
 async fn stock(client: &reqwest::Client) -> Result<Stock, reqwest::Error> {
-    let n = client.get("http://127.0.0.1:1/").send().await?.text().await?.len();
-    Ok(Stock(n as u32))
+    let n = client
+        .get("http://127.0.0.1:1/")
+        .send()
+        .await?
+        .text()
+        .await?
+        .len();
+    Ok(Stock(u32::try_from(n).unwrap_or(u32::MAX)))
 }
 
 #[circuit_breaker(classify = http)]
@@ -83,8 +96,19 @@ async fn http_with_retry_if(n: i32) -> Result<i32, std::io::Error> {
     Ok(n)
 }
 
-fn main() {
+pub fn main() {
     let client = reqwest::Client::new();
-    let _ = (response(&client), text(&client), stock(&client), generic(1u8));
-    let _ = (value(200), own(1), expression(1), functions(1), http_with_retry_if(1));
+    let _ = (
+        response(&client),
+        text(&client),
+        stock(&client),
+        generic(1u8),
+    );
+    let _ = (
+        value(200),
+        own(1),
+        expression(1),
+        functions(1),
+        http_with_retry_if(1),
+    );
 }

@@ -1,0 +1,49 @@
+//! `max_keys` and `key_idle` set per policy in a config file (issue 17) bound the breakers of
+//! keys of a `#[circuit_breaker(policy = "..", key = ..)]` function, and win over the
+//! attribute's own.
+#![cfg(feature = "config")]
+
+use breaker::{annotated, circuit_breaker, Error, Rejection};
+
+#[derive(Debug)]
+struct Down;
+
+#[circuit_breaker(policy = "hosts", config = "tests/fixtures/keyed.toml", key = host, name = "from_config")]
+async fn from_config(host: &str) -> Result<u32, Down> {
+    let _ = host;
+    Ok(1)
+}
+
+#[circuit_breaker(
+    policy = "hosts",
+    config = "tests/fixtures/keyed.toml",
+    key = host,
+    max_keys = 5,
+    name = "attribute_too"
+)]
+async fn attribute_too(host: &str) -> Result<u32, Down> {
+    let _ = host;
+    Ok(1)
+}
+
+/// Two keys fill the policy's registry of 2; a third is refused.
+macro_rules! assert_bounded_at_two {
+    ($call:ident, $name:literal) => {
+        assert_eq!($call("a").await.unwrap(), 1);
+        assert_eq!($call("b").await.unwrap(), 1);
+        let Err(Error::Rejected(Rejection::Keys(full))) = $call("c").await else {
+            panic!(
+                "{}: expected the registry of keys to be full at the policy's 2",
+                $name
+            )
+        };
+        assert_eq!(full.max_keys(), 2);
+        assert_eq!(annotated::keys($name).unwrap().max_keys(), 2);
+    };
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_policys_key_bounds_apply_and_win_over_the_attributes() {
+    assert_bounded_at_two!(from_config, "from_config");
+    assert_bounded_at_two!(attribute_too, "attribute_too");
+}
