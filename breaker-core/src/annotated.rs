@@ -27,14 +27,15 @@
 //!
 //! # Examples
 //! ```
-//! use breaker_core::annotated;
+//! # use breaker_core as breaker;
+//! use breaker::annotated;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //!
 //! let opened = Arc::new(AtomicU32::new(0));
 //! let counter = Arc::clone(&opened);
 //! annotated::on_transition("app::get_stock", move |t| {
-//!     if t.to == breaker_core::State::Open {
+//!     if t.to == breaker::State::Open {
 //!         counter.fetch_add(1, Ordering::Relaxed);
 //!     }
 //! })?;
@@ -231,8 +232,9 @@ impl Function {
 /// runs.
 ///
 /// ```
+/// # use breaker_core as breaker;
 /// // A program without annotated functions lists none.
-/// assert!(breaker_core::annotated::functions().all(|f| !f.name().is_empty()));
+/// assert!(breaker::annotated::functions().all(|f| !f.name().is_empty()));
 /// ```
 pub fn functions() -> impl Iterator<Item = Function> {
     let mut all: Vec<Function> = crate::__private::REGISTERED.iter().map(Function).collect();

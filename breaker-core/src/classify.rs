@@ -120,7 +120,8 @@ impl Retry {
 /// and transient), so an implementation overrides what it needs.
 ///
 /// ```
-/// use breaker_core::classify::{Classifier, Outcome, Retry};
+/// # use breaker_core as breaker;
+/// use breaker::classify::{Classifier, Outcome, Retry};
 ///
 /// /// A reply carrying a status of its own; `Err` is a transport error.
 /// struct Reply { busy: bool }
@@ -193,7 +194,8 @@ pub struct FromFn<F>(F);
 /// failure (an `Ok` or an `Err`) and nothing else, with no server hint.
 ///
 /// ```
-/// use breaker_core::classify::{from_fn, Classifier, Outcome, Retry};
+/// # use breaker_core as breaker;
+/// use breaker::classify::{from_fn, Classifier, Outcome, Retry};
 ///
 /// // Negative answers are failures; errors are not the dependency's fault.
 /// let c = from_fn(|r: Result<&i32, &String>| match r {
@@ -244,10 +246,11 @@ where
 /// `Ok` values are judged by `C`.
 ///
 /// ```
-/// use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
-/// use breaker_core::classify::{Classifier, Nested, Retry};
-/// use breaker_core::pipeline::AllErrors;
-/// use breaker_core::Error;
+/// # use breaker_core as breaker;
+/// use breaker::breaker::{BreakerPolicy, CircuitBreaker};
+/// use breaker::classify::{Classifier, Nested, Retry};
+/// use breaker::pipeline::AllErrors;
+/// use breaker::Error;
 ///
 /// let breaker = CircuitBreaker::new(BreakerPolicy::default()).unwrap();
 /// breaker.force_open();

@@ -145,7 +145,8 @@ impl fmt::Debug for Clock {
 /// under loom every clock read is a point where the model may switch threads.
 ///
 /// ```
-/// use breaker_core::clock::{Clock, ManualClock};
+/// # use breaker_core as breaker;
+/// use breaker::clock::{Clock, ManualClock};
 /// use std::time::Duration;
 ///
 /// let manual = ManualClock::new();

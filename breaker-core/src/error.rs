@@ -138,7 +138,8 @@ impl<E> Error<E> {
     /// [`Error::GaveUp`]); the pipeline's own errors are kept as they are.
     ///
     /// ```
-    /// use breaker_core::Error;
+    /// # use breaker_core as breaker;
+    /// use breaker::Error;
     /// let e: Error<std::num::ParseIntError> = Error::Inner("x".parse::<u32>().unwrap_err());
     /// let e: Error<String> = e.map_inner(|e| e.to_string());
     /// assert_eq!(e.inner().map(String::as_str), Some("invalid digit found in string"));
@@ -171,7 +172,8 @@ impl<E> Error<E> {
     /// declared type `Result<T, E>`.
     ///
     /// ```
-    /// use breaker_core::Error;
+    /// # use breaker_core as breaker;
+    /// use breaker::Error;
     /// use std::convert::Infallible;
     ///
     /// #[derive(Debug)]

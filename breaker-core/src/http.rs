@@ -203,9 +203,10 @@ impl HttpValue for std::convert::Infallible {}
 /// the [module docs](self) for the rules.
 ///
 /// ```
-/// use breaker_core::classify::{Classifier, Retry};
-/// use breaker_core::http::HttpClassifier;
-/// use breaker_core::Outcome;
+/// # use breaker_core as breaker;
+/// use breaker::classify::{Classifier, Retry};
+/// use breaker::http::HttpClassifier;
+/// use breaker::Outcome;
 /// use http::StatusCode;
 /// use std::time::Duration;
 ///

@@ -147,7 +147,8 @@ impl fmt::Display for OrderError {
 ///
 /// # Examples
 /// ```
-/// use breaker_core::layer::{check_order, Layer, OrderError};
+/// # use breaker_core as breaker;
+/// use breaker::layer::{check_order, Layer, OrderError};
 /// let problems = check_order(&[Layer::Retry, Layer::Retry], &[Layer::Retry, Layer::Breaker]);
 /// assert_eq!(
 ///     problems,

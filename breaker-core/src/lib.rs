@@ -30,9 +30,22 @@ pub mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
 
-pub use breaker::{CircuitBreaker, Permit, Rejected, State};
+// The types most programs name, reachable from the crate root (`breaker::BreakerPolicy`
+// rather than `breaker::breaker::BreakerPolicy`); each module keeps its full list.
+pub use breaker::{
+    BreakerBuilder, BreakerFactory, BreakerPolicy, CircuitBreaker, OwnedPermit, Permit,
+    RejectReason, Rejected, SlidingWindow, Snapshot, State, Transition,
+};
+#[cfg(feature = "tokio")]
+pub use bulkhead::Bulkhead;
+pub use bulkhead::BulkheadPolicy;
 pub use classify::{Classifier, Outcome};
 pub use clock::{Clock, ManualClock};
+#[cfg(feature = "config")]
+pub use config::PolicyRegistry;
 pub use error::{Error, Rejection};
 #[cfg(feature = "tokio")]
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, PipelineBuilder};
+pub use policy::Policy;
+pub use registry::Registry;
+pub use retry::{Backoff, Jitter, RetryPolicy};

@@ -55,8 +55,9 @@
 //! layers or pipelines.
 //!
 //! ```
-//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
-//! use breaker_core::observe::{self, BreakerMetrics};
+//! # use breaker_core as breaker;
+//! use breaker::breaker::{BreakerPolicy, CircuitBreaker};
+//! use breaker::observe::{self, BreakerMetrics};
 //!
 //! let breaker = observe::instrument(
 //!     CircuitBreaker::builder(BreakerPolicy::default()).name("inventory"),
@@ -67,11 +68,11 @@
 //! match breaker.try_acquire() {
 //!     Ok(permit) => {
 //!         permit.success();
-//!         metrics.outcome(breaker_core::Outcome::Success);
+//!         metrics.outcome(breaker::Outcome::Success);
 //!     }
 //!     Err(rejected) => metrics.rejected(rejected.reason()),
 //! }
-//! # Ok::<(), breaker_core::breaker::ValidationError>(())
+//! # Ok::<(), breaker::breaker::ValidationError>(())
 //! ```
 
 #[cfg(feature = "tower")]

@@ -24,7 +24,8 @@
 //! the order calls *end*; the replay puts them back in arrival order.
 //!
 //! ```
-//! use breaker_core::record::{Recorded, Recorder};
+//! # use breaker_core as breaker;
+//! use breaker::record::{Recorded, Recorder};
 //!
 //! let (recorder, lines) = Recorder::to_memory();
 //! let start = recorder.start();

@@ -11,7 +11,6 @@ use std::fmt::Display;
 use std::thread;
 
 /// Collects errors; see the [module docs](self).
-#[derive(Default)]
 pub struct Ctxt {
     /// `None` once checked.
     errors: RefCell<Option<Vec<syn::Error>>>,

@@ -11,15 +11,19 @@
 //!    function's shape (`shape`: receivers, bindings, the boxed-future kind, `Result`
 //!    aliases), producing a `Spec`;
 //! 3. `expand`: writes the rewritten function from the `Spec` (`rewrite`: `self` in a body
-//!    that retry re-runs, `impl Trait` where a type must be written, generated spans);
+//!    that retry re-runs, `impl Trait` where a type must be written, generated spans;
+//!    `attempt`: the closure that gives each attempt its future and its copies of the
+//!    arguments);
 //! 4. `fallback`: on any error, emits the function unchanged plus every error at once.
 //!
-//! Errors are gathered in a `ctxt::Ctxt`.
+//! Errors are gathered in a `ctxt::Ctxt`; `text` writes types and tokens in messages with a
+//! person's spacing.
 #![warn(missing_docs)]
 
 use proc_macro::TokenStream;
 
 mod args;
+mod attempt;
 mod config_file;
 mod ctxt;
 mod expand;
@@ -27,6 +31,7 @@ mod fallback;
 mod inline;
 mod rewrite;
 mod shape;
+mod text;
 mod validate;
 
 /// Wraps an `async fn` returning `Result<T, E>` in a circuit breaker and the other layers of a

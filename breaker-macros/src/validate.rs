@@ -183,7 +183,7 @@ fn key_spec(cx: &Ctxt, expr: &Expr, func: &FnShape) -> Option<KeySpec> {
                 format!(
                     "`key = {}` uses `self`, but `{}` has no receiver; key on an argument \
                     (`key = host`), or make the function a method (`&self`)",
-                    crate::shape::tokens_text(expr.to_token_stream()),
+                    crate::text::tokens_text(expr.to_token_stream()),
                     func.item.sig.ident
                 ),
             );
@@ -273,7 +273,7 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
     });
     let key_idle = args.key_idle.as_ref().and_then(|g| {
         let src = g.value.value();
-        match breaker_core::__private::parse_duration(&src) {
+        match breaker_core::dsl::parse_duration(&src) {
             Ok(d) if d.is_zero() => cx.error_spanned_by(
                 &g.value,
                 format!(

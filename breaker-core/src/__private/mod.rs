@@ -19,9 +19,6 @@
 //! (the traits and helpers the expansion names). The public handle of a function's breaker is
 //! [`crate::annotated`].
 
-use crate::dsl::{self, DslError};
-use std::time::Duration;
-
 pub use std::sync::OnceLock;
 
 mod inline;
@@ -43,14 +40,6 @@ pub use registered::{linkme, Registered, REGISTERED};
 #[cfg(feature = "tokio")]
 pub use runtime::*;
 pub use support::*;
-
-/// Parses a duration with the DSL's grammar.
-///
-/// # Errors
-/// As [`dsl::parse_duration`].
-pub fn parse_duration(src: &str) -> Result<Duration, DslError> {
-    dsl::parse_duration(src)
-}
 
 /// Expands to nothing with the `config` feature; without it, to a compile error under the
 /// attribute of a `policy = ".."` function.

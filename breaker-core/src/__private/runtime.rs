@@ -515,11 +515,6 @@ impl Pipeline {
             (Err(full), _) => Target::Refused(full),
         }
     }
-
-    /// The breaker of `key`, if one has been created (for tests and metrics).
-    pub fn key_breaker(&self, key: &str) -> Option<CircuitBreaker> {
-        self.keyed.get()?.get(key)
-    }
 }
 
 /// The config file a `config = ".."` option embedded with `include_str!`: its name as

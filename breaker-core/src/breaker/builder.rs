@@ -116,9 +116,10 @@ fn intern(name: &str) -> &'static str {
 /// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
 ///
 /// ```
-/// use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+/// # use breaker_core as breaker;
+/// use breaker::breaker::{BreakerPolicy, CircuitBreaker};
 /// let breaker = CircuitBreaker::builder(BreakerPolicy::default()).name("inventory").build()?;
-/// # Ok::<(), breaker_core::breaker::ValidationError>(())
+/// # Ok::<(), breaker::breaker::ValidationError>(())
 /// ```
 pub struct BreakerBuilder {
     policy: BreakerPolicy,
@@ -280,7 +281,7 @@ impl BreakerFactory {
 
     /// The clock every breaker of this factory reads (a keyed registry measures idle time
     /// with it).
-    pub fn clock(&self) -> &Clock {
+    pub(crate) fn clock(&self) -> &Clock {
         &self.shared.clock
     }
 

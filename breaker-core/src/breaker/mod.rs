@@ -35,8 +35,9 @@
 //!   apart.
 //!
 //! ```
-//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, State};
-//! use breaker_core::clock::{Clock, ManualClock};
+//! # use breaker_core as breaker;
+//! use breaker::breaker::{BreakerPolicy, CircuitBreaker, State};
+//! use breaker::clock::{Clock, ManualClock};
 //! use std::time::Duration;
 //!
 //! let time = ManualClock::new();
@@ -232,7 +233,7 @@ impl CircuitBreaker {
     /// How many handles share this breaker's state: this one, its clones and the
     /// [`OwnedPermit`]s in flight. A keyed registry never evicts a breaker whose count shows a
     /// handle outside the registry. The value may be stale by the time it is read.
-    pub fn handle_count(&self) -> usize {
+    pub(crate) fn handle_count(&self) -> usize {
         triomphe::Arc::strong_count(&self.inner)
     }
 

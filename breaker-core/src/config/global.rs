@@ -79,7 +79,8 @@ impl std::error::Error for InstallError {}
 ///
 /// # Examples
 /// ```
-/// use breaker_core::config::{self, Format, Loader, PolicyRegistry};
+/// # use breaker_core as breaker;
+/// use breaker::config::{self, Format, Loader, PolicyRegistry};
 /// let registry = PolicyRegistry::load(Loader::text(
 ///     "[policies.inventory]\nbreaker = \"3 consecutive, open 10s\"\n",
 ///     Format::Toml,
@@ -87,7 +88,7 @@ impl std::error::Error for InstallError {}
 /// config::install(registry).expect("installed once, at start-up");
 /// let inventory = config::installed().unwrap().get("inventory").unwrap();
 /// assert_eq!(inventory.breaker.as_ref().unwrap().consecutive_failures, Some(3));
-/// # Ok::<(), breaker_core::config::ConfigErrors>(())
+/// # Ok::<(), breaker::config::ConfigErrors>(())
 /// ```
 pub fn install(registry: PolicyRegistry) -> Result<&'static PolicyRegistry, InstallError> {
     if INSTALLED.get().is_some() {

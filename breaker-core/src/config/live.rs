@@ -64,7 +64,8 @@ pub(super) fn build(
 /// [`PolicyRegistry::pipeline`]: super::PolicyRegistry::pipeline
 ///
 /// ```
-/// use breaker_core::config::{Format, Loader, PolicyRegistry};
+/// # use breaker_core as breaker;
+/// use breaker::config::{Format, Loader, PolicyRegistry};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let registry = PolicyRegistry::load(Loader::text(
 ///     "[policies.inventory]\ntimeout = \"2s\"\n",
@@ -72,7 +73,7 @@ pub(super) fn build(
 /// ))
 /// .unwrap();
 /// let inventory = registry.pipeline("inventory").unwrap();
-/// let stock: Result<u32, breaker_core::Error<std::io::Error>> =
+/// let stock: Result<u32, breaker::Error<std::io::Error>> =
 ///     inventory.call(|| async { Ok(7) }).await;
 /// assert_eq!(stock.unwrap(), 7);
 /// # }

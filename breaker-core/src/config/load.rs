@@ -107,7 +107,8 @@ enum Env {
 /// defaults and validates every policy. See the [module docs](super) for the file layout.
 ///
 /// ```
-/// use breaker_core::config::{Format, Loader};
+/// # use breaker_core as breaker;
+/// use breaker::config::{Format, Loader};
 /// let text = "[policies.inventory]\nretry = \"3x exp jitter\"\nidempotent = true\n";
 /// let policies = Loader::text(text, Format::Toml)
 ///     .env_vars([("BREAKER__POLICIES__INVENTORY__TIMEOUT", "2s")])
@@ -115,7 +116,7 @@ enum Env {
 /// let inventory = policies.get("inventory").unwrap();
 /// assert_eq!(inventory.retry.unwrap().max_attempts, 3);
 /// assert_eq!(inventory.timeout, Some(std::time::Duration::from_secs(2)));
-/// # Ok::<(), breaker_core::config::ConfigErrors>(())
+/// # Ok::<(), breaker::config::ConfigErrors>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct Loader {

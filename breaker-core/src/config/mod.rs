@@ -88,7 +88,8 @@
 //!
 //! # Examples
 //! ```
-//! use breaker_core::config::{load_str, Format};
+//! # use breaker_core as breaker;
+//! use breaker::config::{load_str, Format};
 //! let policies = load_str(
 //!     r#"
 //!     [default]
@@ -109,7 +110,7 @@
 //!     err.to_string(),
 //!     "2:24: policies.a.breaker.consecutive_failures: must be at least 1, got 0"
 //! );
-//! # Ok::<(), breaker_core::config::ConfigErrors>(())
+//! # Ok::<(), breaker::config::ConfigErrors>(())
 //! ```
 
 mod env;

@@ -57,8 +57,9 @@ pub struct ReloadReport {
 ///   [`RELOADS_TOTAL`] by `result`.
 ///
 /// ```
-/// use breaker_core::config::{Format, Loader, PolicyRegistry};
-/// use breaker_core::State;
+/// # use breaker_core as breaker;
+/// use breaker::config::{Format, Loader, PolicyRegistry};
+/// use breaker::State;
 /// let registry = PolicyRegistry::load(Loader::text(
 ///     "[policies.inventory]\nbreaker = \"2 consecutive, open 30s\"\n",
 ///     Format::Toml,
@@ -68,7 +69,7 @@ pub struct ReloadReport {
 /// breaker.try_acquire().unwrap().failure();
 /// assert_eq!(breaker.state(), State::Open);
 /// assert!(registry.get("inventory").unwrap().breaker.is_some());
-/// # Ok::<(), breaker_core::config::ConfigErrors>(())
+/// # Ok::<(), breaker::config::ConfigErrors>(())
 /// ```
 pub struct PolicyRegistry {
     pub(super) inner: Arc<Inner>,

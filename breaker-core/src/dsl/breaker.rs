@@ -399,7 +399,8 @@ impl FromStr for BreakerPolicy {
     ///
     /// # Examples
     /// ```
-    /// use breaker_core::breaker::{BreakerPolicy, SlidingWindow};
+    /// # use breaker_core as breaker;
+    /// use breaker::breaker::{BreakerPolicy, SlidingWindow};
     /// let p: BreakerPolicy = "50% of 100 calls min 20, open 10s".parse()?;
     /// assert_eq!(p.failure_rate_percent, Some(50.0));
     /// assert_eq!(p.window, SlidingWindow::Count(100));
@@ -408,7 +409,7 @@ impl FromStr for BreakerPolicy {
     ///
     /// let err = "50% of 5 calls min 10".parse::<BreakerPolicy>().unwrap_err();
     /// assert_eq!(err.span, 15..21); // `min 10`
-    /// # Ok::<(), breaker_core::dsl::DslError>(())
+    /// # Ok::<(), breaker::dsl::DslError>(())
     /// ```
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse_breaker(s)

@@ -13,7 +13,8 @@ use std::ops::Range;
 /// parser knows what would have been accepted, then `; {help}` when there is a suggestion:
 ///
 /// ```
-/// use breaker_core::retry::RetryPolicy;
+/// # use breaker_core as breaker;
+/// use breaker::retry::RetryPolicy;
 /// let err = "3x exp jiter".parse::<RetryPolicy>().unwrap_err();
 /// assert_eq!(err.span, 7..12);
 /// assert_eq!(err.fragment, "jiter");
@@ -62,13 +63,6 @@ impl DslError {
 
     pub(crate) fn help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
-        self
-    }
-
-    /// Moves the span by `offset` bytes: for a DSL string that sits inside a larger text (a
-    /// config file, a Rust source file).
-    pub fn offset(mut self, offset: usize) -> Self {
-        self.span = self.span.start + offset..self.span.end + offset;
         self
     }
 

@@ -18,9 +18,10 @@
 //!
 //! # Examples
 //! ```
-//! use breaker_core::breaker::BreakerPolicy;
-//! use breaker_core::dsl::{self, Order};
-//! use breaker_core::retry::RetryPolicy;
+//! # use breaker_core as breaker;
+//! use breaker::breaker::BreakerPolicy;
+//! use breaker::dsl::{self, Order};
+//! use breaker::retry::RetryPolicy;
 //! use std::time::Duration;
 //!
 //! assert_eq!(dsl::parse_duration("1m 30s")?, Duration::from_secs(90));
@@ -33,7 +34,7 @@
 //!
 //! let err = "3x expo".parse::<RetryPolicy>().unwrap_err();
 //! assert_eq!((err.fragment.as_str(), err.span.clone()), ("expo", 3..7));
-//! # Ok::<(), breaker_core::dsl::DslError>(())
+//! # Ok::<(), breaker::dsl::DslError>(())
 //! ```
 //!
 //! # Grammar
@@ -160,12 +161,13 @@ pub(crate) fn is_keyword(word: &str) -> bool {
 ///
 /// # Examples
 /// ```
+/// # use breaker_core as breaker;
 /// use std::time::Duration;
-/// assert_eq!(breaker_core::dsl::parse_duration("1m 30s")?, Duration::from_secs(90));
-/// let err = breaker_core::dsl::parse_duration("30").unwrap_err();
+/// assert_eq!(breaker::dsl::parse_duration("1m 30s")?, Duration::from_secs(90));
+/// let err = breaker::dsl::parse_duration("30").unwrap_err();
 /// assert_eq!(err.to_string(),
 ///     "duration `30` has no unit at 0..2; expected one of `ns`, `us`, `ms`, `s`, `m`, `h`, `d` or `w`");
-/// # Ok::<(), breaker_core::dsl::DslError>(())
+/// # Ok::<(), breaker::dsl::DslError>(())
 /// ```
 pub fn parse_duration(src: &str) -> Result<Duration, DslError> {
     parse::parse_duration(src)

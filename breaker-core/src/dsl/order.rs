@@ -21,12 +21,13 @@ fn layer(p: &mut Parser<'_>) -> Result<(Layer, std::ops::Range<usize>), DslError
 /// The nesting of layers, outermost first, as written in the DSL: `timeout > retry > breaker`.
 ///
 /// ```
-/// use breaker_core::dsl::Order;
-/// use breaker_core::layer::Layer;
+/// # use breaker_core as breaker;
+/// use breaker::dsl::Order;
+/// use breaker::layer::Layer;
 /// let order: Order = "timeout > retry > breaker".parse()?;
 /// assert_eq!(order.0, [Layer::Timeout, Layer::Retry, Layer::Breaker]);
 /// assert_eq!(order.to_string(), "timeout > retry > breaker");
-/// # Ok::<(), breaker_core::dsl::DslError>(())
+/// # Ok::<(), breaker::dsl::DslError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Order(pub Vec<Layer>);

@@ -314,7 +314,8 @@ impl FromStr for RetryPolicy {
     ///
     /// # Examples
     /// ```
-    /// use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
+    /// # use breaker_core as breaker;
+    /// use breaker::retry::{Backoff, Jitter, RetryPolicy};
     /// use std::time::Duration;
     /// let p: RetryPolicy = "5x exp(100ms, max 2s) full-jitter".parse()?;
     /// assert_eq!(p.max_attempts, 5);
@@ -328,7 +329,7 @@ impl FromStr for RetryPolicy {
     ///     }
     /// );
     /// assert_eq!(p.to_string(), "5x exp(100ms, factor 2, max 2s) full-jitter");
-    /// # Ok::<(), breaker_core::dsl::DslError>(())
+    /// # Ok::<(), breaker::dsl::DslError>(())
     /// ```
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse_retry(s)

@@ -103,8 +103,9 @@ pub struct FnClassifier<O, T, H> {
 /// `Retry-After` extractor with [`FnClassifier::retry_after`].
 ///
 /// ```
-/// use breaker_core::classify::Outcome;
-/// use breaker_core::pipeline::{classifier, ErrorClassifier};
+/// # use breaker_core as breaker;
+/// use breaker::classify::Outcome;
+/// use breaker::pipeline::{classifier, ErrorClassifier};
 ///
 /// #[derive(Debug)]
 /// enum ApiError { NotFound, Unavailable }

@@ -86,9 +86,10 @@
 //! path, so they do not grow every call's future).
 //!
 //! ```
-//! use breaker_core::breaker::BreakerPolicy;
-//! use breaker_core::pipeline::Pipeline;
-//! use breaker_core::retry::RetryPolicy;
+//! # use breaker_core as breaker;
+//! use breaker::breaker::BreakerPolicy;
+//! use breaker::pipeline::Pipeline;
+//! use breaker::retry::RetryPolicy;
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -99,7 +100,7 @@
 //!     .timeout(Duration::from_secs(1))
 //!     .build()
 //!     .unwrap();
-//! let value: Result<u32, breaker_core::Error<std::io::Error>> =
+//! let value: Result<u32, breaker::Error<std::io::Error>> =
 //!     pipeline.call(|| async { Ok(42) }).await;
 //! assert_eq!(value.unwrap(), 42);
 //! # }

@@ -107,7 +107,8 @@ impl Policy {
     ///
     /// # Examples
     /// ```
-    /// use breaker_core::policy::Policy;
+    /// # use breaker_core as breaker;
+    /// use breaker::policy::Policy;
     /// use std::time::Duration;
     /// let policy = Policy {
     ///     timeout: Some(Duration::from_secs(5)),

@@ -147,7 +147,8 @@ impl Jitter {
 /// stays at its last value.
 ///
 /// ```
-/// use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
+/// # use breaker_core as breaker;
+/// use breaker::retry::{Backoff, Jitter, RetryPolicy};
 /// use rand::{rngs::SmallRng, SeedableRng};
 /// use std::time::Duration;
 ///

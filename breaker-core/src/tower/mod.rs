@@ -29,3 +29,13 @@ pub mod policy;
 pub mod retry;
 #[cfg(feature = "tokio")]
 pub mod timeout;
+
+// Each layer and service from `tower` itself (`breaker::tower::BreakerLayer`), as tower
+// re-exports its own middleware.
+pub use self::breaker::{BreakerLayer, BreakerService};
+#[cfg(feature = "tokio")]
+pub use self::policy::{PolicyLayer, PolicyService};
+#[cfg(feature = "tokio")]
+pub use self::retry::{RetryLayer, RetryService};
+#[cfg(feature = "tokio")]
+pub use self::timeout::{TimeoutLayer, TimeoutService};

@@ -37,10 +37,11 @@
 //!   rejections by reason are counted under the breaker's name (see [`crate::observe`]).
 //!
 //! ```
-//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
-//! use breaker_core::error::Rejection;
-//! use breaker_core::tower::breaker::BreakerLayer;
-//! use breaker_core::Error;
+//! # use breaker_core as breaker;
+//! use breaker::breaker::{BreakerPolicy, CircuitBreaker};
+//! use breaker::error::Rejection;
+//! use breaker::tower::breaker::BreakerLayer;
+//! use breaker::Error;
 //! use tower::{service_fn, Layer, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]

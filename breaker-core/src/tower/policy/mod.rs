@@ -26,9 +26,10 @@
 //!   timeout, or a retry that gave up. The response future is boxed and `'static`.
 //!
 //! ```
-//! use breaker_core::breaker::BreakerPolicy;
-//! use breaker_core::policy::Policy;
-//! use breaker_core::tower::policy::PolicyLayer;
+//! # use breaker_core as breaker;
+//! use breaker::breaker::BreakerPolicy;
+//! use breaker::policy::Policy;
+//! use breaker::tower::policy::PolicyLayer;
 //! use std::time::Duration;
 //! use tower::{service_fn, Layer, ServiceExt};
 //!

@@ -34,8 +34,9 @@
 //! - **`poll_ready`** forwards to the inner service. The response future is boxed and `'static`.
 //!
 //! ```
-//! use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
-//! use breaker_core::tower::retry::RetryLayer;
+//! # use breaker_core as breaker;
+//! use breaker::retry::{Backoff, Jitter, RetryPolicy};
+//! use breaker::tower::retry::RetryLayer;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //! use std::time::Duration;

@@ -28,8 +28,9 @@
 //! driver enabled.
 //!
 //! ```
-//! use breaker_core::tower::timeout::TimeoutLayer;
-//! use breaker_core::Error;
+//! # use breaker_core as breaker;
+//! use breaker::tower::timeout::TimeoutLayer;
+//! use breaker::Error;
 //! use std::time::Duration;
 //! use tower::{service_fn, Layer, ServiceExt};
 //!

@@ -1,0 +1,131 @@
+//! [`RegistryBuilder`]: a registry's bounds, shards, hasher and metrics.
+
+use super::*;
+
+/// Configures a [`Registry`]; from [`Registry::builder`].
+pub struct RegistryBuilder<S = RandomState> {
+    pub(super) factory: BreakerFactory,
+    pub(super) max_keys: usize,
+    pub(super) ttl: Option<Duration>,
+    pub(super) shards: usize,
+    pub(super) hasher: S,
+    pub(super) state_gauge: bool,
+    pub(super) totals: Option<bool>,
+}
+
+impl<S> RegistryBuilder<S> {
+    /// At most this many breakers (default `usize::MAX`: unbounded). Range `1..`.
+    ///
+    /// # Panics
+    /// If `max_keys` is zero.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        assert!(max_keys > 0, "max_keys must be at least 1");
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Breakers not returned by a lookup for `ttl` (by the factory's clock) become evictable if
+    /// they are closed and not held outside the registry. Eviction happens between `ttl` and
+    /// `ttl * 17 / 16` after the last lookup (last-use times are written at a granularity of
+    /// `ttl / 16`). Default: none, breakers are only removed by [`Registry::remove`].
+    ///
+    /// # Panics
+    /// If `ttl` is zero.
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        assert!(!ttl.is_zero(), "idle_ttl must be non-zero");
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// The number of shards, rounded up to a power of two, range `1..=256` (default 64). More
+    /// shards, less contention between threads that look up different keys.
+    ///
+    /// # Panics
+    /// If `shards` is zero or above [`MAX_SHARDS`].
+    pub fn shards(mut self, shards: usize) -> Self {
+        assert!(
+            (1..=MAX_SHARDS).contains(&shards),
+            "shards must be in 1..={MAX_SHARDS}, got {shards}"
+        );
+        self.shards = shards.next_power_of_two();
+        self
+    }
+
+    /// Uses `hasher` for keys instead of std's [`RandomState`]. A faster hasher (`foldhash`,
+    /// `ahash`) speeds up lookups; keep a DoS-resistant one if clients choose the keys.
+    pub fn hasher<S2>(self, hasher: S2) -> RegistryBuilder<S2> {
+        RegistryBuilder {
+            factory: self.factory,
+            max_keys: self.max_keys,
+            ttl: self.ttl,
+            shards: self.shards,
+            hasher,
+            state_gauge: self.state_gauge,
+            totals: self.totals,
+        }
+    }
+
+    /// Whether to keep the [`observe::STATE`] gauge of the factory's name up to date as
+    /// breakers are created, removed and evicted (default `false`). Turn it on when the
+    /// factory's builder went through [`observe::instrument`], which moves the gauge on
+    /// transitions. Does nothing without the `metrics` feature.
+    pub fn state_gauge(mut self, on: bool) -> Self {
+        self.state_gauge = on;
+        self
+    }
+
+    /// Whether the registry's breakers keep lifetime
+    /// [`Totals`](crate::breaker::Totals), whatever the factory says (default: as the
+    /// factory was built, see [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals)).
+    /// Totals cost one 64-byte stripe per CPU for every key (see *Memory* in the
+    /// [module docs](self)); `totals(false)` keeps a registry of many keys small while the
+    /// factory's other breakers (a named policy's own breaker) keep theirs.
+    pub fn totals(mut self, on: bool) -> Self {
+        self.totals = Some(on);
+        self
+    }
+
+    /// Builds the registry.
+    pub fn build<K>(self) -> Registry<K, S> {
+        self.build_with(None)
+    }
+
+    /// Builds a registry whose breakers carry their key (rendered with `Display`), so their
+    /// `tracing` events on transitions and rejections name it (`key = "host-a"`). Costs one
+    /// small heap block per breaker holding the key; metric labels stay per name (see
+    /// [`observe`]).
+    pub fn build_tagged<K: std::fmt::Display>(self) -> Registry<K, S> {
+        fn render<K: std::fmt::Display>(k: &K) -> String {
+            k.to_string()
+        }
+        self.build_with(Some(render::<K>))
+    }
+
+    fn build_with<K>(self, tag: Option<fn(&K) -> String>) -> Registry<K, S> {
+        let shards = (0..self.shards)
+            .map(|_| {
+                Padded(RwLock::new(Shard {
+                    table: HashTable::new(),
+                    last_sweep: 0,
+                }))
+            })
+            .collect();
+        Registry {
+            inner: Arc::new(Inner {
+                shards,
+                mask: self.shards - 1,
+                hasher: self.hasher,
+                factory: self.factory,
+                max_keys: self.max_keys,
+                ttl: self
+                    .ttl
+                    .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+                len: AtomicUsize::new(0),
+                next_full_sweep: AtomicU64::new(0),
+                state_gauge: self.state_gauge,
+                totals: self.totals,
+                tag,
+            }),
+        }
+    }
+}
