@@ -69,6 +69,32 @@ impl Policies {
         self.map.get(name).cloned()
     }
 
+    /// A pipeline of policy `name` whose breaker carries the name (in its rejections, events
+    /// and metric labels, `breaker="name"`), built as [`Pipeline::from_policy`] builds it.
+    /// For a pipeline that follows reloads, use [`PolicyRegistry::pipeline`](super::PolicyRegistry::pipeline).
+    ///
+    /// # Examples
+    /// ```
+    /// # use breaker_core as breaker;
+    /// let policies = breaker::config::load_str(
+    ///     "[policies.payments]\nbreaker = \"5 consecutive, open 30s\"",
+    ///     breaker::config::Format::Toml,
+    /// )?;
+    /// let pipeline = policies.pipeline("payments").unwrap();
+    /// assert_eq!(pipeline.breaker().unwrap().name(), "payments");
+    /// # Ok::<(), breaker::config::ConfigErrors>(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn pipeline(&self, name: &str) -> Option<crate::Pipeline> {
+        let policy = self.map.get(name)?;
+        Some(
+            crate::pipeline::PipelineBuilder::from_policy(policy)
+                .name(name)
+                .build()
+                .expect("loaded policies are validated, with the same validator"),
+        )
+    }
+
     /// The names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.map.keys().map(String::as_str)

@@ -71,6 +71,12 @@ impl Pipeline {
 
     /// The pipeline of `policy`, with the system clock for its breaker.
     ///
+    /// A [`Policy`](crate::policy::Policy) carries no name, so this breaker has none (its
+    /// metrics are labelled `breaker=""`): name it with
+    /// `PipelineBuilder::from_policy(&policy).name("payments")`, or take a policy's pipeline
+    /// from its config file with [`Policies::pipeline`](crate::config::Policies::pipeline),
+    /// which names it after the policy.
+    ///
     /// # Errors
     /// As [`PipelineBuilder::build`].
     pub fn from_policy(policy: &crate::policy::Policy) -> Result<Pipeline, BuildError> {
