@@ -47,7 +47,7 @@
 //!   timeout and a retry that gave up.
 //!
 //! Breaker state is per process: N replicas each keep their own breakers.
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 pub use breaker_core::*;
 #[doc = include_str!("circuit_breaker.md")]

@@ -3,7 +3,7 @@
 //!
 //! Most users depend on the facade crate `breaker`, which re-exports everything here together
 //! with the `#[circuit_breaker]` attribute.
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 #[doc(hidden)]
 pub mod __private;

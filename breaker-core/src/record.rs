@@ -472,6 +472,21 @@ pub(crate) fn format_line(out: &mut String, e: &Entry, phase: Option<&str>) {
     out.push_str("}\n");
 }
 
+impl std::fmt::Debug for RecorderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecorderBuilder")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Lines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let len = self.0.lock().map_or(0, |b| b.len());
+        f.debug_struct("Lines").field("bytes", &len).finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

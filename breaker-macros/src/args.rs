@@ -19,7 +19,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 /// One option of the attribute: `breaker-core`'s list of them, which also maps the policy's
 /// fields to options, so the parser and that mapping are exhaustive `match`es over one enum.
-pub use breaker_core::__private::AttrOption as Key;
+pub(crate) use breaker_core::__private::AttrOption as Key;
 
 /// The option that `input` starts with, if it is one (`crate` is Rust's own keyword, so the
 /// name is read as any identifier).
@@ -31,7 +31,7 @@ fn peek_option(input: ParseStream) -> Option<Key> {
 /// An option's value together with the span of its key, for errors about the option as a whole
 /// ("`config` needs `policy`"). Errors about the value itself are spanned at the value.
 #[derive(Clone, Debug)]
-pub struct Given<T> {
+pub(crate) struct Given<T> {
     /// The span of the option's name.
     pub key: Span,
     /// The value as written.
@@ -40,7 +40,7 @@ pub struct Given<T> {
 
 /// A number literal: `5` or `50.5`.
 #[derive(Clone, Debug)]
-pub enum Number {
+pub(crate) enum Number {
     /// An integer literal.
     Int(LitInt),
     /// A float literal.
@@ -49,7 +49,7 @@ pub enum Number {
 
 impl Number {
     /// The literal's span.
-    pub fn span(&self) -> Span {
+    pub(crate) fn span(&self) -> Span {
         match self {
             Number::Int(l) => l.span(),
             Number::Float(l) => l.span(),
@@ -59,7 +59,7 @@ impl Number {
 
 /// The `window` option: a number of calls or a duration string.
 #[derive(Clone, Debug)]
-pub enum WindowArg {
+pub(crate) enum WindowArg {
     /// `window = 100`: the last 100 calls.
     Calls(LitInt),
     /// `window = "60s"`: the calls of the last 60 seconds.
@@ -68,7 +68,7 @@ pub enum WindowArg {
 
 impl WindowArg {
     /// The literal's span.
-    pub fn span(&self) -> Span {
+    pub(crate) fn span(&self) -> Span {
         match self {
             WindowArg::Calls(l) => l.span(),
             WindowArg::Time(l) => l.span(),
@@ -78,7 +78,7 @@ impl WindowArg {
 
 /// `order = [retry, breaker, timeout]`: layer names, outermost first.
 #[derive(Clone, Debug)]
-pub struct OrderArg {
+pub(crate) struct OrderArg {
     /// The span of the whole `[..]`.
     pub span: Span,
     /// The names as written, each with its own span.
@@ -87,7 +87,7 @@ pub struct OrderArg {
 
 /// The parsed arguments, each option at most once. See the [module docs](self).
 #[derive(Default, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// `threshold = N`: trip after N consecutive failures.
     pub threshold: Option<Given<LitInt>>,
     /// `failure_rate = P`: trip when at least P% of the window failed.
@@ -191,12 +191,12 @@ impl Args {
     }
 
     /// The span of option `option`'s name, if it was given.
-    pub fn key_span(&self, option: Key) -> Option<Span> {
+    pub(crate) fn key_span(&self, option: Key) -> Option<Span> {
         self.spans(option).map(|(key, _)| key)
     }
 
     /// The span of option `option`'s value, if it was given.
-    pub fn value_span(&self, option: Key) -> Option<Span> {
+    pub(crate) fn value_span(&self, option: Key) -> Option<Span> {
         self.spans(option).map(|(_, value)| value)
     }
 
@@ -204,7 +204,7 @@ impl Args {
     ///
     /// # Errors
     /// Only on a syntax error, after which nothing more can be read.
-    pub fn parse(cx: &Ctxt, tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
+    pub(crate) fn parse(cx: &Ctxt, tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
         let parser = |input: ParseStream| {
             let mut args = Args::default();
             while !input.is_empty() {

@@ -11,31 +11,31 @@ use std::fmt::Display;
 use std::thread;
 
 /// Collects errors; see the [module docs](self).
-pub struct Ctxt {
+pub(crate) struct Ctxt {
     /// `None` once checked.
     errors: RefCell<Option<Vec<syn::Error>>>,
 }
 
 impl Ctxt {
     /// A fresh collector.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Ctxt {
             errors: RefCell::new(Some(Vec::new())),
         }
     }
 
     /// Records an error spanned at `obj`'s tokens.
-    pub fn error_spanned_by<A: ToTokens, T: Display>(&self, obj: A, msg: T) {
+    pub(crate) fn error_spanned_by<A: ToTokens, T: Display>(&self, obj: A, msg: T) {
         self.syn_error(syn::Error::new_spanned(obj.into_token_stream(), msg));
     }
 
     /// Records an error at `span`.
-    pub fn error_at<T: Display>(&self, span: proc_macro2::Span, msg: T) {
+    pub(crate) fn error_at<T: Display>(&self, span: proc_macro2::Span, msg: T) {
         self.syn_error(syn::Error::new(span, msg));
     }
 
     /// Records a ready-made error.
-    pub fn syn_error(&self, err: syn::Error) {
+    pub(crate) fn syn_error(&self, err: syn::Error) {
         self.errors
             .borrow_mut()
             .as_mut()
@@ -44,13 +44,13 @@ impl Ctxt {
     }
 
     /// Whether any error has been recorded so far.
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         self.errors.borrow().as_ref().is_some_and(|e| !e.is_empty())
     }
 
     /// Consumes the collector: `Ok` if nothing was recorded, otherwise every error combined into
     /// one, in the order they were recorded.
-    pub fn check(self) -> syn::Result<()> {
+    pub(crate) fn check(self) -> syn::Result<()> {
         let mut errors = self
             .errors
             .borrow_mut()

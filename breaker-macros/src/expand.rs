@@ -47,7 +47,7 @@ use syn::{FnArg, ReturnType, Type};
 
 /// The attribute's entry point: parse, validate, expand; on any error, the function unchanged
 /// plus every error.
-pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
+pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();
     let spec = match Args::parse(&cx, args) {
         Ok(args) => validate::validate(&cx, args, item.clone()),

@@ -9,7 +9,7 @@ use proc_macro2::TokenStream;
 use quote::ToTokens;
 
 /// The function tokens unchanged, then `compile_error!`s for `error`.
-pub fn emit(item: TokenStream, error: syn::Error) -> TokenStream {
+pub(crate) fn emit(item: TokenStream, error: syn::Error) -> TokenStream {
     let mut out = item;
     error.to_compile_error().to_tokens(&mut out);
     out

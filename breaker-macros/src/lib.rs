@@ -18,7 +18,7 @@
 //!
 //! Errors are gathered in a `ctxt::Ctxt`; `text` writes types and tokens in messages with a
 //! person's spacing.
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 use proc_macro::TokenStream;
 

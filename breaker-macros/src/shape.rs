@@ -31,7 +31,7 @@ use syn::{
 };
 
 /// The shape of the annotated function.
-pub struct FnShape {
+pub(crate) struct FnShape {
     /// The function as written.
     pub item: ItemFn,
     /// How its body is written.
@@ -49,7 +49,7 @@ pub struct FnShape {
 }
 
 /// How the body is written.
-pub enum FnKind {
+pub(crate) enum FnKind {
     /// `async fn`: the body is the function's block.
     Async,
     /// `fn f(..) -> Pin<Box<dyn Future<Output = R> + ..>>` ending in
@@ -68,7 +68,7 @@ pub enum FnKind {
 }
 
 /// One typed argument.
-pub struct Arg {
+pub(crate) struct Arg {
     /// The pattern as written.
     pub pat: Pat,
     /// Its type.
@@ -80,7 +80,7 @@ pub struct Arg {
 
 /// One name a pattern binds.
 #[derive(Clone)]
-pub struct Binding {
+pub(crate) struct Binding {
     /// The name, with its span (and hygiene: `#[async_trait]` binds `__arg0` at its own).
     pub ident: Ident,
     /// `mut` in front of it, as written.
@@ -90,7 +90,7 @@ pub struct Binding {
 }
 
 /// The receiver of a method.
-pub struct Recv {
+pub(crate) struct Recv {
     /// As written.
     pub receiver: syn::Receiver,
     /// What retry can do with it.
@@ -99,7 +99,7 @@ pub struct Recv {
 
 /// What a receiver is, for retry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecvKind {
+pub(crate) enum RecvKind {
     /// A shared borrow (`&self`, `self: &Self`, `self: Pin<&Self>`): copied into each attempt.
     Shared,
     /// An exclusive borrow (`&mut self`, `self: Pin<&mut Self>`): one attempt at a time.
@@ -339,7 +339,7 @@ pub(crate) fn idents_in(tokens: TokenStream, out: &mut HashSet<String>) {
 }
 
 /// The `R` in `Pin<Box<dyn Future<Output = R> + ..>>`.
-pub fn future_output(ty: &Type) -> Option<&Type> {
+pub(crate) fn future_output(ty: &Type) -> Option<&Type> {
     let Type::Path(pin) = ty else { return None };
     let seg = pin.path.segments.last()?;
     if seg.ident != "Pin" {
@@ -380,7 +380,7 @@ pub fn future_output(ty: &Type) -> Option<&Type> {
 }
 
 /// The `async` block of `Box::pin(async move { .. })`, the last statement of a body.
-pub fn async_trait_block(block: &Block) -> Option<&syn::ExprAsync> {
+pub(crate) fn async_trait_block(block: &Block) -> Option<&syn::ExprAsync> {
     let Some(Stmt::Expr(Expr::Call(call), None)) = block.stmts.last() else {
         return None;
     };

@@ -13,7 +13,7 @@ use crate::config_file::check_config_file;
 use crate::ctxt::Ctxt;
 use crate::inline::inline_policy;
 use crate::shape::{check_no_mut_ref_arguments, check_receiver_reusable, fn_shape};
-pub use crate::shape::{FnKind, FnShape, RecvKind};
+pub(crate) use crate::shape::{FnKind, FnShape, RecvKind};
 use breaker_core::policy::Policy;
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, ToTokens};
@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use syn::{Expr, LitInt, LitStr};
 
 /// Everything the expansion needs, valid. See the [module docs](self).
-pub struct Spec {
+pub(crate) struct Spec {
     /// The path of the facade crate (`::breaker` unless `crate = ..`).
     pub krate: TokenStream,
     /// Where the policy comes from.
@@ -51,7 +51,7 @@ pub struct Spec {
 }
 
 /// A checked `key = ..`.
-pub struct KeySpec {
+pub(crate) struct KeySpec {
     /// The expression to key on: for `key = arg`, the argument's own name in the signature
     /// (so errors about its type land there), else the expression as written.
     pub expr: TokenStream,
@@ -65,7 +65,7 @@ pub struct KeySpec {
 }
 
 /// Where the pipeline's policy comes from.
-pub enum Source {
+pub(crate) enum Source {
     /// Written in the attribute.
     Inline(InlineTokens),
     /// `policy = "name"`, looked up in the config registry at run time.
@@ -78,7 +78,7 @@ pub enum Source {
 }
 
 /// A `config = "file"` that was read and checked while compiling.
-pub struct ConfigFile {
+pub(crate) struct ConfigFile {
     /// The literal as written (`"breaker.toml"`), for the file name shown at run time.
     pub literal: LitStr,
     /// The absolute path that was read, for the expansion's `include_str!`.
@@ -87,7 +87,7 @@ pub struct ConfigFile {
 
 /// A policy written in the attribute: the built policy (checked), and the tokens of the
 /// `InlinePolicy` literal that builds it again at run time.
-pub struct InlineTokens {
+pub(crate) struct InlineTokens {
     /// The fields of `InlinePolicy { .. }`, from the attribute's literals.
     pub tokens: TokenStream,
     /// The policy they build; `order` is set (declared, or the default order restricted to the
@@ -96,7 +96,7 @@ pub struct InlineTokens {
 }
 
 /// Runs the whole checking pass. `None` if anything was recorded in `cx`.
-pub fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
+pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec> {
     let func = fn_shape(cx, item);
     let krate = match &args.krate {
         Some(k) => k.value.to_token_stream(),

@@ -129,7 +129,7 @@
 //!   is lost (the replica's local breaker stays open; a lost end costs the lease time). The
 //!   next flush carries the replica's view either way.
 //! - **One connection per store** for commands and pub/sub (RESP3 pushes), not two.
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 pub mod config;
 pub mod error;

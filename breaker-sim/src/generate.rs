@@ -375,3 +375,11 @@ pub fn write(scenario: &Scenario, seed: u64, out: impl Write, csv: bool) -> io::
     w.finish()?;
     Ok(n)
 }
+
+impl std::fmt::Debug for Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generator")
+            .field("phases", &self.phases.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -32,7 +32,7 @@
 //! assert_eq!(reports[0].successes_rejected, 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 pub mod generate;
 pub mod plot;

@@ -523,3 +523,11 @@ fn build_breaker(
 pub(crate) fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}

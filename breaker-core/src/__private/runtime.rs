@@ -667,3 +667,34 @@ impl<F: Future> Future for Call<F, F::Output> {
         }
     }
 }
+
+impl<T, E, C> std::fmt::Debug for Attr<T, E, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attr").finish_non_exhaustive()
+    }
+}
+
+impl<C, E> std::fmt::Debug for RetryIf<C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryIf").finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "http")]
+impl<T, E> std::fmt::Debug for HttpProbe<T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpProbe")
+    }
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Target<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").finish_non_exhaustive()
+    }
+}

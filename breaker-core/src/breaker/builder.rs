@@ -295,3 +295,20 @@ impl BreakerFactory {
         self.shared.totals
     }
 }
+
+impl std::fmt::Debug for BreakerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BreakerBuilder")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for BreakerFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BreakerFactory")
+            .field("name", &self.shared.name)
+            .field("policy", &self.shared.policy.load())
+            .finish_non_exhaustive()
+    }
+}

@@ -70,7 +70,8 @@ impl Policies {
     }
 
     /// A pipeline of policy `name` whose breaker carries the name (in its rejections, events
-    /// and metric labels, `breaker="name"`), built as [`Pipeline::from_policy`] builds it.
+    /// and metric labels, `breaker="name"`), built as [`Pipeline::from_policy`](crate::Pipeline::from_policy)
+    /// builds it.
     /// For a pipeline that follows reloads, use [`PolicyRegistry::pipeline`](super::PolicyRegistry::pipeline).
     ///
     /// # Examples

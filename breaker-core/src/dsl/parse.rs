@@ -86,7 +86,7 @@ pub(crate) struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    pub fn new(src: &'a str) -> Parser<'a> {
+    pub(super) fn new(src: &'a str) -> Parser<'a> {
         Parser {
             src,
             tokens: tokenize(src),
@@ -95,19 +95,19 @@ impl<'a> Parser<'a> {
         }
     }
 
-    pub fn peek(&self) -> Option<&Token<'a>> {
+    pub(super) fn peek(&self) -> Option<&Token<'a>> {
         self.tokens.get(self.pos)
     }
 
-    pub fn peek_is(&self, text: &str) -> bool {
+    pub(super) fn peek_is(&self, text: &str) -> bool {
         self.peek().is_some_and(|t| t.text == text)
     }
 
-    pub fn peek_at(&self, n: usize) -> Option<&Token<'a>> {
+    pub(super) fn peek_at(&self, n: usize) -> Option<&Token<'a>> {
         self.tokens.get(self.pos + n)
     }
 
-    pub fn bump(&mut self) -> Option<Token<'a>> {
+    pub(super) fn bump(&mut self) -> Option<Token<'a>> {
         let t = self.tokens.get(self.pos).cloned();
         if t.is_some() {
             self.pos += 1;
@@ -116,24 +116,29 @@ impl<'a> Parser<'a> {
     }
 
     /// Start of the next token (or the end of the input).
-    pub fn here(&self) -> usize {
+    pub(super) fn here(&self) -> usize {
         self.peek().map_or(self.src.len(), |t| t.span.start)
     }
 
     /// End of the previous token.
-    pub fn last_end(&self) -> usize {
+    pub(super) fn last_end(&self) -> usize {
         self.pos
             .checked_sub(1)
             .map_or(0, |i| self.tokens[i].span.end)
     }
 
-    pub fn record(&mut self, field: Field, span: Range<usize>) {
+    pub(super) fn record(&mut self, field: Field, span: Range<usize>) {
         self.fields.push((field, span));
     }
 
     /// An error at the next token (or the end of input), with `what` naming the slot
     /// (`jitter`, `backoff`) and `expected` the accepted tokens, already formatted.
-    pub fn unexpected(&self, what: &str, expected: &[String], candidates: &[&str]) -> DslError {
+    pub(super) fn unexpected(
+        &self,
+        what: &str,
+        expected: &[String],
+        candidates: &[&str],
+    ) -> DslError {
         match self.peek() {
             None => DslError::new(
                 self.src,
@@ -157,7 +162,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Consumes `text` or fails naming it.
-    pub fn expect(&mut self, text: &str) -> Result<Token<'a>, DslError> {
+    pub(super) fn expect(&mut self, text: &str) -> Result<Token<'a>, DslError> {
         if self.peek_is(text) {
             Ok(self.bump().expect("peeked"))
         } else {
@@ -166,7 +171,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Fails unless every token was consumed.
-    pub fn finish(&self, expected: &[String]) -> Result<(), DslError> {
+    pub(super) fn finish(&self, expected: &[String]) -> Result<(), DslError> {
         match self.peek() {
             None => Ok(()),
             Some(_) => Err(self.unexpected("", expected, &[])),
@@ -175,7 +180,7 @@ impl<'a> Parser<'a> {
 
     /// Turns the first validation error into a `DslError` at the token that set the field
     /// (the whole input if no token did).
-    pub fn field_error(&self, errors: &[FieldError]) -> DslError {
+    pub(super) fn field_error(&self, errors: &[FieldError]) -> DslError {
         let e = &errors[0];
         let span = self
             .fields
@@ -188,7 +193,7 @@ impl<'a> Parser<'a> {
 
     /// `value` if `check` finds nothing wrong with it, else its first error at the token that
     /// set the field: the DSL's rendering of the one validator's errors.
-    pub fn validated<T>(
+    pub(super) fn validated<T>(
         &self,
         value: T,
         check: impl FnOnce(&T, &mut Vec<FieldError>),
@@ -203,7 +208,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `int = digit , { digit } ;` as a `u32`.
-    pub fn int(&mut self, what: &str) -> Result<(u32, Range<usize>), DslError> {
+    pub(super) fn int(&mut self, what: &str) -> Result<(u32, Range<usize>), DslError> {
         let Some(t) = self.peek().cloned() else {
             return Err(self.unexpected(what, &[format!("{what} such as `5`")], &[]));
         };
@@ -223,7 +228,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`.
-    pub fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
+    pub(super) fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
         let expected = [format!("{what} such as `2` or `1.5`")];
         match self.peek().cloned() {
             Some(t) if is_number(t.text) => {
@@ -235,7 +240,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `percent = number , "%" ;` (one token, no space before `%`).
-    pub fn percent(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
+    pub(super) fn percent(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
         let expected = [format!("{what} such as `50%`")];
         match self.peek().cloned() {
             Some(t) if t.text.strip_suffix('%').is_some_and(is_number) => {
@@ -276,13 +281,13 @@ impl<'a> Parser<'a> {
     }
 
     /// Whether the next token starts a duration part (`<digits><letter>...`).
-    pub fn at_duration_part(&self) -> bool {
+    pub(super) fn at_duration_part(&self) -> bool {
         self.peek().is_some_and(|t| starts_duration_part(t.text))
     }
 
     /// `duration = duration-part , { duration-part } ;` where a part is one token such as
     /// `30s`, `1m`, `250ms` (number and unit with no space between), parsed by `humantime`.
-    pub fn duration(&mut self, what: &str) -> Result<(Duration, Range<usize>), DslError> {
+    pub(super) fn duration(&mut self, what: &str) -> Result<(Duration, Range<usize>), DslError> {
         let expected = || [format!("{what} such as `30s`, `250ms` or `1m 30s`")];
         let Some(first) = self.peek().cloned() else {
             return Err(self.unexpected("", &expected(), &[]));

@@ -378,3 +378,14 @@ impl PipelineBuilder {
         })
     }
 }
+
+impl std::fmt::Debug for PipelineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineBuilder")
+            .field("retry", &self.retry)
+            .field("timeout", &self.timeout)
+            .field("deadline", &self.deadline)
+            .field("order", &self.order)
+            .finish_non_exhaustive()
+    }
+}

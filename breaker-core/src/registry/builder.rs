@@ -78,7 +78,7 @@ impl<S> RegistryBuilder<S> {
     /// [`Totals`](crate::breaker::Totals), whatever the factory says (default: as the
     /// factory was built, see [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals)).
     /// Totals cost one 64-byte stripe per CPU for every key (see *Memory* in the
-    /// [module docs](self)); `totals(false)` keeps a registry of many keys small while the
+    /// [module docs](super)); `totals(false)` keeps a registry of many keys small while the
     /// factory's other breakers (a named policy's own breaker) keep theirs.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = Some(on);
@@ -127,5 +127,15 @@ impl<S> RegistryBuilder<S> {
                 tag,
             }),
         }
+    }
+}
+
+impl<S> std::fmt::Debug for RegistryBuilder<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryBuilder")
+            .field("max_keys", &self.max_keys)
+            .field("ttl", &self.ttl)
+            .field("shards", &self.shards)
+            .finish_non_exhaustive()
     }
 }

@@ -3,13 +3,13 @@
 //! One module per policy, laid out like tower's own (`mod.rs` the service, `layer.rs`,
 //! `future.rs`):
 //!
-//! - [`breaker`]: [`BreakerLayer`](breaker::BreakerLayer) /
-//!   [`BreakerService`](breaker::BreakerService), a circuit breaker around any `Service`.
-//! - [`retry`]: [`RetryLayer`](retry::RetryLayer) / [`RetryService`](retry::RetryService),
+//! - [`breaker`]: [`BreakerLayer`] /
+//!   [`BreakerService`], a circuit breaker around any `Service`.
+//! - [`retry`]: [`RetryLayer`] / [`RetryService`],
 //!   built from a [`RetryPolicy`](crate::retry::RetryPolicy) (requests must be `Clone`).
-//! - [`timeout`]: [`TimeoutLayer`](timeout::TimeoutLayer) /
-//!   [`TimeoutService`](timeout::TimeoutService), built from a `Duration`.
-//! - [`policy`]: [`PolicyLayer`](policy::PolicyLayer) / [`PolicyService`](policy::PolicyService),
+//! - [`timeout`]: [`TimeoutLayer`] /
+//!   [`TimeoutService`], built from a `Duration`.
+//! - [`policy`]: [`PolicyLayer`] / [`PolicyService`],
 //!   a whole [`Policy`](crate::policy::Policy) (every layer, in its order) as one layer.
 //!
 //! Every layer's errors are [`crate::Error`], and every layer judges results with the one

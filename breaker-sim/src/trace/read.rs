@@ -564,3 +564,11 @@ fn csv_message(e: &csv::Error) -> String {
 
 const EXAMPLE: &str =
     r#"{"t_ms": 1520.0, "latency_ms": 38.5, "outcome": "failure", "status": 503}"#;
+
+impl std::fmt::Debug for TraceReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}

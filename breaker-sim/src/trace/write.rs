@@ -128,3 +128,9 @@ impl<W: Write> TraceWriter<W> {
         Ok(self.out)
     }
 }
+
+impl<W: std::io::Write> std::fmt::Debug for TraceWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceWriter").finish_non_exhaustive()
+    }
+}
