@@ -113,7 +113,7 @@ impl AttrOption {
             AttrOption::Concurrency => "10",
             AttrOption::Order => "[retry, breaker, timeout]",
             AttrOption::Fallback => "path::to::fallback",
-            AttrOption::Classify => "path::to::classify",
+            AttrOption::Classify => "http",
             AttrOption::Record => "path::to::recorder",
             AttrOption::Name => "\"inventory\"",
             AttrOption::ByKey => "host",
