@@ -113,6 +113,25 @@ fn intern(name: &str) -> &'static str {
     leaked
 }
 
+/// The factory of the last breaker built with the system clock, no name and no listeners, if
+/// its policy and totals setting are `policy` and `totals`; else a new one, remembered in its
+/// place (one entry: a program that alternates policies pays a configuration per breaker, as
+/// without the cache). Not under loom: its atomics must not outlive a model run.
+#[cfg(not(loom))]
+fn default_factory(policy: BreakerPolicy, totals: bool) -> Result<BreakerFactory, ValidationError> {
+    static LAST: arc_swap::ArcSwapOption<Shared> = arc_swap::ArcSwapOption::const_empty();
+    if let Some(last) = LAST.load().as_ref() {
+        if last.totals == totals && **last.policy.load() == policy {
+            return Ok(BreakerFactory {
+                shared: Arc::clone(last),
+            });
+        }
+    }
+    let factory = BreakerBuilder::new(policy).totals(totals).build_factory()?;
+    LAST.store(Some(Arc::clone(&factory.shared)));
+    Ok(factory)
+}
+
 /// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
 ///
 /// ```
@@ -123,7 +142,8 @@ fn intern(name: &str) -> &'static str {
 pub struct BreakerBuilder {
     policy: BreakerPolicy,
     clock: Option<Clock>,
-    name: Arc<str>,
+    /// `None`: no name (saves an allocation for the common unnamed breaker).
+    name: Option<Arc<str>>,
     listeners: Vec<Listener>,
     totals: bool,
 }
@@ -133,7 +153,7 @@ impl BreakerBuilder {
         BreakerBuilder {
             policy,
             clock: None,
-            name: Arc::from(""),
+            name: None,
             listeners: Vec::new(),
             totals: true,
         }
@@ -147,7 +167,7 @@ impl BreakerBuilder {
 
     /// Names the breaker (shown in events, errors and metrics).
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.name = name.into();
+        self.name = Some(name.into());
         self
     }
 
@@ -168,9 +188,22 @@ impl BreakerBuilder {
 
     /// Validates the policy and builds the breaker.
     ///
+    /// A breaker with the system clock, no name and no listeners (what
+    /// [`CircuitBreaker::new`] builds) shares its configuration block with the previous such
+    /// breaker when the policy and the totals setting are equal, so making many of them costs
+    /// one or two small allocations each, not a configuration per breaker. Nothing can change
+    /// that block (only a [`BreakerFactory`] reloads policies), so the sharing is invisible.
+    ///
     /// # Errors
     /// The policy's [`ValidationError`] if it is invalid.
     pub fn build(self) -> Result<CircuitBreaker, ValidationError> {
+        #[cfg(not(loom))]
+        if self.clock.is_none()
+            && self.listeners.is_empty()
+            && self.name.as_deref().is_none_or(str::is_empty)
+        {
+            return Ok(default_factory(self.policy, self.totals)?.create());
+        }
         Ok(self.build_factory()?.create())
     }
 
@@ -187,7 +220,7 @@ impl BreakerBuilder {
                 hot: Hot::new(&self.policy),
                 policy: ArcSwap::from_pointee(self.policy),
                 clock: self.clock.unwrap_or_default(),
-                name: intern(&self.name),
+                name: intern(self.name.as_deref().unwrap_or("")),
                 listeners: self.listeners,
                 totals: self.totals,
             }),
@@ -227,7 +260,7 @@ impl BreakerFactory {
         let policy = self.shared.policy.load();
         let window = policy
             .uses_window()
-            .then(|| WindowSlot::new(policy.window, epoch));
+            .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
         let totals = totals.then(Striped::new);
         let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
             Box::new(Heavy {
