@@ -34,6 +34,10 @@ pub(crate) struct Hot {
     /// The slow-call duration in nanoseconds, or 0 when that rule is off (then admission does
     /// not read the clock).
     slow_nanos: AtomicU64,
+    /// `failure_rate_percent` as `f64` bits, or `u64::MAX` (a NaN) when that rule is off.
+    failure_rate_bits: AtomicU64,
+    /// The slow-call rate in percent as `f64` bits, or `u64::MAX` when that rule is off.
+    slow_rate_bits: AtomicU64,
     /// Bumped by every reload that changes the window's shape; a breaker's window store
     /// remembers the value it was built for (see `closed.rs`).
     window_epoch: AtomicU32,
@@ -45,6 +49,8 @@ impl Hot {
             consecutive: AtomicU32::new(0),
             min_calls: AtomicU32::new(0),
             slow_nanos: AtomicU64::new(0),
+            failure_rate_bits: AtomicU64::new(u64::MAX),
+            slow_rate_bits: AtomicU64::new(u64::MAX),
             window_epoch: AtomicU32::new(0),
         };
         hot.set(p);
@@ -61,6 +67,25 @@ impl Hot {
                 .max(1)
         });
         self.slow_nanos.store(slow, Ordering::Relaxed);
+        let bits = |p: Option<f64>| p.map_or(u64::MAX, f64::to_bits);
+        self.failure_rate_bits
+            .store(bits(p.failure_rate_percent), Ordering::Relaxed);
+        self.slow_rate_bits
+            .store(bits(p.slow_call.map(|s| s.rate_percent)), Ordering::Relaxed);
+    }
+
+    /// The failure-rate threshold in percent, if that rule is on.
+    #[inline(always)]
+    pub(crate) fn failure_rate_percent(&self) -> Option<f64> {
+        let bits = self.failure_rate_bits.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
+    }
+
+    /// The slow-call rate threshold in percent, if that rule is on.
+    #[inline(always)]
+    pub(crate) fn slow_rate_percent(&self) -> Option<f64> {
+        let bits = self.slow_rate_bits.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
     }
 
     #[inline(always)]

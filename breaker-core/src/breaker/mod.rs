@@ -112,6 +112,7 @@ mod permit;
 mod policy;
 mod rejected;
 mod remote;
+mod ring;
 mod snapshot;
 mod state;
 mod striped;
