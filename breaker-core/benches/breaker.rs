@@ -347,7 +347,7 @@ fn async_closed(c: &mut Criterion) {
         let t = tower_with(name, echo);
         g.bench_function(BenchmarkId::new("tower-resilience", name), |x| {
             x.iter_custom(|n| {
-                let mut t = t.clone();
+                let t = t.clone();
                 timed(&rt, n, move || {
                     let mut t = t.clone();
                     async move {
