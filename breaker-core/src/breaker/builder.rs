@@ -138,23 +138,66 @@ fn intern(name: &str) -> &'static str {
     leaked
 }
 
-/// The factory of the last breaker built with the system clock, no name and no listeners, if
-/// its policy and totals setting are `policy` and `totals`; else a new one, remembered in its
-/// place (one entry: a program that alternates policies pays a configuration per breaker, as
-/// without the cache). Not under loom: its atomics must not outlive a model run.
+/// A breaker with the system clock, no name and no listeners, sharing the configuration block
+/// of this thread's previous such breaker if its policy and totals setting are `policy` and
+/// `totals`; else with a new block, remembered in its place (one entry per thread: a thread
+/// that alternates policies pays a configuration per breaker, as without the cache; the
+/// policy is kept next to the block, so the check reads no `ArcSwap`). Not under loom: its
+/// atomics must not outlive a model run.
 #[cfg(not(loom))]
-fn default_factory(policy: BreakerPolicy, totals: bool) -> Result<BreakerFactory, ValidationError> {
-    static LAST: arc_swap::ArcSwapOption<Shared> = arc_swap::ArcSwapOption::const_empty();
-    if let Some(last) = LAST.load().as_ref() {
-        if last.totals == totals && **last.policy.load() == policy {
-            return Ok(BreakerFactory {
-                shared: Arc::clone(last),
-            });
-        }
+fn default_breaker(policy: BreakerPolicy, totals: bool) -> Result<CircuitBreaker, ValidationError> {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<(BreakerPolicy, Arc<Shared>)>> = const { RefCell::new(None) };
     }
-    let factory = BreakerBuilder::new(policy).totals(totals).build_factory()?;
-    LAST.store(Some(Arc::clone(&factory.shared)));
-    Ok(factory)
+    LAST.with(|last| {
+        if let Some((p, shared)) = &*last.borrow() {
+            if shared.totals == totals && *p == policy {
+                // Nothing reloads this block's policy (no factory is handed out), so its
+                // epoch stays 0 and `policy` is the one in force.
+                return Ok(create(shared, None, totals, 0, &policy));
+            }
+        }
+        let factory = BreakerBuilder::new(policy.clone())
+            .totals(totals)
+            .build_factory()?;
+        let breaker = create(&factory.shared, None, totals, 0, &policy);
+        *last.borrow_mut() = Some((policy, factory.shared));
+        Ok(breaker)
+    })
+}
+
+/// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
+/// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
+/// one; see `BreakerFactory::create_with`).
+fn create(
+    shared: &Arc<Shared>,
+    key: Option<Arc<str>>,
+    totals: bool,
+    epoch: u32,
+    policy: &BreakerPolicy,
+) -> CircuitBreaker {
+    let window = policy
+        .uses_window()
+        .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
+    let totals = totals.then(Striped::new);
+    let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
+        Box::new(Heavy {
+            window,
+            totals,
+            key,
+        })
+    });
+    CircuitBreaker {
+        inner: triomphe::Arc::new(Inner {
+            state: AtomicU64::new(Word::INITIAL),
+            at: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+            consecutive: AtomicU64::new(0),
+            shared: Arc::clone(shared),
+            heavy,
+        }),
+    }
 }
 
 /// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
@@ -204,8 +247,9 @@ impl BreakerBuilder {
 
     /// Whether to keep lifetime [`Totals`](super::Totals) (default `true`). Totals are striped
     /// per thread (64 bytes per stripe, one stripe per CPU rounded up to a power of two, at most
-    /// 64), so counting never contends; turning them off saves that memory and one uncontended
-    /// atomic add per call.
+    /// 64), so counting never contends. The stripes are allocated at the breaker's first
+    /// counted event (a call's end or a rejection), so a breaker never called costs a pointer
+    /// for them; turning totals off saves that memory and one uncontended atomic add per call.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = on;
         self
@@ -227,7 +271,7 @@ impl BreakerBuilder {
             && self.listeners.is_empty()
             && self.name.as_deref().is_none_or(str::is_empty)
         {
-            return Ok(default_factory(self.policy, self.totals)?.create());
+            return default_breaker(self.policy, self.totals);
         }
         Ok(self.build_factory()?.create())
     }
@@ -283,27 +327,7 @@ impl BreakerFactory {
         // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
-        let window = policy
-            .uses_window()
-            .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
-        let totals = totals.then(Striped::new);
-        let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
-            Box::new(Heavy {
-                window,
-                totals,
-                key,
-            })
-        });
-        CircuitBreaker {
-            inner: triomphe::Arc::new(Inner {
-                state: AtomicU64::new(Word::INITIAL),
-                at: AtomicU64::new(0),
-                since: AtomicU64::new(0),
-                consecutive: AtomicU64::new(0),
-                shared: Arc::clone(&self.shared),
-                heavy,
-            }),
-        }
+        create(&self.shared, key, totals, epoch, &policy)
     }
 
     /// Replaces the policy of every breaker made by this factory, keeping their state: an open
