@@ -80,7 +80,10 @@ fn time_window() -> BreakerPolicy {
     }
 }
 
-const SHAPES: [(&str, fn() -> BreakerPolicy); 3] = [
+/// A policy shape: its name in the output, and its policy.
+type Shape = (&'static str, fn() -> BreakerPolicy);
+
+const SHAPES: [Shape; 3] = [
     ("consecutive", consecutive),
     ("count_window", count_window),
     ("time_window", time_window),
@@ -194,11 +197,21 @@ fn tower_with(shape: &str, f: fn(u64) -> std::future::Ready<Result<u64, ()>>) ->
     tower_layer(shape).layer(tower::service_fn(f))
 }
 
+/// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+fn noop_waker() -> Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(|_| RAW, |_| {}, |_| {}, |_| {});
+    const RAW: RawWaker = RawWaker::new(std::ptr::null(), &VTABLE);
+    // SAFETY: every function of the vtable ignores the (null) data pointer.
+    unsafe { Waker::from_raw(RAW) }
+}
+
 /// Polls `f` to completion with a no-op waker (every future here is ready at once, or after
 /// an uncontended lock; a contended one is polled again).
 fn poll_now<F: Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
             return v;

@@ -269,7 +269,7 @@ impl BreakerBuilder {
         #[cfg(not(loom))]
         if self.clock.is_none()
             && self.listeners.is_empty()
-            && self.name.as_deref().is_none_or(str::is_empty)
+            && self.name.as_deref().map_or(true, str::is_empty)
         {
             return default_breaker(self.policy, self.totals);
         }
