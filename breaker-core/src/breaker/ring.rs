@@ -24,7 +24,10 @@
 //!   wrote that sample; such a reading is taken as zero. Only when more outcomes than the window
 //!   holds are recorded while one thread is between taking its position and swapping its slot
 //!   (a window of a handful of calls under many threads) can a sample be evicted before it was
-//!   written, which makes the totals approximate, like the time window's shared stripes.
+//!   written, which makes the totals approximate, like the time window's shared stripes. The
+//!   same holds for one slot when an outcome of the previous closed period (admitted before a
+//!   trip, recorded after the next close) races the first outcomes of the new one: it is
+//!   counted as late and changes no total, but its slot write may replace one new sample.
 
 use super::state::newer;
 use super::window::WindowCounts;
