@@ -1,15 +1,27 @@
-//! The breaker's hot paths, side by side with `failsafe` 1.3 and `recloser` 1.4 in one run.
+//! Every column of the README's comparison table in one run: this library through the API a
+//! user reaches first (`CircuitBreaker::new(policy)` with its defaults, `try_acquire()` +
+//! `Permit::success()`, and a breaker-only `Pipeline::call` for the async column), the tuned
+//! paths (a factory, totals off) as separate rows, and `failsafe` 1.3, `recloser` 1.4 and
+//! `tower-resilience` 0.9 (its `circuitbreaker` crate, driven as a tower `Service`) through
+//! their own most direct sync and async APIs, with the same shape of policy.
 //!
-//! `cargo bench -p breaker-core --bench breaker` runs everything; the memory figures (bytes per
-//! breaker, heap allocations per call) are printed first, from a counting global allocator.
-//! The table in README.md comes from this bench.
+//! `cargo bench -p breaker-core --bench breaker -- --warm-up-time 1 --measurement-time 2`
+//!
+//! The memory figures (heap bytes and allocations per breaker, heap allocations per call) come
+//! first, from a counting global allocator; then the API each row goes through; then criterion.
+//! Figures from one run are comparable with each other (ratios); absolute times depend on the
+//! machine and its load.
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, SlidingWindow};
+use breaker_core::pipeline::Pipeline;
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use failsafe::CircuitBreaker as _;
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+use tower::{Layer as _, Service};
 
 struct Counting;
 
@@ -34,53 +46,62 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+// --- The three policy shapes -----------------------------------------------------------------
+
+const COOLDOWN: Duration = Duration::from_secs(30);
+
+/// 5 consecutive failures, 30 s cooldown (the default policy).
 fn consecutive() -> BreakerPolicy {
-    BreakerPolicy::default() // 5 consecutive failures, 30 s cooldown
+    BreakerPolicy::default()
 }
 
-fn time_window() -> BreakerPolicy {
-    BreakerPolicy {
-        consecutive_failures: None,
-        failure_rate_percent: Some(50.0),
-        window: SlidingWindow::Time {
-            length: Duration::from_secs(10),
-            buckets: 10,
-        },
-        min_calls: 20,
-        ..BreakerPolicy::default()
-    }
-}
-
+/// 50 % of the last 100 calls, at least 10 calls.
 fn count_window() -> BreakerPolicy {
     BreakerPolicy {
         consecutive_failures: None,
         failure_rate_percent: Some(50.0),
         window: SlidingWindow::Count(100),
-        min_calls: 20,
+        min_calls: 10,
         ..BreakerPolicy::default()
     }
 }
 
-fn ours(policy: BreakerPolicy, totals: bool) -> CircuitBreaker {
+/// 50 % over 30 s in 10 buckets, at least 10 calls.
+fn time_window() -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: None,
+        failure_rate_percent: Some(50.0),
+        window: SlidingWindow::Time {
+            length: Duration::from_secs(30),
+            buckets: 10,
+        },
+        min_calls: 10,
+        ..BreakerPolicy::default()
+    }
+}
+
+/// A policy shape: its name in the output, and its policy.
+type Shape = (&'static str, fn() -> BreakerPolicy);
+
+const SHAPES: [Shape; 3] = [
+    ("consecutive", consecutive),
+    ("count_window", count_window),
+    ("time_window", time_window),
+];
+
+// --- This library ----------------------------------------------------------------------------
+
+/// The default API: `CircuitBreaker::new(policy)`.
+fn ours(policy: BreakerPolicy) -> CircuitBreaker {
+    CircuitBreaker::new(policy).unwrap()
+}
+
+/// The tuned path: one factory, totals off.
+fn ours_factory(policy: BreakerPolicy) -> breaker_core::breaker::BreakerFactory {
     CircuitBreaker::builder(policy)
-        .totals(totals)
-        .build()
+        .totals(false)
+        .build_factory()
         .unwrap()
-}
-
-fn failsafe_consecutive() -> impl failsafe::CircuitBreaker + Clone + Send + Sync {
-    let backoff = failsafe::backoff::constant(Duration::from_secs(30));
-    let policy = failsafe::failure_policy::consecutive_failures(5, backoff);
-    failsafe::Config::new().failure_policy(policy).build()
-}
-
-fn recloser() -> recloser::Recloser {
-    recloser::Recloser::custom()
-        .error_rate(0.5)
-        .closed_len(100)
-        .half_open_len(1)
-        .open_wait(Duration::from_secs(30))
-        .build()
 }
 
 #[inline]
@@ -90,71 +111,122 @@ fn ours_call(b: &CircuitBreaker) {
     }
 }
 
-fn closed_path(c: &mut Criterion) {
-    let mut g = c.benchmark_group("closed_path");
-    let b = ours(consecutive(), false);
-    g.bench_function("breaker/consecutive", |x| {
-        x.iter(|| ours_call(black_box(&b)))
-    });
-    let b = ours(consecutive(), true);
-    g.bench_function("breaker/consecutive+totals", |x| {
-        x.iter(|| ours_call(black_box(&b)))
-    });
-    let b = ours(time_window(), false);
-    g.bench_function("breaker/time_window", |x| {
-        x.iter(|| ours_call(black_box(&b)))
-    });
-    let b = ours(count_window(), false);
-    g.bench_function("breaker/count_window", |x| {
-        x.iter(|| ours_call(black_box(&b)))
-    });
-    let f = failsafe_consecutive();
-    g.bench_function("failsafe/consecutive", |x| {
-        x.iter(|| black_box(&f).call(|| Ok::<(), ()>(())))
-    });
-    let r = recloser();
-    g.bench_function("recloser/count_window", |x| {
-        x.iter(|| black_box(&r).call(|| Ok::<(), ()>(())))
-    });
-    g.finish();
+fn ours_pipeline(policy: BreakerPolicy) -> Pipeline {
+    Pipeline::builder().breaker_policy(policy).build().unwrap()
 }
 
-fn open_rejection(c: &mut Criterion) {
-    let mut g = c.benchmark_group("open_rejection");
-    let b = ours(consecutive(), false);
-    b.force_open();
-    // A real trip, so the rejection path reads the clock to check the cooldown.
-    let b = {
-        let b2 = ours(consecutive(), false);
-        for _ in 0..5 {
-            b2.try_acquire().unwrap().failure();
-        }
-        drop(b);
-        b2
-    };
-    g.bench_function("breaker", |x| {
-        x.iter(|| black_box(&b).try_acquire().is_err())
-    });
-    let f = failsafe_consecutive();
-    for _ in 0..5 {
-        let _ = f.call(|| Err::<(), ()>(()));
-    }
-    g.bench_function("failsafe", |x| {
-        x.iter(|| black_box(&f).call(|| Ok::<(), ()>(())).is_err())
-    });
-    let r = recloser::Recloser::custom()
-        .error_rate(0.5)
-        .closed_len(10)
-        .open_wait(Duration::from_secs(30))
-        .build();
-    for _ in 0..20 {
-        let _ = r.call(|| Err::<(), ()>(()));
-    }
-    g.bench_function("recloser", |x| {
-        x.iter(|| black_box(&r).call(|| Ok::<(), ()>(())).is_err())
-    });
-    g.finish();
+// --- failsafe ----------------------------------------------------------------------------------
+
+type FailsafeConsecutive = failsafe::StateMachine<
+    failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::Constant>,
+    (),
+>;
+type FailsafeTime = failsafe::StateMachine<
+    failsafe::failure_policy::SuccessRateOverTimeWindow<failsafe::backoff::Constant>,
+    (),
+>;
+
+fn failsafe_consecutive() -> FailsafeConsecutive {
+    let backoff = failsafe::backoff::constant(COOLDOWN);
+    let policy = failsafe::failure_policy::consecutive_failures(5, backoff);
+    failsafe::Config::new().failure_policy(policy).build()
 }
+
+/// failsafe's time window: a success rate of at least 50 % over 30 s, at least 10 calls.
+fn failsafe_time() -> FailsafeTime {
+    let backoff = failsafe::backoff::constant(COOLDOWN);
+    let policy = failsafe::failure_policy::success_rate_over_time_window(
+        0.5,
+        10,
+        Duration::from_secs(30),
+        backoff,
+    );
+    failsafe::Config::new().failure_policy(policy).build()
+}
+
+// --- recloser (count window only) ------------------------------------------------------------
+
+fn recloser() -> recloser::Recloser {
+    recloser::Recloser::custom()
+        .error_rate(0.5)
+        .closed_len(100)
+        .half_open_len(1)
+        .open_wait(COOLDOWN)
+        .build()
+}
+
+// --- tower-resilience ------------------------------------------------------------------------
+
+type Inner = tower::util::ServiceFn<fn(u64) -> std::future::Ready<Result<u64, ()>>>;
+type TowerBreaker = tower_resilience_circuitbreaker::CircuitBreaker<
+    Inner,
+    tower_resilience_circuitbreaker::DefaultClassifier,
+>;
+
+fn echo(x: u64) -> std::future::Ready<Result<u64, ()>> {
+    std::future::ready(Ok(x))
+}
+
+fn fail(_: u64) -> std::future::Ready<Result<u64, ()>> {
+    std::future::ready(Err(()))
+}
+
+fn tower_layer(
+    shape: &str,
+) -> tower_resilience_circuitbreaker::CircuitBreakerLayer<
+    tower_resilience_circuitbreaker::DefaultClassifier,
+> {
+    use tower_resilience_circuitbreaker::{CircuitBreakerLayer, SlidingWindowType};
+    let b = CircuitBreakerLayer::builder().wait_duration_in_open(COOLDOWN);
+    match shape {
+        "consecutive" => b.consecutive_failures(5),
+        "count_window" => b
+            .failure_rate_threshold(0.5)
+            .sliding_window_size(100)
+            .minimum_number_of_calls(10),
+        _ => b
+            .failure_rate_threshold(0.5)
+            .sliding_window_type(SlidingWindowType::TimeBased)
+            .sliding_window_duration(Duration::from_secs(30))
+            .minimum_number_of_calls(10),
+    }
+    .build()
+}
+
+fn tower_with(shape: &str, f: fn(u64) -> std::future::Ready<Result<u64, ()>>) -> TowerBreaker {
+    tower_layer(shape).layer(tower::service_fn(f))
+}
+
+/// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+fn noop_waker() -> Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(|_| RAW, |_| {}, |_| {}, |_| {});
+    const RAW: RawWaker = RawWaker::new(std::ptr::null(), &VTABLE);
+    // SAFETY: every function of the vtable ignores the (null) data pointer.
+    unsafe { Waker::from_raw(RAW) }
+}
+
+/// Polls `f` to completion with a no-op waker (every future here is ready at once, or after
+/// an uncontended lock; a contended one is polled again).
+fn poll_now<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// One call through a tower-resilience service: `poll_ready`, then `call`, as tower does.
+fn tower_call(s: &mut TowerBreaker) -> bool {
+    poll_now(std::future::poll_fn(|cx| s.poll_ready(cx))).unwrap();
+    poll_now(s.call(7)).is_ok()
+}
+
+// --- Runners ---------------------------------------------------------------------------------
 
 /// `threads` threads each make `iters` calls; returns the wall time.
 fn on_threads(threads: usize, iters: u64, call: &(dyn Fn() + Sync)) -> Duration {
@@ -176,21 +248,157 @@ fn on_threads(threads: usize, iters: u64, call: &(dyn Fn() + Sync)) -> Duration 
     })
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Runs `call` `iters` times inside one `block_on` (so the runtime's entry is not counted).
+fn timed<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, mut call: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future,
+{
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(call().await);
+        }
+        start.elapsed()
+    })
+}
+
+async fn op() -> Result<u64, ()> {
+    Ok(black_box(7))
+}
+
+// --- Groups ----------------------------------------------------------------------------------
+
+fn closed_path(c: &mut Criterion) {
+    let mut g = c.benchmark_group("closed");
+    for (name, policy) in SHAPES {
+        let b = ours(policy());
+        g.bench_function(BenchmarkId::new("breaker new", name), |x| {
+            x.iter(|| ours_call(black_box(&b)))
+        });
+        let b = ours_factory(policy()).create();
+        g.bench_function(BenchmarkId::new("breaker factory totals off", name), |x| {
+            x.iter(|| ours_call(black_box(&b)))
+        });
+        let mut t = tower_with(name, echo);
+        g.bench_function(BenchmarkId::new("tower-resilience", name), |x| {
+            x.iter(|| tower_call(black_box(&mut t)))
+        });
+    }
+    let f = failsafe_consecutive();
+    g.bench_function(BenchmarkId::new("failsafe", "consecutive"), |x| {
+        x.iter(|| black_box(&f).call(|| Ok::<(), ()>(())))
+    });
+    let f = failsafe_time();
+    g.bench_function(BenchmarkId::new("failsafe", "time_window"), |x| {
+        x.iter(|| black_box(&f).call(|| Ok::<(), ()>(())))
+    });
+    let r = recloser();
+    g.bench_function(BenchmarkId::new("recloser", "count_window"), |x| {
+        x.iter(|| black_box(&r).call(|| Ok::<(), ()>(())))
+    });
+    g.finish();
+}
+
+fn open_rejection(c: &mut Criterion) {
+    let mut g = c.benchmark_group("open_rejection");
+    // Real trips, so every path checks its cooldown.
+    let b = ours(consecutive());
+    for _ in 0..5 {
+        b.try_acquire().unwrap().failure();
+    }
+    assert!(b.try_acquire().is_err());
+    g.bench_function("breaker new", |x| {
+        x.iter(|| black_box(&b).try_acquire().is_err())
+    });
+    let f = failsafe_consecutive();
+    for _ in 0..5 {
+        let _ = f.call(|| Err::<(), ()>(()));
+    }
+    assert!(f.call(|| Ok::<(), ()>(())).is_err());
+    g.bench_function("failsafe", |x| {
+        x.iter(|| black_box(&f).call(|| Ok::<(), ()>(())).is_err())
+    });
+    let r = recloser::Recloser::custom()
+        .error_rate(0.5)
+        .closed_len(10)
+        .open_wait(COOLDOWN)
+        .build();
+    for _ in 0..20 {
+        let _ = r.call(|| Err::<(), ()>(()));
+    }
+    assert!(r.call(|| Ok::<(), ()>(())).is_err());
+    g.bench_function("recloser", |x| {
+        x.iter(|| black_box(&r).call(|| Ok::<(), ()>(())).is_err())
+    });
+    let mut t = tower_with("consecutive", fail);
+    for _ in 0..5 {
+        tower_call(&mut t);
+    }
+    g.bench_function("tower-resilience", |x| {
+        x.iter(|| !tower_call(black_box(&mut t)))
+    });
+    g.finish();
+}
+
+fn async_closed(c: &mut Criterion) {
+    let rt = runtime();
+    let _guard = rt.enter();
+    let mut g = c.benchmark_group("async_closed");
+    for (name, policy) in SHAPES {
+        let p = ours_pipeline(policy());
+        g.bench_function(BenchmarkId::new("breaker Pipeline::call", name), |x| {
+            x.iter_custom(|n| timed(&rt, n, || p.call(op)))
+        });
+        let t = tower_with(name, echo);
+        g.bench_function(BenchmarkId::new("tower-resilience", name), |x| {
+            x.iter_custom(|n| {
+                let t = t.clone();
+                timed(&rt, n, move || {
+                    let mut t = t.clone();
+                    async move {
+                        std::future::poll_fn(|cx| t.poll_ready(cx)).await.unwrap();
+                        t.call(7).await
+                    }
+                })
+            })
+        });
+    }
+    let f = failsafe_consecutive();
+    g.bench_function(BenchmarkId::new("failsafe", "consecutive"), |x| {
+        x.iter_custom(|n| timed(&rt, n, || failsafe::futures::CircuitBreaker::call(&f, op())))
+    });
+    let f = failsafe_time();
+    g.bench_function(BenchmarkId::new("failsafe", "time_window"), |x| {
+        x.iter_custom(|n| timed(&rt, n, || failsafe::futures::CircuitBreaker::call(&f, op())))
+    });
+    let r = recloser::AsyncRecloser::from(recloser());
+    g.bench_function(BenchmarkId::new("recloser", "count_window"), |x| {
+        x.iter_custom(|n| timed(&rt, n, || r.call(op())))
+    });
+    g.finish();
+}
+
 fn two_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("two_threads_closed");
     g.throughput(Throughput::Elements(2));
-    let b = ours(consecutive(), false);
-    g.bench_function(BenchmarkId::new("breaker", "consecutive"), |x| {
-        x.iter_custom(|iters| on_threads(2, iters, &|| ours_call(&b)))
-    });
-    let b = ours(consecutive(), true);
-    g.bench_function(BenchmarkId::new("breaker", "consecutive+totals"), |x| {
-        x.iter_custom(|iters| on_threads(2, iters, &|| ours_call(&b)))
-    });
-    let b = ours(time_window(), false);
-    g.bench_function(BenchmarkId::new("breaker", "time_window"), |x| {
-        x.iter_custom(|iters| on_threads(2, iters, &|| ours_call(&b)))
-    });
+    for (name, policy) in SHAPES {
+        let b = ours(policy());
+        g.bench_function(BenchmarkId::new("breaker new", name), |x| {
+            x.iter_custom(|iters| on_threads(2, iters, &|| ours_call(&b)))
+        });
+        let b = ours_factory(policy()).create();
+        g.bench_function(BenchmarkId::new("breaker factory totals off", name), |x| {
+            x.iter_custom(|iters| on_threads(2, iters, &|| ours_call(&b)))
+        });
+    }
     let f = failsafe_consecutive();
     g.bench_function(BenchmarkId::new("failsafe", "consecutive"), |x| {
         x.iter_custom(|iters| {
@@ -207,48 +415,79 @@ fn two_threads(c: &mut Criterion) {
             })
         })
     });
+    for name in ["consecutive", "count_window"] {
+        let t = tower_with(name, echo);
+        g.bench_function(BenchmarkId::new("tower-resilience", name), |x| {
+            x.iter_custom(|iters| {
+                on_threads(2, iters, &|| {
+                    tower_call(&mut t.clone());
+                })
+            })
+        });
+    }
     g.finish();
 }
 
 fn create_100k(c: &mut Criterion) {
     let mut g = c.benchmark_group("create_100k");
     g.sample_size(10);
-    let factory = CircuitBreaker::builder(consecutive())
-        .totals(false)
-        .build_factory()
-        .unwrap();
-    g.bench_function("breaker", |x| {
-        x.iter(|| (0..100_000).map(|_| factory.create()).collect::<Vec<_>>())
-    });
-    g.bench_function("failsafe", |x| {
+    for (name, policy) in SHAPES {
+        let p = policy();
+        g.bench_function(BenchmarkId::new("breaker new", name), |x| {
+            x.iter(|| (0..100_000).map(|_| ours(p.clone())).collect::<Vec<_>>())
+        });
+        let factory = CircuitBreaker::builder(policy()).build_factory().unwrap();
+        g.bench_function(BenchmarkId::new("breaker factory", name), |x| {
+            x.iter(|| (0..100_000).map(|_| factory.create()).collect::<Vec<_>>())
+        });
+        let factory = ours_factory(policy());
+        g.bench_function(BenchmarkId::new("breaker factory totals off", name), |x| {
+            x.iter(|| (0..100_000).map(|_| factory.create()).collect::<Vec<_>>())
+        });
+    }
+    g.bench_function(BenchmarkId::new("failsafe", "consecutive"), |x| {
         x.iter(|| {
             (0..100_000)
                 .map(|_| failsafe_consecutive())
                 .collect::<Vec<_>>()
         })
     });
-    g.bench_function("recloser", |x| {
+    g.bench_function(BenchmarkId::new("failsafe", "time_window"), |x| {
+        x.iter(|| (0..100_000).map(|_| failsafe_time()).collect::<Vec<_>>())
+    });
+    g.bench_function(BenchmarkId::new("recloser", "count_window"), |x| {
         x.iter(|| (0..100_000).map(|_| recloser()).collect::<Vec<_>>())
+    });
+    g.bench_function(BenchmarkId::new("tower-resilience", "consecutive"), |x| {
+        x.iter(|| {
+            (0..100_000)
+                .map(|_| tower_with("consecutive", echo))
+                .collect::<Vec<_>>()
+        })
     });
     g.finish();
 }
 
-/// Heap bytes per breaker (plus the inline handle), measured over 10,000 breakers.
-fn bytes_per<T>(make: impl Fn() -> T) -> usize {
+// --- Memory ----------------------------------------------------------------------------------
+
+/// Heap bytes and allocations per value (plus its inline size in the bytes), over 10,000.
+fn heap_per<T>(make: impl Fn() -> T) -> (usize, f64) {
     const N: usize = 10_000;
     let mut v = Vec::with_capacity(N);
-    let before = BYTES.load(Ordering::SeqCst);
+    let bytes = BYTES.load(Ordering::SeqCst);
+    let allocs = ALLOCS.load(Ordering::SeqCst);
     for _ in 0..N {
         v.push(make());
     }
-    let heap = BYTES.load(Ordering::SeqCst) - before;
+    let heap = BYTES.load(Ordering::SeqCst) - bytes;
+    let n = ALLOCS.load(Ordering::SeqCst) - allocs;
     drop(v);
-    heap / N + std::mem::size_of::<T>()
+    (heap / N + std::mem::size_of::<T>(), n as f64 / N as f64)
 }
 
 fn allocations_per_call(call: impl Fn()) -> f64 {
     const N: usize = 1_000_000;
-    call(); // warm up (thread-local stripe index)
+    call(); // warm up (thread-local stripe index, lazily made parts)
     let before = ALLOCS.load(Ordering::SeqCst);
     for _ in 0..N {
         call();
@@ -256,68 +495,109 @@ fn allocations_per_call(call: impl Fn()) -> f64 {
     (ALLOCS.load(Ordering::SeqCst) - before) as f64 / N as f64
 }
 
+fn row(label: &str, (bytes, allocs): (usize, f64)) {
+    println!("  {label:<58} {bytes:>6} B  {allocs:>5.1}");
+}
+
 fn memory_report() {
-    let factory = CircuitBreaker::builder(consecutive())
-        .totals(false)
-        .build_factory()
-        .unwrap();
-    let with_totals = CircuitBreaker::builder(consecutive())
-        .build_factory()
-        .unwrap();
-    let time = CircuitBreaker::builder(time_window())
-        .totals(false)
-        .build_factory()
-        .unwrap();
-    println!("memory: bytes per breaker, heap included (shared policy not counted)");
-    println!(
-        "  breaker consecutive          {:>6}",
-        bytes_per(|| factory.create())
-    );
-    println!(
-        "  breaker consecutive+totals   {:>6}",
-        bytes_per(|| with_totals.create())
-    );
-    println!(
-        "  breaker time window (10 b.)  {:>6}",
-        bytes_per(|| time.create())
-    );
-    println!(
-        "  failsafe consecutive         {:>6}",
-        bytes_per(failsafe_consecutive)
-    );
-    println!("  recloser count window (100)  {:>6}", bytes_per(recloser));
-    let b = ours(consecutive(), true);
-    let t = ours(time_window(), true);
-    let f = failsafe_consecutive();
-    let r = recloser();
+    println!("memory: bytes per breaker (inline + heap; a factory's shared policy not counted), allocations per breaker");
+    for (name, policy) in SHAPES {
+        row(
+            &format!("breaker CircuitBreaker::new, {name}"),
+            heap_per(|| ours(policy())),
+        );
+        row(
+            &format!("breaker CircuitBreaker::new, {name}, after one call"),
+            heap_per(|| {
+                let b = ours(policy());
+                ours_call(&b);
+                b
+            }),
+        );
+        let factory = CircuitBreaker::builder(policy()).build_factory().unwrap();
+        row(
+            &format!("breaker factory (totals on), {name}"),
+            heap_per(|| factory.create()),
+        );
+        let factory = ours_factory(policy());
+        row(
+            &format!("breaker factory, totals off, {name}"),
+            heap_per(|| factory.create()),
+        );
+    }
+    row("failsafe consecutive", heap_per(failsafe_consecutive));
+    row("failsafe time window", heap_per(failsafe_time));
+    row("recloser count window (100)", heap_per(recloser));
+    for (name, _) in SHAPES {
+        row(
+            &format!("tower-resilience {name}"),
+            heap_per(|| tower_with(name, echo)),
+        );
+    }
     println!("heap allocations per call (1,000,000 calls)");
+    for (name, policy) in SHAPES {
+        let b = ours(policy());
+        println!(
+            "  breaker new, {name:<46} {:>6}",
+            allocations_per_call(|| ours_call(&b))
+        );
+    }
+    let f = failsafe_consecutive();
     println!(
-        "  breaker consecutive+totals   {:>6}",
-        allocations_per_call(|| ours_call(&b))
-    );
-    println!(
-        "  breaker time window+totals   {:>6}",
-        allocations_per_call(|| ours_call(&t))
-    );
-    println!(
-        "  failsafe consecutive         {:>6}",
+        "  {:<58} {:>6}",
+        "failsafe consecutive",
         allocations_per_call(|| {
             let _ = f.call(|| Ok::<(), ()>(()));
         })
     );
+    let r = recloser();
     println!(
-        "  recloser count window        {:>6}",
+        "  {:<58} {:>6}",
+        "recloser count window",
         allocations_per_call(|| {
             let _ = r.call(|| Ok::<(), ()>(()));
         })
     );
+    let t = std::cell::RefCell::new(tower_with("consecutive", echo));
+    println!(
+        "  {:<58} {:>6}",
+        "tower-resilience consecutive",
+        allocations_per_call(|| {
+            tower_call(&mut t.borrow_mut());
+        })
+    );
+}
+
+fn apis() {
+    println!(
+        "APIs per row:
+  breaker new                 CircuitBreaker::new(policy) (defaults: lifetime totals on, system clock),
+                              then try_acquire() + Permit::success(); open: try_acquire() -> Err
+  breaker factory             CircuitBreaker::builder(policy).build_factory(), factory.create()
+  breaker factory totals off  ... .totals(false).build_factory(), factory.create()
+  breaker Pipeline::call      Pipeline::builder().breaker_policy(policy).build(), p.call(|| async {{..}})
+                              on a current-thread tokio runtime
+  failsafe                    Config::new().failure_policy(..).build(); sync: CircuitBreaker::call(|| ..);
+                              async: failsafe::futures::CircuitBreaker::call(future);
+                              time window: success_rate_over_time_window(0.5, 10, 30 s, constant 30 s)
+  recloser                    Recloser::custom().error_rate(0.5).closed_len(100), call(|| ..);
+                              async: AsyncRecloser::from(..).call(future)
+  tower-resilience            CircuitBreakerLayer::builder()...build().layer(service_fn(..)) as a tower
+                              Service: poll_ready then call, polled in place (sync rows) or awaited
+                              on the tokio runtime (async rows); consecutive_failures(5), or
+                              failure_rate_threshold(0.5) over 100 calls / 30 s, min 10 calls
+policies: consecutive = 5 consecutive failures; count_window = 50 % of the last 100 calls, min 10;
+          time_window = 50 % over 30 s in 10 buckets, min 10; cooldown 30 s everywhere"
+    );
 }
 
 fn main() {
+    apis();
     memory_report();
     let mut c = Criterion::default().configure_from_args();
     closed_path(&mut c);
     open_rejection(&mut c);
+    async_closed(&mut c);
     two_threads(&mut c);
     create_100k(&mut c);
     c.final_summary();

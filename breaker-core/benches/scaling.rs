@@ -60,6 +60,17 @@ fn time_window() -> BreakerPolicy {
     }
 }
 
+/// 50 % of the last 100 calls, at least 10 calls (recloser's shape).
+fn count_window() -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: None,
+        failure_rate_percent: Some(50.0),
+        window: SlidingWindow::Count(100),
+        min_calls: 10,
+        ..BreakerPolicy::default()
+    }
+}
+
 fn failsafe_cb() -> impl failsafe::CircuitBreaker + Sync {
     let backoff = failsafe::backoff::constant(Duration::from_secs(30));
     failsafe::Config::new()
@@ -122,6 +133,20 @@ fn main() {
         "breaker closed, time window",
         Box::new(move |t| {
             let b = ours(time_window(), false);
+            measure(t, millis, &|| ours_call(&b))
+        }),
+    ));
+    rows.push((
+        "breaker closed, count window (100 calls)",
+        Box::new(move |t| {
+            let b = ours(count_window(), false);
+            measure(t, millis, &|| ours_call(&b))
+        }),
+    ));
+    rows.push((
+        "breaker closed, count window, `CircuitBreaker::new` (totals on)",
+        Box::new(move |t| {
+            let b = CircuitBreaker::new(count_window()).unwrap();
             measure(t, millis, &|| ours_call(&b))
         }),
     ));

@@ -1,4 +1,4 @@
-//! Atomics and locks, swapped for loom's model-checked versions under `--cfg loom`.
+//! Atomics, swapped for loom's model-checked versions under `--cfg loom`.
 //!
 //! Every atomic of the breaker's state (the word, its stamps, the counters, the mirrored policy
 //! values, the striped window and totals, the manual clock) comes from here, so the loom models
@@ -7,29 +7,13 @@
 //! state.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-#[cfg(loom)]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-#[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Process-wide atomics for `static`s that hold no breaker state (the per-thread stripe
 /// picker): always `std`'s, also under loom.
 pub(crate) mod process {
     pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
-}
-
-/// Locks a mutex, ignoring poisoning: the data behind our locks (window counters) is always left
-/// consistent between statements, so a panic elsewhere never makes it unusable.
-#[cfg(not(loom))]
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(loom)]
-pub(crate) fn lock<T>(m: &Mutex<T>) -> loom::sync::MutexGuard<'_, T> {
-    m.lock().unwrap()
 }

@@ -568,3 +568,65 @@ fn build_errors_name_the_field_and_a_long_constant_cooldown_is_valid() {
     );
     assert!(std::error::Error::source(&growing).is_none());
 }
+
+/// A pipeline of one breaker takes a shorter path than one with more layers; both must give
+/// the same results, the same breaker state and totals, and neither may call the operation
+/// once the breaker rejects. (A timeout far beyond the test keeps the second pipeline on the
+/// general path without changing any outcome.)
+#[tokio::test(start_paused = true)]
+async fn breaker_only_pipeline_behaves_as_the_general_path() {
+    let direct = Pipeline::builder()
+        .breaker_policy(consecutive(2))
+        .build()
+        .unwrap();
+    let general = Pipeline::builder()
+        .breaker_policy(consecutive(2))
+        .timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    for p in [&direct, &general] {
+        let calls = AtomicU32::new(0);
+        let op = |ok: bool| {
+            let calls = &calls;
+            move || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if ok {
+                        Ok::<u32, Boom>(7)
+                    } else {
+                        Err(Boom)
+                    }
+                }
+            }
+        };
+        assert_eq!(p.call(op(true)).await.unwrap(), 7);
+        assert!(matches!(p.call(op(false)).await, Err(Error::Inner(Boom))));
+        // A call dropped after it started is a cancellation, not a failure.
+        let pending = p.call(std::future::pending::<Result<u32, Boom>>);
+        assert!(tokio::time::timeout(Duration::from_millis(1), pending)
+            .await
+            .is_err());
+        assert_eq!(p.breaker().unwrap().state(), State::Closed);
+        assert!(matches!(p.call(op(false)).await, Err(Error::Inner(Boom))));
+        assert_eq!(p.breaker().unwrap().state(), State::Open);
+        assert!(matches!(
+            p.call(op(true)).await,
+            Err(Error::Rejected(Rejection::Breaker(_)))
+        ));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "a rejected call never runs"
+        );
+        let totals = p.breaker().unwrap().snapshot().totals.unwrap();
+        assert_eq!(
+            (
+                totals.succeeded,
+                totals.failed,
+                totals.cancelled,
+                totals.rejected
+            ),
+            (1, 2, 1, 1)
+        );
+    }
+}

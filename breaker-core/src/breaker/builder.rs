@@ -34,6 +34,10 @@ pub(crate) struct Hot {
     /// The slow-call duration in nanoseconds, or 0 when that rule is off (then admission does
     /// not read the clock).
     slow_nanos: AtomicU64,
+    /// `failure_rate_percent` as `f64` bits, or `u64::MAX` (a NaN) when that rule is off.
+    failure_rate_bits: AtomicU64,
+    /// The slow-call rate in percent as `f64` bits, or `u64::MAX` when that rule is off.
+    slow_rate_bits: AtomicU64,
     /// Bumped by every reload that changes the window's shape; a breaker's window store
     /// remembers the value it was built for (see `closed.rs`).
     window_epoch: AtomicU32,
@@ -45,6 +49,8 @@ impl Hot {
             consecutive: AtomicU32::new(0),
             min_calls: AtomicU32::new(0),
             slow_nanos: AtomicU64::new(0),
+            failure_rate_bits: AtomicU64::new(u64::MAX),
+            slow_rate_bits: AtomicU64::new(u64::MAX),
             window_epoch: AtomicU32::new(0),
         };
         hot.set(p);
@@ -61,6 +67,25 @@ impl Hot {
                 .max(1)
         });
         self.slow_nanos.store(slow, Ordering::Relaxed);
+        let bits = |p: Option<f64>| p.map_or(u64::MAX, f64::to_bits);
+        self.failure_rate_bits
+            .store(bits(p.failure_rate_percent), Ordering::Relaxed);
+        self.slow_rate_bits
+            .store(bits(p.slow_call.map(|s| s.rate_percent)), Ordering::Relaxed);
+    }
+
+    /// The failure-rate threshold in percent, if that rule is on.
+    #[inline(always)]
+    pub(crate) fn failure_rate_percent(&self) -> Option<f64> {
+        let bits = self.failure_rate_bits.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
+    }
+
+    /// The slow-call rate threshold in percent, if that rule is on.
+    #[inline(always)]
+    pub(crate) fn slow_rate_percent(&self) -> Option<f64> {
+        let bits = self.slow_rate_bits.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
     }
 
     #[inline(always)]
@@ -113,6 +138,68 @@ fn intern(name: &str) -> &'static str {
     leaked
 }
 
+/// A breaker with the system clock, no name and no listeners, sharing the configuration block
+/// of this thread's previous such breaker if its policy and totals setting are `policy` and
+/// `totals`; else with a new block, remembered in its place (one entry per thread: a thread
+/// that alternates policies pays a configuration per breaker, as without the cache; the
+/// policy is kept next to the block, so the check reads no `ArcSwap`). Not under loom: its
+/// atomics must not outlive a model run.
+#[cfg(not(loom))]
+fn default_breaker(policy: BreakerPolicy, totals: bool) -> Result<CircuitBreaker, ValidationError> {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<(BreakerPolicy, Arc<Shared>)>> = const { RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        if let Some((p, shared)) = &*last.borrow() {
+            if shared.totals == totals && *p == policy {
+                // Nothing reloads this block's policy (no factory is handed out), so its
+                // epoch stays 0 and `policy` is the one in force.
+                return Ok(create(shared, None, totals, 0, &policy));
+            }
+        }
+        let factory = BreakerBuilder::new(policy.clone())
+            .totals(totals)
+            .build_factory()?;
+        let breaker = create(&factory.shared, None, totals, 0, &policy);
+        *last.borrow_mut() = Some((policy, factory.shared));
+        Ok(breaker)
+    })
+}
+
+/// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
+/// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
+/// one; see `BreakerFactory::create_with`).
+fn create(
+    shared: &Arc<Shared>,
+    key: Option<Arc<str>>,
+    totals: bool,
+    epoch: u32,
+    policy: &BreakerPolicy,
+) -> CircuitBreaker {
+    let window = policy
+        .uses_window()
+        .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
+    let totals = totals.then(Striped::new);
+    let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
+        Box::new(Heavy {
+            window,
+            totals,
+            key,
+        })
+    });
+    CircuitBreaker {
+        inner: triomphe::Arc::new(Inner {
+            state: AtomicU64::new(Word::INITIAL),
+            at: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+            consecutive: AtomicU64::new(0),
+            shared: Arc::clone(shared),
+            heavy,
+        }),
+    }
+}
+
 /// Builds [`CircuitBreaker`]s that share one policy, clock, name and listener set.
 ///
 /// ```
@@ -124,7 +211,8 @@ fn intern(name: &str) -> &'static str {
 pub struct BreakerBuilder {
     policy: BreakerPolicy,
     clock: Option<Clock>,
-    name: Arc<str>,
+    /// `None`: no name (saves an allocation for the common unnamed breaker).
+    name: Option<Arc<str>>,
     listeners: Vec<Listener>,
     totals: bool,
 }
@@ -134,7 +222,7 @@ impl BreakerBuilder {
         BreakerBuilder {
             policy,
             clock: None,
-            name: Arc::from(""),
+            name: None,
             listeners: Vec::new(),
             totals: true,
         }
@@ -148,7 +236,7 @@ impl BreakerBuilder {
 
     /// Names the breaker (shown in events, errors and metrics).
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.name = name.into();
+        self.name = Some(name.into());
         self
     }
 
@@ -160,8 +248,9 @@ impl BreakerBuilder {
 
     /// Whether to keep lifetime [`Totals`](super::Totals) (default `true`). Totals are striped
     /// per thread (64 bytes per stripe, one stripe per CPU rounded up to a power of two, at most
-    /// 64), so counting never contends; turning them off saves that memory and one uncontended
-    /// atomic add per call.
+    /// 64), so counting never contends. The stripes are allocated at the breaker's first
+    /// counted event (a call's end or a rejection), so a breaker never called costs a pointer
+    /// for them; turning totals off saves that memory and one uncontended atomic add per call.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = on;
         self
@@ -169,9 +258,22 @@ impl BreakerBuilder {
 
     /// Validates the policy and builds the breaker.
     ///
+    /// A breaker with the system clock, no name and no listeners (what
+    /// [`CircuitBreaker::new`] builds) shares its configuration block with the previous such
+    /// breaker when the policy and the totals setting are equal, so making many of them costs
+    /// one or two small allocations each, not a configuration per breaker. Nothing can change
+    /// that block (only a [`BreakerFactory`] reloads policies), so the sharing is invisible.
+    ///
     /// # Errors
     /// The policy's [`ValidationError`] if it is invalid.
     pub fn build(self) -> Result<CircuitBreaker, ValidationError> {
+        #[cfg(not(loom))]
+        if self.clock.is_none()
+            && self.listeners.is_empty()
+            && self.name.as_deref().map_or(true, str::is_empty)
+        {
+            return default_breaker(self.policy, self.totals);
+        }
         Ok(self.build_factory()?.create())
     }
 
@@ -188,7 +290,7 @@ impl BreakerBuilder {
                 hot: Hot::new(&self.policy),
                 policy: ArcSwap::from_pointee(self.policy),
                 clock: self.clock.unwrap_or_default(),
-                name: intern(&self.name),
+                name: intern(self.name.as_deref().unwrap_or("")),
                 listeners: self.listeners,
                 totals: self.totals,
             }),
@@ -226,27 +328,7 @@ impl BreakerFactory {
         // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
-        let window = policy
-            .uses_window()
-            .then(|| WindowSlot::new(policy.window, epoch));
-        let totals = totals.then(Striped::new);
-        let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
-            Box::new(Heavy {
-                window,
-                totals,
-                key,
-            })
-        });
-        CircuitBreaker {
-            inner: triomphe::Arc::new(Inner {
-                state: AtomicU64::new(Word::INITIAL),
-                at: AtomicU64::new(0),
-                since: AtomicU64::new(0),
-                consecutive: AtomicU64::new(0),
-                shared: Arc::clone(&self.shared),
-                heavy,
-            }),
-        }
+        create(&self.shared, key, totals, epoch, &policy)
     }
 
     /// Replaces the policy of every breaker made by this factory, keeping their state: an open

@@ -2,8 +2,8 @@
 //! the trips they decide.
 //!
 //! # Window stores and reloads
-//! A breaker keeps its window in a [`WindowStore`] of one shape: a count window behind a short
-//! lock (the last `n` calls have one global order), or a lock-free time window striped per
+//! A breaker keeps its window in a [`WindowStore`] of one shape: a lock-free count window (the
+//! last `n` calls have one global order; `ring.rs`), or a lock-free time window striped per
 //! thread (`striped.rs`). A reload (`BreakerFactory::set_policy`) that changes the shape bumps
 //! the factory's *window epoch*; each breaker notices at its next
 //! recorded outcome that its store was built for an older epoch and puts a new, empty store of
@@ -15,13 +15,14 @@ use super::builder::Shared;
 use super::event::TransitionReason;
 use super::machine::{Cause, Inner};
 use super::permit::Ticket;
-use super::policy::{BreakerPolicy, SlidingWindow};
+use super::policy::SlidingWindow;
+use super::ring::CountWindow;
 use super::state::{newer, pack_count, unpack_count, Word};
 use super::striped::StripedTimeWindow;
 use super::totals::{self, Counter};
-use super::window::{GenWindow, Sample, Window, WindowCounts};
+use super::window::WindowCounts;
 use crate::classify::Outcome;
-use crate::sync::{lock, Mutex, Ordering};
+use crate::sync::Ordering;
 use arc_swap::ArcSwapOption;
 use std::sync::Arc;
 
@@ -32,8 +33,8 @@ pub(crate) struct WindowStore {
 }
 
 enum StoreKind {
-    /// A count window, tagged with the closed-state generation its data belongs to.
-    Count(Mutex<GenWindow>),
+    /// A count window: lock-free, its data tagged with the closed-state generation.
+    Count(CountWindow),
     /// A time window: lock-free, striped per thread.
     Time(StripedTimeWindow),
 }
@@ -42,10 +43,7 @@ impl WindowStore {
     /// A store of `shape` for window `epoch`, empty, for closed `generation` onwards.
     fn new(shape: SlidingWindow, epoch: u32, generation: u32) -> WindowStore {
         let kind = match shape {
-            SlidingWindow::Count(_) => StoreKind::Count(Mutex::new(GenWindow {
-                generation,
-                window: Window::new(shape),
-            })),
+            SlidingWindow::Count(n) => StoreKind::Count(CountWindow::new(n, generation)),
             SlidingWindow::Time { length, buckets } => {
                 let buckets = buckets.max(1);
                 StoreKind::Time(StripedTimeWindow::new(
@@ -60,24 +58,14 @@ impl WindowStore {
 
     fn heap_bytes(&self) -> usize {
         match &self.kind {
-            StoreKind::Count(w) => match &lock(w).window {
-                Window::Count { ring, .. } => ring.len(),
-                Window::Time { buckets, .. } => std::mem::size_of_val(&**buckets),
-            },
+            StoreKind::Count(w) => w.heap_bytes(),
             StoreKind::Time(w) => w.heap_bytes(),
         }
     }
 
     fn counts(&self, generation: u32, now: u64) -> WindowCounts {
         match &self.kind {
-            StoreKind::Count(m) => {
-                let mut g = lock(m);
-                if g.generation == generation {
-                    g.window.counts(now)
-                } else {
-                    WindowCounts::default()
-                }
-            }
+            StoreKind::Count(w) => w.counts(generation),
             StoreKind::Time(s) => s.counts(generation, now),
         }
     }
@@ -273,82 +261,62 @@ impl Inner {
     }
 
     fn record_window(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
-        let now = self.shared.clock.now_nanos();
-        let slow = self.is_slow(&t, now);
         match slot.first_in_force(&self.shared) {
-            Some(store) => self.record_in(store, t, failure, slow, raw, now),
-            None => self.record_reshaped(slot, t, failure, slow, raw, now),
+            Some(store) => self.record_in(store, t, failure, raw),
+            None => self.record_reshaped(slot, t, failure, raw),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn record_reshaped(
-        &self,
-        slot: &WindowSlot,
-        t: Ticket,
-        failure: bool,
-        slow: bool,
-        raw: u64,
-        now: u64,
-    ) {
+    fn record_reshaped(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
         let store = slot.reshaped_store(&self.shared, t.generation());
-        self.record_in(&store, t, failure, slow, raw, now);
+        self.record_in(&store, t, failure, raw);
     }
 
-    /// Records one closed call's outcome in `store` and evaluates the rate rules.
+    /// Records one closed call's outcome in `store` and evaluates the rate rules. A time
+    /// window reads the clock for its bucket; a count window only under a slow-call rule (a
+    /// ticket has a start only then).
     #[inline(always)]
-    fn record_in(
-        &self,
-        store: &WindowStore,
-        t: Ticket,
-        failure: bool,
-        slow: bool,
-        raw: u64,
-        now: u64,
-    ) {
-        let window = match &store.kind {
+    fn record_in(&self, store: &WindowStore, t: Ticket, failure: bool, raw: u64) {
+        match &store.kind {
             StoreKind::Time(w) => {
+                let now = self.shared.clock.now_nanos();
+                let slow = self.is_slow(&t, now);
                 let min_calls = self.shared.hot.min_calls();
                 if let Some(counts) = w.record(t.generation(), now, failure, slow, min_calls) {
-                    self.evaluate(&self.shared.policy.load(), counts, raw, now);
+                    self.evaluate(counts, raw, Some(now));
                 }
-                return;
             }
-            StoreKind::Count(window) => window,
-        };
-        let counts = {
-            let mut g = lock(window);
-            if g.generation != t.generation() {
-                if !newer(t.generation(), g.generation) {
-                    drop(g);
-                    self.count(Counter::Late);
-                    return;
+            StoreKind::Count(w) => {
+                let now = t.start().map(|_| self.shared.clock.now_nanos());
+                let slow = now.is_some_and(|now| self.is_slow(&t, now));
+                match w.record(t.generation(), failure, slow) {
+                    Some(counts) => self.evaluate(counts, raw, now),
+                    None => self.count(Counter::Late),
                 }
-                g.generation = t.generation();
-                g.window.clear();
             }
-            g.window.record(Sample { failure, slow }, now)
-        };
-        self.evaluate(&self.shared.policy.load(), counts, raw, now);
+        }
     }
 
-    /// Checks the rate rules against `counts`, after an outcome recorded at `now` in the closed
-    /// state `raw`, and trips if one fires.
-    #[inline(never)]
-    fn evaluate(&self, policy: &BreakerPolicy, counts: WindowCounts, raw: u64, now: u64) {
-        if counts.calls < policy.min_calls {
+    /// Checks the rate rules against `counts`, after an outcome recorded in the closed state
+    /// `raw` (at `now`, if the clock was read), and trips if one fires. The thresholds come
+    /// from the policy's mirror (`Hot`), so this loads no `ArcSwap`.
+    #[inline]
+    fn evaluate(&self, counts: WindowCounts, raw: u64, now: Option<u64>) {
+        let hot = &self.shared.hot;
+        if counts.calls < hot.min_calls() {
             return;
         }
         // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
-        let reason = if policy
-            .failure_rate_percent
+        let reason = if hot
+            .failure_rate_percent()
             .is_some_and(|p| counts.failure_rate() >= p)
         {
             TransitionReason::FailureRate
-        } else if policy
-            .slow_call
-            .is_some_and(|s| counts.slow_rate() >= s.rate_percent)
+        } else if hot
+            .slow_rate_percent()
+            .is_some_and(|p| counts.slow_rate() >= p)
         {
             TransitionReason::SlowCallRate
         } else {
@@ -358,6 +326,6 @@ impl Inner {
             window: counts,
             ..Cause::default()
         };
-        self.trip(raw, reason, cause, Some(now));
+        self.trip(raw, reason, cause, now);
     }
 }

@@ -40,8 +40,8 @@ use std::time::Duration;
 /// What a breaker keeps only when it needs it (so a consecutive-rule breaker without totals
 /// stays at 64 bytes).
 pub(crate) struct Heavy {
-    /// The sliding window.
-    pub(crate) window: Option<WindowSlot>,
+    /// The sliding window (boxed, so a breaker without one keeps `Heavy` at 32 bytes).
+    pub(crate) window: Option<Box<WindowSlot>>,
     pub(crate) totals: Option<Striped>,
     /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events and
     /// rejections (shared, so a rejection names it without allocating).

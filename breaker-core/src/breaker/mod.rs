@@ -113,6 +113,7 @@ mod permit;
 mod policy;
 mod rejected;
 mod remote;
+mod ring;
 mod snapshot;
 mod state;
 mod striped;
@@ -257,7 +258,9 @@ impl CircuitBreaker {
                 .as_ref()
                 .map_or(0, |k| 2 * std::mem::size_of::<usize>() + k.len());
             n += h.totals.as_ref().map_or(0, |t| t.heap_bytes());
-            n += h.window.as_ref().map_or(0, |w| w.heap_bytes());
+            n += h.window.as_ref().map_or(0, |w| {
+                std::mem::size_of::<closed::WindowSlot>() + w.heap_bytes()
+            });
         }
         n
     }

@@ -48,7 +48,12 @@ pub(crate) struct StripedTimeWindow {
     lines: Box<[Line]>,
     /// `(tag << 1) | gate_open` of the newest evaluation.
     last_eval: AtomicU64,
+    /// The newest bucket seen, `(index << SLOT_BITS) | slot`: while a reading falls in it, a
+    /// call finds its bucket with a multiply and a compare instead of two divisions.
+    cursor: AtomicU64,
 }
+
+const SLOT_BITS: u32 = 24;
 
 fn tag(generation: u32, index: u64) -> u64 {
     (u64::from(generation) << INDEX_BITS) | (index & INDEX_MASK)
@@ -69,6 +74,7 @@ impl StripedTimeWindow {
             stripe_mask: stripes - 1,
             lines,
             last_eval: AtomicU64::new(u64::MAX),
+            cursor: AtomicU64::new(0),
         }
     }
 
@@ -78,6 +84,28 @@ impl StripedTimeWindow {
 
     fn bucket(&self, stripe: usize, slot: usize) -> &Bucket {
         &self.lines[stripe * self.lines_per_stripe + slot / 2].0[slot % 2]
+    }
+
+    /// The bucket index of `now` and its slot in the ring.
+    #[inline(always)]
+    fn locate(&self, now: u64) -> (u64, usize) {
+        let c = self.cursor.load(Ordering::Relaxed);
+        let index = c >> SLOT_BITS;
+        if now.wrapping_sub(index.wrapping_mul(self.bucket_nanos)) < self.bucket_nanos {
+            return (index, (c & ((1 << SLOT_BITS) - 1)) as usize);
+        }
+        self.locate_slow(now)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn locate_slow(&self, now: u64) -> (u64, usize) {
+        let index = now / self.bucket_nanos;
+        let slot = (index % self.buckets as u64) as usize;
+        // Any thread's value is a correct cache entry (index and slot travel together).
+        self.cursor
+            .store((index << SLOT_BITS) | slot as u64, Ordering::Relaxed);
+        (index, slot)
     }
 
     /// Records one outcome of closed-state `generation` at `now`. Returns the window totals if
@@ -91,9 +119,8 @@ impl StripedTimeWindow {
         slow: bool,
         min_calls: u32,
     ) -> Option<WindowCounts> {
-        let index = now / self.bucket_nanos;
+        let (index, slot) = self.locate(now);
         let want = tag(generation, index);
-        let slot = (index % self.buckets as u64) as usize;
         let b = self.bucket(thread_index() & self.stripe_mask, slot);
         let have = b.tag.load(Ordering::Acquire);
         if have != want {

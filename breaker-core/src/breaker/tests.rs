@@ -297,3 +297,33 @@ fn all_lists_hold_every_variant_in_order() {
         .collect();
     assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7]);
 }
+
+#[test]
+fn breakers_from_new_share_their_configuration_not_their_state() {
+    let a = CircuitBreaker::new(consecutive(1)).unwrap();
+    let b = CircuitBreaker::new(consecutive(1)).unwrap();
+    assert!(
+        Arc::ptr_eq(&a.policy(), &b.policy()),
+        "one configuration block for equal policies"
+    );
+    a.try_acquire().unwrap().failure();
+    assert_eq!(a.state(), State::Open);
+    assert_eq!(b.state(), State::Closed, "state is per breaker");
+    assert_eq!(b.snapshot().totals, Some(Totals::default()));
+    let c = CircuitBreaker::new(consecutive(2)).unwrap();
+    assert_eq!(c.policy().consecutive_failures, Some(2));
+    c.try_acquire().unwrap().failure();
+    assert_eq!(c.state(), State::Closed);
+    let d = CircuitBreaker::builder(consecutive(1))
+        .totals(false)
+        .build()
+        .unwrap();
+    assert_eq!(
+        d.snapshot().totals,
+        None,
+        "the totals setting is part of the match"
+    );
+    let e = CircuitBreaker::new(consecutive(1)).unwrap();
+    assert_eq!(e.policy().consecutive_failures, Some(1));
+    assert!(e.snapshot().totals.is_some());
+}

@@ -2,8 +2,9 @@
 //! over one cache line (the idea of Java's `LongAdder`, with a fixed stripe count).
 
 use crate::sync::process::{self, AtomicUsize};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::cell::Cell;
+use std::sync::OnceLock;
 
 /// Lifetime totals of one breaker. Every admitted call ends in exactly one of `succeeded`,
 /// `failed`, `ignored` and `cancelled`; `late` counts those outcomes (already included in the
@@ -48,16 +49,26 @@ pub(crate) enum Counter {
 #[repr(align(64))]
 struct Stripe([AtomicU64; 7]);
 
+/// The striped counters, allocated at the first counted event: a breaker that is made and
+/// dropped, or never called, costs one null pointer (the default `CircuitBreaker::new` stays
+/// one small block). The stripe count is a process constant ([`stripe_count`]), so the
+/// pointer alone says where the stripes end.
 pub(crate) struct Striped {
-    stripes: Box<[Stripe]>,
+    stripes: AtomicPtr<Stripe>,
 }
 
+/// One stripe per CPU rounded up to a power of two, at most 64. Read once per process:
+/// `available_parallelism` reads cgroup files on Linux (tens of microseconds), far too slow to
+/// call per breaker.
 pub(crate) fn stripe_count() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .next_power_of_two()
-        .min(64)
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .next_power_of_two()
+            .min(64)
+    })
 }
 
 /// A small per-thread number, assigned on first use, that picks the thread's stripe (shared by
@@ -81,21 +92,55 @@ pub(crate) fn thread_index() -> usize {
 
 impl Striped {
     pub(crate) fn new() -> Striped {
-        let stripes = (0..stripe_count())
+        Striped {
+            stripes: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The stripes, if any event was counted.
+    #[inline(always)]
+    fn stripes(&self) -> Option<&[Stripe]> {
+        let p = self.stripes.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer is the start of a boxed slice of `stripe_count()` stripes,
+        // published once with release ordering and freed only in `drop` (`&mut self`).
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripe_count()) })
+    }
+
+    /// Allocates the stripes (or takes the ones another thread published first).
+    #[cold]
+    #[inline(never)]
+    fn allocate(&self) -> &[Stripe] {
+        let fresh: Box<[Stripe]> = (0..stripe_count())
             .map(|_| Stripe(std::array::from_fn(|_| AtomicU64::new(0))))
             .collect();
-        Striped { stripes }
+        let fresh = Box::into_raw(fresh) as *mut Stripe;
+        if let Err(_other) = self.stripes.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: `fresh` came from `Box::into_raw` above and was never published.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, stripe_count()))
+            });
+        }
+        self.stripes().expect("published above")
     }
 
     #[inline]
     pub(crate) fn add(&self, counter: Counter) {
-        let stripe = &self.stripes[thread_index() & (self.stripes.len() - 1)];
+        let stripes = match self.stripes() {
+            Some(s) => s,
+            None => self.allocate(),
+        };
+        let stripe = &stripes[thread_index() & (stripes.len() - 1)];
         stripe.0[counter as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn sum(&self) -> Totals {
         let mut t = [0u64; 7];
-        for s in self.stripes.iter() {
+        for s in self.stripes().unwrap_or(&[]) {
             for (acc, c) in t.iter_mut().zip(s.0.iter()) {
                 *acc += c.load(Ordering::Relaxed);
             }
@@ -113,7 +158,19 @@ impl Striped {
         }
     }
 
+    /// Heap bytes of the stripes (0 until the first counted event).
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.stripes)
+        self.stripes().map_or(0, std::mem::size_of_val)
+    }
+}
+
+impl Drop for Striped {
+    fn drop(&mut self) {
+        let p = self.stripes.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: published by `allocate` from a boxed slice of `stripe_count()` stripes;
+            // `&mut self` means no reader is left.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripe_count())) });
+        }
     }
 }

@@ -1,4 +1,6 @@
-//! Sliding windows for the failure-rate and slow-call rules, O(1) per recorded outcome.
+//! Sliding windows for the failure-rate and slow-call rules, O(1) per recorded outcome: the
+//! totals the rules read, and the sequential windows that the breakers' lock-free ones
+//! (`ring.rs`, `striped.rs`) are tested against.
 //!
 //! Both kinds keep running totals next to the raw data, so evaluating a rule after each outcome
 //! (case BR-14) never rescans the window. The count window is a ring of the last `n` outcomes;
@@ -6,6 +8,7 @@
 //! aged out are cleared on the next access (amortised O(1): each bucket is cleared at most once
 //! per lap).
 
+#[cfg(test)]
 use super::policy::SlidingWindow;
 
 /// Totals of a window.
@@ -20,12 +23,14 @@ pub struct WindowCounts {
 }
 
 impl WindowCounts {
+    #[cfg(test)]
     fn add(&mut self, o: Sample) {
         self.calls += 1;
         self.failures += u32::from(o.failure);
         self.slow += u32::from(o.slow);
     }
 
+    #[cfg(test)]
     fn sub(&mut self, calls: u32, failures: u32, slow: u32) {
         self.calls -= calls;
         self.failures -= failures;
@@ -52,19 +57,23 @@ fn percent(part: u32, whole: u32) -> f64 {
 }
 
 /// One recorded outcome as the window sees it.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sample {
     pub failure: bool,
     pub slow: bool,
 }
 
+#[cfg(test)]
 const PRESENT: u8 = 1;
+#[cfg(test)]
 const FAILURE: u8 = 2;
+#[cfg(test)]
 const SLOW: u8 = 4;
 
-/// A sequential window. Breakers keep count windows in it (behind a lock); the time variant is
-/// the sequential reference that the lock-free striped time window (`striped.rs`), which
-/// breakers use for time windows, is property-tested against.
+/// A sequential window: the reference that the breakers' lock-free windows are property-tested
+/// against (the count window of `ring.rs`, the striped time window of `striped.rs`).
+#[cfg(test)]
 #[derive(Debug)]
 pub(crate) enum Window {
     Count {
@@ -82,13 +91,7 @@ pub(crate) enum Window {
     },
 }
 
-#[derive(Debug)]
-pub(crate) struct GenWindow {
-    /// The closed-state generation this window's data belongs to.
-    pub generation: u32,
-    pub window: Window,
-}
-
+#[cfg(test)]
 impl Window {
     pub(crate) fn new(shape: SlidingWindow) -> Window {
         match shape {

@@ -232,6 +232,12 @@ impl Pipeline {
         Fut: Future<Output = Result<T, E>>,
         C: Classifier<T, E> + ?Sized,
     {
+        // The breaker alone (the most common pipeline): no limit, no retry loop, nothing
+        // recorded, so the call is the permit around one attempt. The same steps as the
+        // general path below takes for it, without its context, loop and attempt wrapper.
+        if let (true, Some(breaker)) = (self.is_breaker_only(), breaker) {
+            return self.run_breaker_only(breaker, classifier, op).await;
+        }
         let ctx = match self.deadline {
             Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
             None => Ctx::default(),
@@ -296,6 +302,46 @@ impl Pipeline {
             }
         }
         result
+    }
+
+    /// Whether the pipeline is one breaker layer and nothing else that acts on a call (no
+    /// deadline, no recorder).
+    #[inline(always)]
+    fn is_breaker_only(&self) -> bool {
+        self.len == 1
+            && self.layers[0] == Layer::Breaker
+            && self.deadline.is_none()
+            && self.recorder.is_none()
+    }
+
+    /// A call through a pipeline that is only `breaker` (see [`run`](Self::run)): what the
+    /// general path does for it (metrics, the rejection, the outcome classified once, a
+    /// cancellation or a panic recorded by the permit's guard), in one small future.
+    async fn run_breaker_only<T, E, F, Fut, C>(
+        &self,
+        breaker: &CircuitBreaker,
+        class: &C,
+        mut op: F,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        C: Classifier<T, E> + ?Sized,
+    {
+        let mut permit = match breaker.try_acquire() {
+            Ok(permit) => Held {
+                permit,
+                metrics: &self.metrics,
+            },
+            Err(r) => {
+                self.metrics.rejected(r.reason());
+                return Err(Error::Rejected(Rejection::Breaker(r)));
+            }
+        };
+        // The operation is called only once admitted, as on the general path.
+        let result = op().await;
+        permit.record(class.outcome_of(result.as_ref()));
+        result.map_err(Error::Inner)
     }
 
     /// Like [`call_with`](Self::call_with), and on an error chosen by
