@@ -33,6 +33,7 @@
 //! | [`policy`] | [`SharedPolicy`]: what the scripts decide with; pinned with a fingerprint |
 //! | [`protocol`] | the Lua function library and its checked replies |
 //! | [`store`] | [`Store`]: connection, coordinator, manual control |
+//! | [`fleet`] | [`SharedCircuitBreaker`]: a real [`CircuitBreaker`](breaker_core::breaker::CircuitBreaker) in the fleet ([`Store::share`]) |
 //! | [`link`] | the narrow interface to a local breaker: [`SharedBreaker`] and [`Link`] |
 //! | [`health`] | the store's own breaker, events, [`StoreStats`], metrics |
 //! | [`config`] | [`StoreConfig`], [`OnStoreError`] |
@@ -133,6 +134,7 @@
 
 pub mod config;
 pub mod error;
+pub mod fleet;
 pub mod health;
 pub mod link;
 pub mod names;
@@ -143,6 +145,7 @@ pub mod testing;
 
 pub use config::{OnStoreError, StoreConfig};
 pub use error::StoreError;
+pub use fleet::{SharedCircuitBreaker, SharedPermit};
 pub use health::StoreStats;
 pub use link::{
     Deltas, Link, PolicyMismatch, ProbeGrant, RemoteUpdate, SharedBreaker, StoreStatus,

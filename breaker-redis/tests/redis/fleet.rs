@@ -1,0 +1,362 @@
+//! Real [`CircuitBreaker`]s in a fleet ([`Store::share`]): several replicas in one process, each
+//! with its own store connection and its own local breaker, against a real server. A trip on
+//! one is seen by the others with its origin; the fleet-wide probe cap holds with many
+//! concurrent callers; manual control is seen everywhere; a cancelled or panicking probe
+//! returns its lease.
+
+use crate::common::unique_ns;
+use crate::coordinator::{eventually, replica};
+use breaker_core::breaker::{
+    BreakerPolicy, CircuitBreaker, RejectReason, State, Transition, TransitionReason,
+};
+use breaker_core::clock::Clock;
+use breaker_redis::{Reason, SharedCircuitBreaker, SharedPermit, Store};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Seen = Arc<Mutex<Vec<Transition>>>;
+
+struct Replica {
+    store: Store,
+    shared: SharedCircuitBreaker,
+    seen: Seen,
+}
+
+fn policy(cooldown: Duration, lease: Duration) -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: Some(3),
+        cooldown,
+        cooldown_max: cooldown,
+        half_open_probes: 1,
+        successes_to_close: 1,
+        max_probe_wait: Some(lease),
+        ..BreakerPolicy::default()
+    }
+}
+
+async fn fleet(url: &str, ns: &str, n: usize, policy: &BreakerPolicy) -> Vec<Replica> {
+    let mut out = Vec::new();
+    for r in 0..n {
+        let store = replica(url, ns, &format!("r{r}"), Clock::system()).await;
+        let seen: Seen = Arc::default();
+        let sink = Arc::clone(&seen);
+        let breaker = CircuitBreaker::builder(policy.clone())
+            .name("payments")
+            .on_transition(move |t| sink.lock().unwrap().push(t.clone()))
+            .build()
+            .unwrap();
+        let shared = store.share(&breaker).unwrap();
+        out.push(Replica {
+            store,
+            shared,
+            seen,
+        });
+    }
+    // Every replica has read the fleet's (initial) state.
+    for r in &out {
+        r.store.sync().await.unwrap();
+    }
+    out
+}
+
+fn trip(r: &Replica) {
+    for _ in 0..3 {
+        r.shared.try_acquire().unwrap().failure();
+    }
+}
+
+#[tokio::test]
+async fn a_trip_on_one_replica_is_seen_by_the_others_with_its_origin() {
+    let s = server!();
+    let ns = unique_ns("fleet-trip");
+    let fleet = fleet(
+        &s.url(),
+        &ns,
+        3,
+        &policy(Duration::from_secs(30), Duration::from_secs(5)),
+    )
+    .await;
+    trip(&fleet[0]);
+    assert_eq!(
+        fleet[0].shared.state(),
+        State::Open,
+        "tripped locally at once"
+    );
+    let took = eventually("every replica open", || {
+        fleet.iter().all(|r| r.shared.state() == State::Open)
+    })
+    .await;
+    eprintln!("fleet: a local trip reached 2 other replicas in {took:?}");
+    for r in &fleet[1..] {
+        let rejected = r.shared.try_acquire().unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::Open);
+        let left = rejected.retry_after().unwrap();
+        assert!(
+            left > Duration::from_secs(25) && left <= Duration::from_secs(30),
+            "the fleet's deadline, {left:?} left"
+        );
+        let seen = r.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "one transition: {seen:?}");
+        let t = &seen[0];
+        assert_eq!(
+            (t.from, t.to, t.reason, t.origin.as_deref()),
+            (
+                State::Closed,
+                State::Open,
+                TransitionReason::ConsecutiveFailures,
+                Some("r0")
+            )
+        );
+        // Not counted as this replica's failures: nothing was recorded here.
+        assert_eq!(r.shared.fleet_state().caused_by.unwrap().as_str(), "r0");
+    }
+    // The replica that tripped is not told its own trip twice.
+    fleet[0].store.sync().await.unwrap();
+    let own = fleet[0].seen.lock().unwrap().clone();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(own[0].origin, None, "decided here");
+    assert_eq!(fleet[0].shared.fleet_state().state, State::Open);
+    assert!(fleet[0].shared.fleet_state().by_this_replica);
+}
+
+/// Admits on `b` until the call is a fleet probe holding a lease (bounded: 3 s).
+async fn probe<'a>(b: &'a SharedCircuitBreaker, st: &Store) -> SharedPermit<'a> {
+    let start = Instant::now();
+    loop {
+        if let Ok(p) = b.try_acquire() {
+            if p.is_probe() && p.lease().is_some() {
+                return p;
+            }
+            assert!(!p.is_probe(), "a probe without a lease while healthy");
+            drop(p);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "no fleet probe admitted"
+        );
+        st.sync().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The probe cap across the fleet: 3 replicas, each with a local cap of one probe, 16 callers
+/// each hammering while half-open: never more than one probe in flight across the fleet
+/// (without sharing, three would run: one per replica).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_fleet_wide_probe_cap_holds_with_many_concurrent_callers() {
+    let s = server!();
+    let ns = unique_ns("fleet-probes");
+    let cooldown = Duration::from_millis(100);
+    let fleet = Arc::new(fleet(&s.url(), &ns, 3, &policy(cooldown, Duration::from_secs(5))).await);
+    let cycles = 6;
+    let mut max_seen = 0;
+    let mut probes = 0;
+    for cycle in 0..cycles {
+        if fleet.iter().all(|r| r.shared.state() == State::Closed) {
+            trip(&fleet[cycle % 3]);
+        }
+        eventually("every replica open", || {
+            fleet
+                .iter()
+                .all(|r| matches!(r.shared.state(), State::Open | State::HalfOpen))
+        })
+        .await;
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let max = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let fail = cycle % 2 == 0;
+        let mut tasks = Vec::new();
+        for r in 0..3 {
+            for _ in 0..16 {
+                let b = fleet[r].shared.clone();
+                let (in_flight, max, ran, done) = (
+                    Arc::clone(&in_flight),
+                    Arc::clone(&max),
+                    Arc::clone(&ran),
+                    Arc::clone(&done),
+                );
+                tasks.push(tokio::spawn(async move {
+                    let start = Instant::now();
+                    while !done.load(Ordering::Acquire) && start.elapsed() < Duration::from_secs(3)
+                    {
+                        match b.try_acquire() {
+                            Ok(p) if p.is_probe() => {
+                                let now = in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+                                max.fetch_max(now, Ordering::AcqRel);
+                                tokio::time::sleep(Duration::from_millis(30)).await;
+                                in_flight.fetch_sub(1, Ordering::AcqRel);
+                                ran.fetch_add(1, Ordering::AcqRel);
+                                if fail {
+                                    p.failure();
+                                } else {
+                                    p.success();
+                                }
+                                done.store(true, Ordering::Release);
+                            }
+                            // Closed again (the fleet closed): this caller is done.
+                            Ok(p) => {
+                                p.success();
+                                return;
+                            }
+                            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                        }
+                    }
+                }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let m = max.load(Ordering::Acquire);
+        assert!(
+            ran.load(Ordering::Acquire) >= 1,
+            "cycle {cycle}: no probe ran"
+        );
+        assert_eq!(
+            m, 1,
+            "cycle {cycle}: {m} probes in flight across the fleet, cap 1"
+        );
+        max_seen = max_seen.max(m);
+        probes += ran.load(Ordering::Acquire);
+        // The fleet's outcome reaches every replica.
+        let want = if fail { State::Open } else { State::Closed };
+        eventually("every replica at the probe's outcome", || {
+            fleet.iter().all(|r| r.shared.state() == want)
+        })
+        .await;
+        if fail {
+            tokio::time::sleep(cooldown).await;
+        }
+    }
+    let requests: u64 = fleet.iter().map(|r| r.shared.lease_requests()).sum();
+    eprintln!(
+        "fleet: {cycles} half-open cycles, 3 replicas x 16 callers: max {max_seen} probe in flight, \
+         {probes} probes, {requests} lease requests"
+    );
+}
+
+#[tokio::test]
+async fn force_open_force_closed_and_reset_are_seen_by_every_replica() {
+    let s = server!();
+    let ns = unique_ns("fleet-force");
+    let fleet = fleet(
+        &s.url(),
+        &ns,
+        3,
+        &policy(Duration::from_secs(30), Duration::from_secs(5)),
+    )
+    .await;
+    fleet[1].shared.force_open().await.unwrap();
+    eventually("every replica forced open", || {
+        fleet.iter().all(|r| r.shared.state() == State::ForcedOpen)
+    })
+    .await;
+    for r in &fleet {
+        assert_eq!(
+            r.shared.try_acquire().unwrap_err().reason(),
+            RejectReason::ForcedOpen
+        );
+    }
+    let last = fleet[2].seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (last.to, last.reason, last.origin.as_deref()),
+        (State::ForcedOpen, TransitionReason::Manual, Some("r1"))
+    );
+
+    fleet[0].shared.force_closed().await.unwrap();
+    eventually("every replica forced closed", || {
+        fleet
+            .iter()
+            .all(|r| r.shared.state() == State::ForcedClosed)
+    })
+    .await;
+    for r in &fleet {
+        for _ in 0..5 {
+            r.shared.try_acquire().unwrap().failure();
+        }
+        assert_eq!(r.shared.state(), State::ForcedClosed, "records nothing");
+    }
+
+    fleet[2].shared.reset().await.unwrap();
+    eventually("every replica closed", || {
+        fleet.iter().all(|r| r.shared.state() == State::Closed)
+    })
+    .await;
+    let last = fleet[0].seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (last.to, last.origin.as_deref()),
+        (State::Closed, Some("r2"))
+    );
+    // After the reset a trip works as before.
+    trip(&fleet[0]);
+    eventually("every replica open after the reset", || {
+        fleet.iter().all(|r| r.shared.state() == State::Open)
+    })
+    .await;
+}
+
+/// A probe cancelled (its permit dropped, as by a timeout or a dropped future) returns its
+/// lease at once, so another replica probes long before the 30 s lease time; a probe whose
+/// call panics returns its lease as a failed probe, and the fleet re-opens.
+#[tokio::test]
+async fn a_cancelled_probe_returns_its_lease_and_a_panicking_one_fails_it() {
+    let s = server!();
+    let ns = unique_ns("fleet-cancel");
+    let cooldown = Duration::from_millis(50);
+    let fleet = fleet(&s.url(), &ns, 2, &policy(cooldown, Duration::from_secs(30))).await;
+    trip(&fleet[0]);
+    eventually("both open", || {
+        fleet.iter().all(|r| r.shared.state() == State::Open)
+    })
+    .await;
+    tokio::time::sleep(cooldown).await;
+    let p = probe(&fleet[0].shared, &fleet[0].store).await;
+    // While it is held, the other replica gets no lease.
+    for _ in 0..20 {
+        assert!(fleet[1].shared.try_acquire().is_err());
+        fleet[1].store.sync().await.unwrap();
+    }
+    let t = Instant::now();
+    drop(p);
+    fleet[0].store.sync().await.unwrap();
+    let p = probe(&fleet[1].shared, &fleet[1].store).await;
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the cancelled lease came back at once, not at its 30 s expiry"
+    );
+    let generation = fleet[1].shared.fleet_state().generation;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _held = p;
+        panic!("the probe's call panicked");
+    }));
+    assert!(r.is_err());
+    fleet[1].store.sync().await.unwrap();
+    eventually("the fleet re-opened by the failed probe", || {
+        let f = fleet[0].shared.fleet_state();
+        f.generation > generation && f.state == State::Open && f.reason == Reason::ProbeFailed
+    })
+    .await;
+    eventually("both open", || {
+        fleet.iter().all(|r| r.shared.state() == State::Open)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_breaker_without_a_valid_name_cannot_be_shared() {
+    let s = server!();
+    let ns = unique_ns("fleet-name");
+    let store = replica(&s.url(), &ns, "r0", Clock::system()).await;
+    let unnamed = CircuitBreaker::new(BreakerPolicy::default()).unwrap();
+    let err = store.share(&unnamed).unwrap_err().to_string();
+    assert!(err.contains("cannot share this breaker"), "{err}");
+    let named = CircuitBreaker::builder(BreakerPolicy::default())
+        .name("orders")
+        .build()
+        .unwrap();
+    let _shared = store.share(&named).unwrap();
+    let err = store.share(&named).unwrap_err().to_string();
+    assert!(err.contains("already registered"), "{err}");
+}
