@@ -92,7 +92,7 @@ fn expected(at: [&str; 9]) -> Vec<String> {
                         `neutral_probe`";
     let file = [
         "default.timout: unknown field `timout`, expected one of `breaker`, `retry`, \
-         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`; \
+         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; \
          did you mean `timeout`?"
             .to_owned(),
         "default.idempotent: invalid type: string \"yes\", expected a boolean".to_owned(),
