@@ -145,7 +145,9 @@ pub mod testing;
 
 pub use config::{OnStoreError, StoreConfig};
 pub use error::StoreError;
-pub use fleet::{SharedCircuitBreaker, SharedPermit};
+#[cfg(feature = "config")]
+pub use fleet::share_policies;
+pub use fleet::{install, installed, share_scoped, ShareError, SharedCircuitBreaker, SharedPermit};
 pub use health::StoreStats;
 pub use link::{
     Deltas, Link, PolicyMismatch, ProbeGrant, RemoteUpdate, SharedBreaker, StoreStatus,

@@ -360,3 +360,122 @@ async fn a_breaker_without_a_valid_name_cannot_be_shared() {
     let err = store.share(&named).unwrap_err().to_string();
     assert!(err.contains("already registered"), "{err}");
 }
+
+/// `quorum(2)`: one replica's trip is a vote and opens only itself; a second replica's trip
+/// opens the fleet.
+#[tokio::test]
+async fn under_quorum_two_one_replica_does_not_open_the_fleet_and_two_do() {
+    use breaker_core::scope::Scope;
+    let s = server!();
+    let ns = unique_ns("fleet-quorum");
+    let mut fleet = Vec::new();
+    for r in 0..3 {
+        let store = replica(&s.url(), &ns, &format!("r{r}"), Clock::system()).await;
+        let breaker =
+            CircuitBreaker::builder(policy(Duration::from_secs(30), Duration::from_secs(5)))
+                .name("search")
+                .build()
+                .unwrap();
+        let shared = store
+            .share_scoped(&breaker, Scope::Quorum(2))
+            .unwrap()
+            .unwrap();
+        store.sync().await.unwrap();
+        fleet.push((store, shared));
+    }
+    for _ in 0..3 {
+        fleet[0].1.try_acquire().unwrap().failure();
+    }
+    for (st, _) in &fleet {
+        st.sync().await.unwrap();
+    }
+    // Give a push time to arrive, were one sent.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(fleet[0].1.state(), State::Open, "its own trip");
+    for (_, b) in &fleet[1..] {
+        assert_eq!(b.state(), State::Closed, "one vote of two");
+        assert_eq!(b.fleet_state().state, State::Closed);
+    }
+    for _ in 0..3 {
+        fleet[1].1.try_acquire().unwrap().failure();
+    }
+    eventually("the fleet open after the second vote", || {
+        fleet[2].1.state() == State::Open
+    })
+    .await;
+    assert_eq!(fleet[2].1.fleet_state().caused_by.unwrap().as_str(), "r1");
+}
+
+#[tokio::test]
+async fn a_shared_scope_without_a_store_is_an_error_and_local_is_left_alone() {
+    use breaker_core::scope::Scope;
+    let b = CircuitBreaker::builder(BreakerPolicy::default())
+        .name("search")
+        .build()
+        .unwrap();
+    // No store is installed in this test binary.
+    assert!(breaker_redis::installed().is_none());
+    let err = breaker_redis::share_scoped(&b, Scope::Shared)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "breaker `search` has scope `shared` but no store is installed: connect one \
+         (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`), or give \
+         the policy scope `local`"
+    );
+    assert!(breaker_redis::share_scoped(&b, Scope::Local)
+        .unwrap()
+        .is_none());
+}
+
+/// A config file's scopes and `[store]` table: the shared policy's breaker joins the fleet,
+/// the local one does not; without a store it is an error.
+#[tokio::test]
+async fn policies_of_a_config_file_are_shared_by_their_scope() {
+    use breaker_core::config::{Format, Loader, PolicyRegistry};
+    let s = server!();
+    let ns = unique_ns("fleet-config");
+    let text = format!(
+        r#"[policies.search]
+breaker = "3 consecutive, open 30s"
+scope = "shared"
+
+[policies.local]
+breaker = "3 consecutive, open 30s"
+
+[store]
+url = "redis://127.0.0.1:1/"
+namespace = "{ns}"
+flush_interval = "50ms"
+"#
+    );
+    let loader = Loader::text(&text, Format::Toml).env_vars([
+        ("BREAKER__STORE__URL", s.url().as_str()),
+        ("BREAKER__STORE__REPLICA", "cfg-1"),
+    ]);
+    let policies = loader.load().unwrap();
+    let registry = PolicyRegistry::from_policies(policies.clone());
+    let err = breaker_redis::share_policies(None, &policies, &registry).unwrap_err();
+    assert!(
+        matches!(err, breaker_redis::ShareError::NoStore { .. }),
+        "{err}"
+    );
+    let config = breaker_redis::StoreConfig::from_settings(policies.store().unwrap()).unwrap();
+    assert!(format!("{config:?}").contains("cfg-1"));
+    let store = Store::connect(config).await.unwrap();
+    let shared = breaker_redis::share_policies(Some(&store), &policies, &registry).unwrap();
+    assert_eq!(shared.keys().collect::<Vec<_>>(), ["search"]);
+    assert_eq!(shared["search"].id().as_str(), "search");
+    // The registry's breaker is the shared one's local breaker: a trip through it is shared.
+    for _ in 0..3 {
+        shared["search"].try_acquire().unwrap().failure();
+    }
+    store.sync().await.unwrap();
+    let b = registry.breaker("search").unwrap();
+    assert_eq!(b.state(), State::Open);
+    eventually("the fleet open", || {
+        shared["search"].fleet_state().state == State::Open
+    })
+    .await;
+}
