@@ -479,3 +479,197 @@ flush_interval = "50ms"
     })
     .await;
 }
+
+// --- Replicas as OS processes ------------------------------------------------------------------
+
+const ROLE: &str = "BREAKER_REDIS_FLEET_ROLE";
+
+fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// The replica role: run only when re-executed by
+/// [`replicas_as_os_processes_share_trips_and_the_probe_cap`] (with `BREAKER_REDIS_FLEET_ROLE`
+/// set); a plain test run passes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn os_process_replica_role() {
+    let Ok(id) = std::env::var(ROLE) else {
+        return;
+    };
+    let url = std::env::var("BREAKER_REDIS_FLEET_URL").unwrap();
+    let ns = std::env::var("BREAKER_REDIS_FLEET_NS").unwrap();
+    let cooldown = Duration::from_millis(100);
+    let store = replica(&url, &ns, &id, Clock::system()).await;
+    let breaker = CircuitBreaker::builder(policy(cooldown, Duration::from_secs(5)))
+        .name("orders")
+        .build()
+        .unwrap();
+    let shared = store.share(&breaker).unwrap();
+    store.sync().await.unwrap();
+    // Every replica is up before the trip (the parent waits for these lines).
+    println!("@@ ready {id}");
+    if id == "p0" {
+        // Wait for the parent's go (a file), then trip.
+        let go = std::env::var("BREAKER_REDIS_FLEET_GO").unwrap();
+        let start = Instant::now();
+        while !std::path::Path::new(&go).exists() {
+            assert!(start.elapsed() < Duration::from_secs(10), "no go");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for _ in 0..3 {
+            shared.try_acquire().unwrap().failure();
+        }
+        store.sync().await.unwrap();
+    }
+    let start = Instant::now();
+    while shared.state() != State::Open {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{id}: never open"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let origin = shared
+        .fleet_state()
+        .caused_by
+        .map(|r| r.as_str().to_owned());
+    println!("@@ open {id} origin={}", origin.unwrap_or_default());
+    // Half-open cycles: 8 callers hammer; a probe holds its lease 40 ms and fails.
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let b = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut spans = Vec::new();
+            while Instant::now() < deadline {
+                match b.try_acquire() {
+                    Ok(p) if p.is_probe() => {
+                        let from = unix_us();
+                        tokio::time::sleep(Duration::from_millis(40)).await;
+                        spans.push((from, unix_us()));
+                        p.failure();
+                    }
+                    Ok(p) => p.success(),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                }
+            }
+            spans
+        }));
+    }
+    for t in tasks {
+        for (from, to) in t.await.unwrap() {
+            println!("@@ probe {id} {from} {to}");
+        }
+    }
+    println!("@@ done {id}");
+}
+
+/// Four OS processes (this test binary re-executed in the replica role) share one breaker
+/// through one server: a trip in one process opens the other three (with its origin), and
+/// across the processes' half-open cycles no two probes ever overlap (cap 1).
+#[test]
+fn replicas_as_os_processes_share_trips_and_the_probe_cap() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let s = server!();
+    let ns = unique_ns("fleet-procs");
+    let go = std::env::temp_dir().join(format!("{ns}.go"));
+    let _ = std::fs::remove_file(&go);
+    let exe = std::env::current_exe().unwrap();
+    let mut children = Vec::new();
+    for p in 0..4 {
+        let child = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "fleet::os_process_replica_role",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, format!("p{p}"))
+            .env("BREAKER_REDIS_FLEET_URL", s.url())
+            .env("BREAKER_REDIS_FLEET_NS", &ns)
+            .env("BREAKER_REDIS_FLEET_GO", &go)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        children.push(child);
+    }
+    // Readers: each child's lines, collected on a thread.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mut readers = Vec::new();
+    for c in &mut children {
+        let out = c.stdout.take().unwrap();
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || {
+            use std::io::BufRead;
+            // libtest prints around the role's lines; its own lines start at `@@ `.
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some(i) = line.find("@@ ") {
+                    let _ = tx.send(line[i + 3..].to_owned());
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut lines = Vec::new();
+    let start = Instant::now();
+    while lines
+        .iter()
+        .filter(|l: &&String| l.starts_with("ready "))
+        .count()
+        < 4
+    {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => lines.push(l),
+            Err(e) => panic!(
+                "replicas not ready: {e:?} after {:?}: {lines:?}",
+                start.elapsed()
+            ),
+        }
+    }
+    std::fs::write(&go, b"go").unwrap();
+    for l in rx.iter() {
+        lines.push(l);
+    }
+    for mut c in children {
+        assert!(
+            c.wait().unwrap().success(),
+            "a replica process failed: {lines:?}"
+        );
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+    let _ = std::fs::remove_file(&go);
+    let opened: Vec<&String> = lines.iter().filter(|l| l.starts_with("open ")).collect();
+    assert_eq!(opened.len(), 4, "{lines:?}");
+    for l in &opened {
+        assert!(l.ends_with("origin=p0"), "{l}");
+    }
+    let mut spans: Vec<(u64, u64)> = lines
+        .iter()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("probe ")?.split(' ').skip(1);
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect();
+    spans.sort();
+    assert!(spans.len() >= 3, "too few probes: {lines:?}");
+    for w in spans.windows(2) {
+        assert!(
+            w[1].0 >= w[0].1,
+            "two probes overlapped across processes: {:?} and {:?}",
+            w[0],
+            w[1]
+        );
+    }
+    eprintln!(
+        "fleet: 4 OS processes: a trip seen by all with its origin; {} probes across them, never two at once",
+        spans.len()
+    );
+}
