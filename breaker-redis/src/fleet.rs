@@ -31,6 +31,26 @@
 //!
 //! Nothing is held across the user's call: a permit holds a lease (a value), not a lock.
 //!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // README: begin
+//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+//! use breaker_redis::{Store, StoreConfig};
+//!
+//! let store = Store::connect(StoreConfig::new("redis://127.0.0.1:6379/", "shop")?).await?;
+//! let breaker = CircuitBreaker::builder(BreakerPolicy::default())
+//!     .name("payments")
+//!     .build()?;
+//! let payments = store.share(&breaker)?; // one breaker for every replica
+//! match payments.try_acquire() {
+//!     Ok(permit) => permit.success(), // closed: counted here, flushed in aggregate
+//!     Err(rejected) => println!("{rejected}"), // open somewhere in the fleet, or no probe lease
+//! }
+//! payments.force_open().await?; // every replica rejects until `reset`
+//! // README: end
+//! # Ok(()) }
+//! ```
+//!
 //! # Bounds and limits
 //! - `probe_lease` must cover a probe's whole call (its attempt timeout plus a margin): a
 //!   probe that outlives its lease may overlap with the next lease holder's.
@@ -458,7 +478,7 @@ impl SharedCircuitBreaker {
             .retain(|(l, until)| l.generation() == generation && now < *until);
         if let Some((lease, _)) = g.leases.pop() {
             drop(g);
-            return Ok(local(permit, Some(lease)));
+            return Ok(local(permit, Some(Box::new(lease))));
         }
         let waiting = g
             .retry_at
@@ -577,7 +597,8 @@ impl SharedCircuitBreaker {
 pub struct SharedPermit<'a> {
     h: &'a Handle,
     permit: Option<Permit<'a>>,
-    lease: Option<Lease>,
+    /// Boxed: a closed call's permit stays small (it is returned by value on the hot path).
+    lease: Option<Box<Lease>>,
     closed: bool,
     start: u64,
 }
@@ -617,7 +638,7 @@ impl SharedPermit<'_> {
     /// The fleet lease of a probe (`None` for a closed call, or a local probe while the store
     /// is degraded).
     pub fn lease(&self) -> Option<&Lease> {
-        self.lease.as_ref()
+        self.lease.as_deref()
     }
 
     /// Records `outcome`.
@@ -650,7 +671,7 @@ impl SharedPermit<'_> {
             if outcome == Outcome::Failure || slow {
                 self.check_trip(slow);
             }
-        } else if let Some(lease) = self.lease.take() {
+        } else if let Some(lease) = self.lease.take().map(|l| *l) {
             let end = match outcome {
                 Outcome::Success => ProbeOutcome::Success,
                 Outcome::Failure => ProbeOutcome::Failure,
@@ -693,7 +714,7 @@ impl Drop for SharedPermit<'_> {
     fn drop(&mut self) {
         // The local permit records a cancellation (or a failure while panicking) itself.
         drop(self.permit.take());
-        if let Some(lease) = self.lease.take() {
+        if let Some(lease) = self.lease.take().map(|l| *l) {
             let end = if std::thread::panicking() {
                 ProbeOutcome::Failure
             } else {

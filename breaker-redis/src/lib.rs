@@ -44,7 +44,8 @@
 //! use breaker_redis::testing::{Admission, FakeBreaker, Outcome};
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Store::connect(StoreConfig::new("redis://127.0.0.1:6379/", "checkout")?).await?;
-//! // A real breaker implements `SharedBreaker`; the fake shows the exchange.
+//! // A real breaker joins with `store.share(&breaker)` (see [`fleet`]); the fake shows the
+//! // exchange with the coordinator.
 //! let payments = FakeBreaker::register(&store, BreakerId::new("payments")?, &SharedPolicy::default())?;
 //! if payments.admit() == Admission::Admitted {
 //!     payments.record(Outcome::Success); // counted locally, flushed within a second
@@ -110,6 +111,11 @@
 //! `tls` feature (rustls; tested against a local TLS-only `redis-server`).
 //!
 //! # Where this deviates from the design document, and why
+//! - **A real breaker joins through a wrapper**, [`SharedCircuitBreaker`], not hooks in the
+//!   core's closed path: the core breaker's closed path stays exactly as fast for local
+//!   breakers, and the wrapper adds a relaxed add and a relaxed load. The cost: a breaker is
+//!   shared only for calls made through the wrapper (`#[circuit_breaker]` and pipelines call
+//!   the core breaker directly, so a shared scope there is refused for now, see [`fleet`]).
 //! - **The window is one string per breaker**, its non-empty buckets `epoch:ok:fail:slow`
 //!   joined, epochs modulo 10^6, rewritten whole on each flush (stale buckets dropped then), with
 //!   an expiry of two windows; and at most 20 buckets. A hash of buckets cost ~1.4 KiB with 20
