@@ -6,6 +6,9 @@
 //! as by default); without `redis-server` on `PATH` the store is started unconnected, which
 //! takes the same closed path.
 
+// `criterion_group!` generates an undocumented public function.
+#![allow(missing_docs)]
+
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker_redis::{Store, StoreConfig};
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -523,7 +523,8 @@ fn store_settings(
     };
     let url = required(&t.url, "url");
     let namespace = required(&t.namespace, "namespace");
-    if !url.is_empty() && !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+    let redis = url.starts_with("redis://") || url.starts_with("rediss://");
+    if !url.is_empty() && !redis {
         let path = at("url");
         // The URL may hold a password: only its scheme is quoted.
         let scheme = url.split_once("://").map_or("", |(s, _)| s);

@@ -673,3 +673,80 @@ fn replicas_as_os_processes_share_trips_and_the_probe_cap() {
         spans.len()
     );
 }
+
+/// The store killed: in mode `local` a real shared breaker goes on admitting and recording (its
+/// local rules still trip it); in mode `closed(grace)` it rejects every call once the grace is
+/// over. No call waits for the store.
+#[tokio::test]
+async fn with_the_store_down_local_mode_goes_on_and_closed_grace_rejects() {
+    use breaker_redis::{OnStoreError, ReplicaId, StoreConfig};
+    let mut s = server!();
+    let ns = unique_ns("fleet-down");
+    let config = |replica: &str, mode| {
+        StoreConfig::new(&s.url(), &ns)
+            .unwrap()
+            .replica(ReplicaId::new(replica).unwrap())
+            .flush_interval(Duration::from_millis(20))
+            .flush_jitter(0.0)
+            .op_timeout(Duration::from_millis(50))
+            .store_breaker(1, Duration::from_secs(30), Duration::from_secs(30))
+            .on_error(mode)
+    };
+    let local_store = Store::connect(config("r0", OnStoreError::Local))
+        .await
+        .unwrap();
+    let closed_store = Store::connect(config(
+        "r1",
+        OnStoreError::Closed {
+            grace: Duration::from_millis(100),
+        },
+    ))
+    .await
+    .unwrap();
+    let named = |n: &str| {
+        CircuitBreaker::builder(policy(Duration::from_secs(30), Duration::from_secs(5)))
+            .name(n)
+            .build()
+            .unwrap()
+    };
+    let a = local_store.share(&named("a")).unwrap();
+    let b = closed_store.share(&named("b")).unwrap();
+    local_store.sync().await.unwrap();
+    closed_store.sync().await.unwrap();
+    s.kill();
+    let start = Instant::now();
+    eventually("both stores degraded", || {
+        let t = Instant::now();
+        a.try_acquire().unwrap().success();
+        assert!(
+            t.elapsed() < Duration::from_millis(5),
+            "a call waited for the store"
+        );
+        if let Ok(p) = b.try_acquire() {
+            p.success();
+        }
+        local_store.status() != breaker_redis::StoreStatus::Healthy
+            && closed_store.status() != breaker_redis::StoreStatus::Healthy
+    })
+    .await;
+    assert_eq!(
+        local_store.status(),
+        breaker_redis::StoreStatus::DegradedLocal
+    );
+    eventually("closed(100ms) rejects after its grace", || {
+        b.try_acquire().is_err()
+    })
+    .await;
+    assert!(
+        start.elapsed() >= Duration::from_millis(100),
+        "not before the grace"
+    );
+    assert_eq!(b.try_acquire().unwrap_err().reason(), RejectReason::Open);
+    for _ in 0..50 {
+        a.try_acquire().unwrap().success();
+    }
+    for _ in 0..3 {
+        a.try_acquire().unwrap().failure();
+    }
+    assert_eq!(a.state(), State::Open, "local rules still trip it");
+}
