@@ -13,7 +13,7 @@
 //!   vote under quorum, the fleet's trip under `shared`.
 //! - **Transitions decided anywhere** are applied through the core's one transition path
 //!   (`CircuitBreaker::apply_remote`): listeners, `tracing` events and metrics fire on every
-//!   replica, with the replica that caused them as [`Transition::origin`]. A transition this
+//!   replica, with the replica that caused them as [`Transition::origin`](breaker_core::breaker::Transition::origin). A transition this
 //!   replica made itself and already is in is not applied twice.
 //! - **Half-open probes need a lease.** When the local breaker would admit a probe, the
 //!   wrapper lets it through only with a lease of the fleet's current generation; without one,
@@ -26,7 +26,7 @@
 //!   as a failure; a lease that is never returned (the replica died) frees itself at its
 //!   expiry. A lease is used locally only until `request time + probe_lease`, which is never
 //!   later than the server's expiry, so a stale lease is never used.
-//! - **Store errors**, per [`OnStoreError`](crate::OnStoreError): degraded `local` and `open`
+//! - **Store errors**, per [`OnStoreError`]: degraded `local` and `open`
 //!   probe by the local rules (no lease); `closed(grace)` past its grace rejects every call.
 //!
 //! Nothing is held across the user's call: a permit holds a lease (a value), not a lock.
