@@ -27,7 +27,7 @@ fn check_prints_every_mistake_and_exits_1() {
         format!(
             "error: {bad}:3:5: policies.a.timout: unknown field `timout`, expected one of \
              `breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, \
-             `max_keys`, `key_idle`; did you mean `timeout`?\n\
+             `max_keys`, `key_idle`, `scope`; did you mean `timeout`?\n\
              error: {bad}:5:29: policies.a.breaker.consecutive_failures: must be at least 1, \
              got 0\n\
              error: {bad}:8:21: policies.b.retry.max_attempts: invalid type: string \"many\", \

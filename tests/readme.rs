@@ -129,3 +129,35 @@ fn readme_block_is_this_code() {
     let code: Vec<&str> = code.into_iter().filter(|l| !l.is_empty()).collect();
     assert_eq!(readme, code);
 }
+
+/// The README's block on sharing breakers is the doc example of `breaker_redis::fleet` (a
+/// compiled doc test) between its `README:` markers, line for line; the example runs against
+/// a real server in `breaker-redis/tests/redis/fleet.rs`.
+#[test]
+fn readme_fleet_block_is_the_doc_example() {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("## Sharing breakers across replicas")
+        .expect("the README has a section on sharing breakers");
+    let block = &readme[start..];
+    let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
+    let block = &block[..block.find("```").unwrap()];
+    let source = include_str!("../breaker-redis/src/fleet.rs");
+    let mut code = Vec::new();
+    let mut inside = false;
+    for line in source.lines() {
+        let line = line.trim_start_matches("//!").trim();
+        match line {
+            "// README: begin" => inside = true,
+            "// README: end" => inside = false,
+            l if inside && !l.is_empty() => code.push(l),
+            _ => {}
+        }
+    }
+    let readme: Vec<&str> = block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(readme, code);
+}

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod record;
 pub mod registry;
 pub mod retry;
+pub mod scope;
 mod sync;
 pub mod timeout;
 #[cfg(feature = "tower")]

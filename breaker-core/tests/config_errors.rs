@@ -92,7 +92,7 @@ fn expected(at: [&str; 9]) -> Vec<String> {
                         `neutral_probe`";
     let file = [
         "default.timout: unknown field `timout`, expected one of `breaker`, `retry`, \
-         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`; \
+         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; \
          did you mean `timeout`?"
             .to_owned(),
         "default.idempotent: invalid type: string \"yes\", expected a boolean".to_owned(),
@@ -227,4 +227,127 @@ fn key_bounds_per_policy() {
             "5:12: policies.b.max_keys: invalid value: integer `-1`, expected u32",
         ]
     );
+}
+
+/// Scopes and the `[store]` table: every mistake at once, at its key; a shared scope without
+/// a store is an error, never a silent local breaker; an environment override reaches the
+/// store table.
+#[test]
+fn scopes_and_the_store_table_report_every_mistake_at_once() {
+    let text = r#"[policies.payments]
+breaker = "5 consecutive, open 30s"
+scope = "sharde"
+
+[policies.orders]
+breaker = "5 consecutive, open 30s"
+scope = "quorum(0)"
+
+[policies.search]
+breaker = "5 consecutive, open 30s"
+scope = "shared"
+
+[policies.plain]
+timeout = "1s"
+scope = "shared"
+"#;
+    let got = errors(text, Format::Toml, &[]);
+    assert_eq!(
+        got,
+        [
+            "3:9: policies.payments.scope: unknown scope `sharde` at 0..6; expected one of \
+             `local`, `shared` or `quorum(k)` with k in 1..=1000; did you mean `shared`?",
+            "7:9: policies.orders.scope: quorum `0` is out of range: must be in 1..=1000 at 7..8 \
+             (in \"quorum(0)\")",
+            "11:9: policies.search.scope: scope `shared` of policy `search` needs a `[store]` \
+             table (`url`, `namespace`); a shared breaker never falls back to local silently",
+            "15:9: policies.plain.scope: scope `shared` of policy `plain` shares its breaker, \
+             but the policy has no `breaker`",
+        ],
+        "{got:#?}"
+    );
+
+    let text = r#"[policies.search]
+breaker = "5 consecutive, open 30s"
+scope = "shared"
+
+[store]
+url = "http://user:secret@cache:6379"
+flush_intervall = "1s"
+on_error = "shut"
+"#;
+    let got = errors(text, Format::Toml, &[]);
+    assert_eq!(got.len(), 4, "{got:#?}");
+    assert!(got.iter().all(|e| !e.contains("secret")), "{got:#?}");
+    assert!(
+        got[1].contains("store.url: unsupported URL scheme `http`"),
+        "{got:#?}"
+    );
+    assert!(got[2].contains("store.flush_intervall"), "{got:#?}");
+    assert!(
+        got[3].contains("store.on_error: unknown store-error mode `shut`"),
+        "{got:#?}"
+    );
+    assert!(
+        got[0].contains("5:1: store: missing key `namespace` in the `[store]` table"),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn a_store_table_with_env_overrides_loads_with_the_scopes() {
+    use breaker_core::scope::{Scope, StoreErrorMode};
+    let text = r#"[default]
+scope = "quorum(2)"
+
+[policies.search]
+breaker = "5 consecutive, open 30s"
+
+[policies.payments]
+breaker = "5 consecutive, open 30s"
+scope = "local"
+
+[store]
+url = "redis://127.0.0.1:6379/"
+namespace = "shop"
+"#;
+    let policies = Loader::text(text, Format::Toml)
+        .env_vars([
+            ("BREAKER__STORE__URL", "redis://app:hunter2@10.0.0.5:6379/"),
+            ("BREAKER__STORE__FLUSH_INTERVAL", "250ms"),
+            ("BREAKER__STORE__ON_ERROR", "closed(30s)"),
+            ("BREAKER__STORE__REPLICA", "web-1"),
+        ])
+        .load()
+        .unwrap();
+    assert_eq!(
+        policies.scope("search"),
+        Scope::Quorum(2),
+        "inherited from default"
+    );
+    assert_eq!(policies.scope("payments"), Scope::Local);
+    assert_eq!(policies.scope("nope"), Scope::Local);
+    let st = policies.store().unwrap();
+    assert_eq!(st.url, "redis://app:hunter2@10.0.0.5:6379/");
+    assert_eq!(st.namespace, "shop");
+    assert_eq!(st.replica.as_deref(), Some("web-1"));
+    assert_eq!(
+        st.flush_interval,
+        Some(std::time::Duration::from_millis(250))
+    );
+    assert_eq!(
+        st.on_error,
+        StoreErrorMode::Closed {
+            grace: std::time::Duration::from_secs(30)
+        }
+    );
+    let printed = policies.to_string();
+    assert!(printed.contains("scope = \"quorum(2)\""), "{printed}");
+    assert!(
+        printed.contains("url = \"redis://app:***@10.0.0.5:6379/\""),
+        "{printed}"
+    );
+    assert!(!printed.contains("hunter2"), "{printed}");
+    // What is printed loads back to the same scopes.
+    let again = Loader::text(&printed, Format::Toml).load().unwrap();
+    assert_eq!(again.scope("search"), Scope::Quorum(2));
 }

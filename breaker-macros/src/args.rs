@@ -134,6 +134,8 @@ pub(crate) struct Args {
     pub max_keys: Option<Given<LitInt>>,
     /// `key_idle = "D"`: a closed key breaker unused for D may be evicted.
     pub key_idle: Option<Given<LitStr>>,
+    /// `scope = "local"`: where the breaker's state lives (checked; only `local` for now).
+    pub scope: Option<Given<LitStr>>,
     /// `flatten` or `flatten = bool`: keep the declared error type.
     pub flatten: Option<Given<LitBool>>,
 }
@@ -183,6 +185,7 @@ impl Args {
             Key::ByKey => of(&self.key),
             Key::MaxKeys => of(&self.max_keys),
             Key::KeyIdle => of(&self.key_idle),
+            Key::Scope => of(&self.scope),
             Key::Flatten => of(&self.flatten),
             Key::Policy => of(&self.policy),
             Key::Config => of(&self.config),
@@ -311,6 +314,7 @@ impl Args {
             Key::ByKey => set_once(cx, &mut self.key, &key, Some(v.clone())),
             Key::MaxKeys => set_once(cx, &mut self.max_keys, &key, int(cx, option, v)),
             Key::KeyIdle => set_once(cx, &mut self.key_idle, &key, string(cx, option, v)),
+            Key::Scope => set_once(cx, &mut self.scope, &key, string(cx, option, v)),
             Key::Flatten => {
                 let flag = match v {
                     Expr::Lit(ExprLit {
@@ -380,6 +384,7 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
         | Key::Name
         | Key::ByKey
         | Key::KeyIdle
+        | Key::Scope
         | Key::Policy
         | Key::Config => "a string literal",
     };

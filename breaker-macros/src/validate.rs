@@ -113,6 +113,7 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
         _ => None,
     };
     let (max_keys, key_idle) = key_bounds(cx, &args);
+    check_scope(cx, &args);
     if let Some(f) = &func {
         if reruns {
             check_receiver_reusable(cx, f, &args);
@@ -144,6 +145,31 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
         reruns,
         func,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// `scope`
+
+/// `scope = ".."`: the scope's syntax through the run-time parser. Only `local` is supported
+/// by the attribute for now: a shared scope is an error, never a breaker that silently stays
+/// local.
+fn check_scope(cx: &Ctxt, args: &Args) {
+    let Some(g) = &args.scope else {
+        return;
+    };
+    let src = g.value.value();
+    match src.parse::<breaker_core::scope::Scope>() {
+        Ok(breaker_core::scope::Scope::Local) => {}
+        Ok(scope) => cx.error_spanned_by(
+            &g.value,
+            format!(
+                "scope `{scope}` is not supported by `#[circuit_breaker]` yet (its breaker would \
+                 stay local); share a breaker with `breaker_redis::Store::share` and call it \
+                 through the plain API, or remove `scope`"
+            ),
+        ),
+        Err(e) => cx.error_spanned_by(&g.value, format!("invalid scope `{src}`: {}", e.describe())),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@
 //! | [`policy`] | [`SharedPolicy`]: what the scripts decide with; pinned with a fingerprint |
 //! | [`protocol`] | the Lua function library and its checked replies |
 //! | [`store`] | [`Store`]: connection, coordinator, manual control |
+//! | [`fleet`] | [`SharedCircuitBreaker`]: a real [`CircuitBreaker`](breaker_core::breaker::CircuitBreaker) in the fleet ([`Store::share`]) |
 //! | [`link`] | the narrow interface to a local breaker: [`SharedBreaker`] and [`Link`] |
 //! | [`health`] | the store's own breaker, events, [`StoreStats`], metrics |
 //! | [`config`] | [`StoreConfig`], [`OnStoreError`] |
@@ -43,7 +44,8 @@
 //! use breaker_redis::testing::{Admission, FakeBreaker, Outcome};
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Store::connect(StoreConfig::new("redis://127.0.0.1:6379/", "checkout")?).await?;
-//! // A real breaker implements `SharedBreaker`; the fake shows the exchange.
+//! // A real breaker joins with `store.share(&breaker)` (see [`fleet`]); the fake shows the
+//! // exchange with the coordinator.
 //! let payments = FakeBreaker::register(&store, BreakerId::new("payments")?, &SharedPolicy::default())?;
 //! if payments.admit() == Admission::Admitted {
 //!     payments.record(Outcome::Success); // counted locally, flushed within a second
@@ -109,6 +111,11 @@
 //! `tls` feature (rustls; tested against a local TLS-only `redis-server`).
 //!
 //! # Where this deviates from the design document, and why
+//! - **A real breaker joins through a wrapper**, [`SharedCircuitBreaker`], not hooks in the
+//!   core's closed path: the core breaker's closed path stays exactly as fast for local
+//!   breakers, and the wrapper adds a relaxed add and a relaxed load. The cost: a breaker is
+//!   shared only for calls made through the wrapper (`#[circuit_breaker]` and pipelines call
+//!   the core breaker directly, so a shared scope there is refused for now, see [`fleet`]).
 //! - **The window is one string per breaker**, its non-empty buckets `epoch:ok:fail:slow`
 //!   joined, epochs modulo 10^6, rewritten whole on each flush (stale buckets dropped then), with
 //!   an expiry of two windows; and at most 20 buckets. A hash of buckets cost ~1.4 KiB with 20
@@ -133,6 +140,7 @@
 
 pub mod config;
 pub mod error;
+pub mod fleet;
 pub mod health;
 pub mod link;
 pub mod names;
@@ -143,6 +151,9 @@ pub mod testing;
 
 pub use config::{OnStoreError, StoreConfig};
 pub use error::StoreError;
+#[cfg(feature = "config")]
+pub use fleet::share_policies;
+pub use fleet::{install, installed, share_scoped, ShareError, SharedCircuitBreaker, SharedPermit};
 pub use health::StoreStats;
 pub use link::{
     Deltas, Link, PolicyMismatch, ProbeGrant, RemoteUpdate, SharedBreaker, StoreStatus,

@@ -55,6 +55,9 @@ pub enum RegisterError {
     /// The policy is invalid.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The breaker's name (or key) is not a valid shared breaker id.
+    #[error("cannot share this breaker: {0}")]
+    Name(crate::names::NameError),
 }
 
 enum Command {

@@ -225,6 +225,7 @@ pub fn grid(base: &NamedPolicy, axes: &[Axis]) -> Result<Vec<NamedPolicy>, Strin
         schema: None,
         default: Some(section(&base.policy)),
         policies: BTreeMap::from([("sweep".to_owned(), Section::default())]),
+        store: None,
     };
     let json = serde_json::to_string(&file).expect("a config serializes");
     let mut points = Vec::with_capacity(size);

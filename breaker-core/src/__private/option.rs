@@ -31,6 +31,7 @@ pub enum AttrOption {
     ByKey,
     MaxKeys,
     KeyIdle,
+    Scope,
     Flatten,
     Policy,
     Config,
@@ -39,7 +40,7 @@ pub enum AttrOption {
 
 impl AttrOption {
     /// Every option, in the order the docs list them.
-    pub const ALL: [AttrOption; 24] = [
+    pub const ALL: [AttrOption; 25] = [
         AttrOption::Threshold,
         AttrOption::FailureRate,
         AttrOption::Window,
@@ -60,6 +61,7 @@ impl AttrOption {
         AttrOption::ByKey,
         AttrOption::MaxKeys,
         AttrOption::KeyIdle,
+        AttrOption::Scope,
         AttrOption::Flatten,
         AttrOption::Policy,
         AttrOption::Config,
@@ -89,6 +91,7 @@ impl AttrOption {
             AttrOption::ByKey => "key",
             AttrOption::MaxKeys => "max_keys",
             AttrOption::KeyIdle => "key_idle",
+            AttrOption::Scope => "scope",
             AttrOption::Flatten => "flatten",
             AttrOption::Policy => "policy",
             AttrOption::Config => "config",
@@ -119,6 +122,7 @@ impl AttrOption {
             AttrOption::ByKey => "host",
             AttrOption::MaxKeys => "10_000",
             AttrOption::KeyIdle => "\"10m\"",
+            AttrOption::Scope => "\"local\"",
             AttrOption::Flatten => "true",
             AttrOption::Policy => "\"inventory\"",
             AttrOption::Config => "\"breaker.toml\"",
@@ -150,6 +154,7 @@ impl AttrOption {
             | AttrOption::ByKey
             | AttrOption::MaxKeys
             | AttrOption::KeyIdle
+            | AttrOption::Scope
             | AttrOption::Flatten
             | AttrOption::Policy
             | AttrOption::Config

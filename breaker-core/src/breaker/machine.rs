@@ -250,7 +250,7 @@ impl Inner {
         self.acquire_slow(w)
     }
 
-    fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+    pub(super) fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
         self.count(Counter::Rejected);
         tracing::debug!(
             target: "breaker",

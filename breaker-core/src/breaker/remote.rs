@@ -12,9 +12,12 @@
 
 use super::event::TransitionReason;
 use super::machine::Cause;
-use super::state::State;
+use super::rejected::{RejectReason, Rejected};
+use super::state::{State, Word};
 use super::CircuitBreaker;
+use crate::sync::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A transition decided elsewhere, to apply to a local breaker.
 #[doc(hidden)]
@@ -49,6 +52,23 @@ impl CircuitBreaker {
             ..Cause::default()
         };
         self.inner.force(t.to, t.reason, t.streak, cause).generation
+    }
+
+    /// The state and the local generation in force, from one read of the state word (for a
+    /// shared-state backend telling a local trip from one it applied). One atomic load.
+    #[doc(hidden)]
+    #[inline]
+    pub fn state_and_generation(&self) -> (State, u32) {
+        let w = Word::decode(self.inner.state.load(Ordering::Acquire));
+        (w.state, w.generation)
+    }
+
+    /// A rejection decided outside this breaker (a shared-state backend's: no fleet probe
+    /// lease, or the store unreachable in a rejecting mode), counted, traced and named as one
+    /// of this breaker's own.
+    #[doc(hidden)]
+    pub fn rejection(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        self.inner.reject(reason, retry_after)
     }
 }
 

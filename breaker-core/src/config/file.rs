@@ -5,6 +5,7 @@ use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow};
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
 use crate::retry::{Backoff, Jitter, RetryPolicy};
+use crate::scope::{Scope, StoreErrorMode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -33,6 +34,57 @@ pub struct ConfigFile {
     /// The named policies, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub policies: BTreeMap<String, Section>,
+    /// The shared store of the policies whose `scope` is `shared` or `quorum(k)` (used by
+    /// the `breaker-redis` crate). Required when a policy has such a scope.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub store: Option<StoreTable>,
+}
+
+/// The `[store]` table: where the shared store is and how shared breakers behave when it is
+/// unreachable. `url` and `namespace` are required.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreTable {
+    /// `redis://[user:password@]host:port[/db]` or `rediss://` (TLS). Prefer an environment
+    /// override (`BREAKER__STORE__URL`) to a password in a file.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub url: Option<String>,
+    /// The namespace of this fleet's breakers: `[A-Za-z0-9_.:-]{1,128}`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub namespace: Option<String>,
+    /// This replica's id. Default: the host name and the process id.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub replica: Option<String>,
+    /// How often active breakers' counts are flushed, non-zero (`"1s"`, the default).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub flush_interval: Option<Dsl<Duration>>,
+    /// While the store is unreachable: `"local"` (default), `"open"` or `"closed(30s)"`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub on_error: Option<Dsl<StoreErrorMode>>,
 }
 
 /// One policy (or the `default` section). Every key is optional; a layer that is set neither
@@ -110,6 +162,14 @@ pub struct Section {
         skip_serializing_if = "Option::is_none"
     )]
     pub key_idle: Option<Dsl<Duration>>,
+    /// Where the breaker's state lives: `"local"` (default), `"shared"` (one state for the
+    /// fleet, through the `[store]`) or `"quorum(k)"`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scope: Option<Dsl<Scope>>,
 }
 
 /// The breaker as a table. Every key is optional; the defaults are those of

@@ -44,6 +44,26 @@ pub struct Policies {
     pub(super) map: BTreeMap<String, Arc<Policy>>,
     /// The bounds of keyed breakers, for the policies that set them.
     pub(super) keys: BTreeMap<String, KeyBounds>,
+    /// The scopes other than `local`.
+    pub(super) scopes: BTreeMap<String, crate::scope::Scope>,
+    /// The `[store]` table, validated.
+    pub(super) store: Option<StoreSettings>,
+}
+
+/// The `[store]` table of a config file, validated: what the `breaker-redis` crate connects
+/// with (`StoreConfig::from_settings` there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The store's URL (may hold credentials: never print it unredacted).
+    pub url: String,
+    /// The namespace.
+    pub namespace: String,
+    /// This replica's id; `None`: the host name and process id.
+    pub replica: Option<String>,
+    /// The flush interval; `None`: the store's default (1 s).
+    pub flush_interval: Option<std::time::Duration>,
+    /// What shared breakers do while the store is unreachable.
+    pub on_error: crate::scope::StoreErrorMode,
 }
 
 /// A policy's bounds on the breakers of keys of a `#[circuit_breaker(policy = "..", key = ..)]`
@@ -58,6 +78,17 @@ pub struct KeyBounds {
 }
 
 impl Policies {
+    /// Where policy `name`'s breaker state lives (`local` when it sets no scope, or there is
+    /// no such policy).
+    pub fn scope(&self, name: &str) -> crate::scope::Scope {
+        self.scopes.get(name).copied().unwrap_or_default()
+    }
+
+    /// The `[store]` table, if the file has one (it must when a policy's scope is shared).
+    pub fn store(&self) -> Option<&StoreSettings> {
+        self.store.as_ref()
+    }
+
     /// The bounds on the breakers of keys that policy `name` sets (all `None` when it sets
     /// none, or there is no such policy).
     pub fn key_bounds(&self, name: &str) -> KeyBounds {

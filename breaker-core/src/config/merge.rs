@@ -3,7 +3,7 @@
 
 use super::error::ConfigError;
 use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
-use super::load::{KeyBounds, Policies, Source};
+use super::load::{KeyBounds, Policies, Source, StoreSettings};
 use super::read::Poisoned;
 use super::tree::Node;
 use super::value::{Dsl, Percent, Spec};
@@ -443,5 +443,114 @@ pub(super) fn resolve(
             errors.push(src.error_at(tree.origin_of(&path), &path, message));
         }
     }
-    Policies { map, keys }
+    let store = store_settings(src, tree, file, errors);
+    let mut scopes = BTreeMap::new();
+    for (name, section) in &file.policies {
+        let own = ["policies".to_owned(), name.clone(), "scope".to_owned()];
+        let (scope, path) = match (
+            &section.scope,
+            file.default.as_ref().and_then(|d| d.scope.as_ref()),
+        ) {
+            (Some(s), _) => (s.0, own.to_vec()),
+            (None, Some(s)) => (s.0, vec!["default".to_owned(), "scope".to_owned()]),
+            (None, None) => continue,
+        };
+        if !scope.is_shared() {
+            continue;
+        }
+        let Some(policy) = map.get(name) else {
+            continue;
+        };
+        let problem = if policy.breaker.is_none() {
+            Some(format!(
+                "scope `{scope}` of policy `{name}` shares its breaker, but the policy has no `breaker`"
+            ))
+        } else if file.store.is_none() {
+            Some(format!(
+                "scope `{scope}` of policy `{name}` needs a `[store]` table (`url`, `namespace`); \
+                 a shared breaker never falls back to local silently"
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => {
+                errors.push(src.error_at(tree.origin_of(&path), &path, message));
+            }
+            None => {
+                scopes.insert(name.clone(), scope);
+            }
+        }
+    }
+    Policies {
+        map,
+        keys,
+        scopes,
+        store,
+    }
+}
+
+/// The `[store]` table, validated; every problem is added to `errors` at its key.
+fn store_settings(
+    src: &Source,
+    tree: &Node,
+    file: &ConfigFile,
+    errors: &mut Vec<ConfigError>,
+) -> Option<StoreSettings> {
+    let t = file.store.as_ref()?;
+    let at = |key: &str| vec!["store".to_owned(), key.to_owned()];
+    let mut ok = true;
+    let mut required = |v: &Option<String>, key: &str| -> String {
+        match v {
+            Some(s) if !s.trim().is_empty() => s.clone(),
+            Some(_) => {
+                let path = at(key);
+                errors.push(src.error_at(tree.origin_of(&path), &path, "must not be empty".into()));
+                ok = false;
+                String::new()
+            }
+            None => {
+                let path = vec!["store".to_owned()];
+                errors.push(src.error_at(
+                    tree.origin_of(&path),
+                    &path,
+                    format!("missing key `{key}` in the `[store]` table"),
+                ));
+                ok = false;
+                String::new()
+            }
+        }
+    };
+    let url = required(&t.url, "url");
+    let namespace = required(&t.namespace, "namespace");
+    let redis = url.starts_with("redis://") || url.starts_with("rediss://");
+    if !url.is_empty() && !redis {
+        let path = at("url");
+        // The URL may hold a password: only its scheme is quoted.
+        let scheme = url.split_once("://").map_or("", |(s, _)| s);
+        errors.push(src.error_at(
+            tree.origin_of(&path),
+            &path,
+            format!("unsupported URL scheme `{scheme}`; expected `redis://` or `rediss://`"),
+        ));
+        ok = false;
+    }
+    if let Some(d) = &t.flush_interval {
+        if d.0.is_zero() {
+            let path = at("flush_interval");
+            errors.push(src.error_at(
+                tree.origin_of(&path),
+                &path,
+                "must be non-zero, got 0s".into(),
+            ));
+            ok = false;
+        }
+    }
+    ok.then(|| StoreSettings {
+        url,
+        namespace,
+        replica: t.replica.clone(),
+        flush_interval: t.flush_interval.as_ref().map(|d| d.0),
+        on_error: t.on_error.as_ref().map(|d| d.0).unwrap_or_default(),
+    })
 }

@@ -130,11 +130,13 @@ mod value;
 mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
+pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section, StoreTable};
 pub use global::{install, installed, InstallError};
 #[cfg(feature = "tokio")]
 pub use live::LivePipeline;
-pub use load::{load_file, load_str, Format, KeyBounds, Loader, Policies, ENV_PREFIX};
+pub use load::{
+    load_file, load_str, Format, KeyBounds, Loader, Policies, StoreSettings, ENV_PREFIX,
+};
 pub use read::{is_valid_policy_name, MAX_NAME_LEN};
 pub use registry::{PolicyRegistry, ReloadReport, RELOADS_TOTAL};
 pub use tree::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES};
@@ -200,7 +202,13 @@ fn no_null_properties(schema: &mut serde_json::Value) {
 /// in: the output of `breaker check`, and itself a valid config that loads to the same policy
 /// (the default order of the layers is shown as a comment).
 pub fn write_policy(out: &mut impl fmt::Write, name: &str, policy: &Policy) -> fmt::Result {
-    write_section(out, name, policy, KeyBounds::default())
+    write_section(
+        out,
+        name,
+        policy,
+        KeyBounds::default(),
+        crate::scope::Scope::Local,
+    )
 }
 
 fn write_section(
@@ -208,6 +216,7 @@ fn write_section(
     name: &str,
     policy: &Policy,
     keys: KeyBounds,
+    scope: crate::scope::Scope,
 ) -> fmt::Result {
     writeln!(out, "[policies.{}]", toml_key(name))?;
     // A breaker whose DSL string leaves out what it does not use (the window of a breaker
@@ -248,6 +257,9 @@ fn write_section(
     }
     if let Some(d) = keys.key_idle {
         writeln!(out, "key_idle = \"{}\"", format_duration(d))?;
+    }
+    if scope.is_shared() {
+        writeln!(out, "scope = \"{scope}\"")?;
     }
     if let Some(b) = breaker_table {
         write_breaker_table(out, name, b)?;
@@ -304,8 +316,42 @@ impl fmt::Display for Policies {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            write_section(f, name, policy, self.key_bounds(name))?;
+            write_section(f, name, policy, self.key_bounds(name), self.scope(name))?;
+        }
+        if let Some(st) = self.store() {
+            f.write_str("\n[store]\n")?;
+            writeln!(f, "url = {}", toml::Value::String(redacted_url(&st.url)))?;
+            writeln!(
+                f,
+                "namespace = {}",
+                toml::Value::String(st.namespace.clone())
+            )?;
+            if let Some(r) = &st.replica {
+                writeln!(f, "replica = {}", toml::Value::String(r.clone()))?;
+            }
+            if let Some(d) = st.flush_interval {
+                writeln!(f, "flush_interval = \"{}\"", format_duration(d))?;
+            }
+            writeln!(f, "on_error = \"{}\"", st.on_error)?;
         }
         Ok(())
+    }
+}
+
+/// `url` with the password of its user info replaced by `***`.
+pub(crate) fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let shown = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => userinfo.to_owned(),
+            };
+            format!("{scheme}://{shown}@{host}{tail}")
+        }
+        None => url.to_owned(),
     }
 }

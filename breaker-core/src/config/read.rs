@@ -6,7 +6,7 @@
 //! tables, the unknown-key checks with their suggestions, and the positions.
 
 use super::error::ConfigError;
-use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
+use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section, StoreTable};
 use super::load::Source;
 use super::tree::{Entry, Kind, Node, Origin};
 use super::value::{Dsl, DslValue, Spec};
@@ -18,7 +18,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 /// The keys of the top of a file.
-pub(super) const FILE_KEYS: &[&str] = &["$schema", "default", "policies"];
+pub(super) const FILE_KEYS: &[&str] = &["$schema", "default", "policies", "store"];
+/// The keys of the `[store]` table.
+pub(super) const STORE_KEYS: &[&str] =
+    &["url", "namespace", "replica", "flush_interval", "on_error"];
 /// The keys of a policy section (and of `default`).
 pub(super) const SECTION_KEYS: &[&str] = &[
     "breaker",
@@ -30,6 +33,7 @@ pub(super) const SECTION_KEYS: &[&str] = &[
     "idempotent",
     "max_keys",
     "key_idle",
+    "scope",
 ];
 /// The keys of a breaker table.
 pub(super) const BREAKER_KEYS: &[&str] = &[
@@ -243,6 +247,11 @@ impl<'s> Reader<'s> {
                     self.section.clear();
                     self.path.pop();
                 }
+                "store" => {
+                    self.path.push(e.key.clone());
+                    file.store = self.store_table(&e.value);
+                    self.path.pop();
+                }
                 _ => {
                     self.path.push(e.key.clone());
                     file.policies = self.policies(&e.value);
@@ -298,6 +307,7 @@ impl<'s> Reader<'s> {
                 "idempotent" => s.idempotent = self.leaf(e),
                 "max_keys" => s.max_keys = self.leaf(e),
                 "key_idle" => s.key_idle = self.leaf(e),
+                "scope" => s.scope = self.leaf(e),
                 other => unreachable!("`{other}` is in SECTION_KEYS"),
             }
         }
@@ -340,6 +350,23 @@ impl<'s> Reader<'s> {
                 "backoff" => t.backoff = self.leaf(e),
                 "jitter" => t.jitter = self.leaf(e),
                 other => unreachable!("`{other}` is in RETRY_KEYS"),
+            }
+        }
+        Some(t)
+    }
+
+    fn store_table(&mut self, node: &Node) -> Option<StoreTable> {
+        let expected = "a table of store settings";
+        let entries = self.entries(node, STORE_KEYS, expected, None)?;
+        let mut t = StoreTable::default();
+        for e in entries {
+            match e.key.as_str() {
+                "url" => t.url = self.leaf(e),
+                "namespace" => t.namespace = self.leaf(e),
+                "replica" => t.replica = self.leaf(e),
+                "flush_interval" => t.flush_interval = self.leaf(e),
+                "on_error" => t.on_error = self.leaf(e),
+                other => unreachable!("`{other}` is in STORE_KEYS"),
             }
         }
         Some(t)

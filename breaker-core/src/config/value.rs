@@ -5,6 +5,7 @@ use crate::dsl::{self, DslError, Order};
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
 use crate::retry::{Backoff, Jitter, RetryPolicy};
+use crate::scope::{Scope, StoreErrorMode};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -82,6 +83,20 @@ dsl_value!(
     "Layer order, outermost first, such as \"timeout > retry > breaker\".",
     dsl::parse_order,
     |p: &Vec<Layer>| Order(p.clone()).to_string()
+);
+dsl_value!(
+    Scope,
+    "ScopeDsl",
+    "Where the breaker's state lives: \"local\" (default), \"shared\" or \"quorum(3)\".",
+    |s: &str| s.parse::<Scope>(),
+    |p: &Scope| p.to_string()
+);
+dsl_value!(
+    StoreErrorMode,
+    "StoreErrorDsl",
+    "While the store is unreachable: \"local\" (default), \"open\" or \"closed(30s)\".",
+    |s: &str| s.parse::<StoreErrorMode>(),
+    |p: &StoreErrorMode| p.to_string()
 );
 dsl_value!(
     NeutralProbe,

@@ -133,6 +133,7 @@ pub use crate::policy::defaults::{
 };
 #[cfg(feature = "config")]
 pub(crate) use error::suggest;
+pub(crate) use error::suggest as error_suggest;
 pub use error::DslError;
 pub use order::Order;
 

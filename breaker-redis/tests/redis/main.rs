@@ -7,6 +7,7 @@
 mod common;
 mod coordinator;
 mod faults;
+mod fleet;
 mod harness;
 mod model;
 mod protocol;

@@ -1,0 +1,622 @@
+//! A fleet of replicas through an outage: local breakers against one breaker shared through
+//! Redis, measured on a real socket.
+//!
+//! The example starts a `redis-server` on a free loopback port (unless `--redis URL` is
+//! given), a small HTTP service on loopback, and N replica **processes** (this program,
+//! re-executed with `--role replica`). Each replica runs a few callers that call the service
+//! through a [`CircuitBreaker`] (5 consecutive failures, open 300 ms, one half-open probe); the
+//! fleet is uneven, as behind a real load balancer: replica `r0` runs 4 callers, the others 1.
+//! The service goes through three phases: `healthy` (answers `200` at once), `outage`
+//! (answers `503` after 150 ms), `recovery` (healthy again). The run is done twice:
+//!
+//! - **local**: every replica's breaker is its own (no store);
+//! - **shared**: every replica shares its breaker with [`Store::share`]: a trip anywhere opens
+//!   every replica (pushed), and the fleet admits one probe at a time (a lease).
+//!
+//! It prints a table: requests that reached the service during the outage, the most
+//! concurrent probes the service saw, the time from the first trip until every replica
+//! rejected, store operations per 1,000 calls; writes an SVG of every replica's state over
+//! time; and ends with a line CI checks, such as
+//! `fleet check: shared max_probes=1 local max_probes=8`.
+//!
+//! ```text
+//! cargo run --release --example fleet                  # 8 replicas, about 20 s
+//! cargo run --release --example fleet -- --quick       # 6 replicas, about 8 s
+//! cargo run --release --example fleet -- --redis redis://127.0.0.1:6379/ --replicas 12
+//! ```
+//!
+//! Network: loopback only; every loop is bounded in time; the child processes and the Redis
+//! server it started are killed when it ends.
+
+use breaker::breaker::{BreakerPolicy, CircuitBreaker, State};
+use breaker_redis::{ReplicaId, Store, StoreConfig};
+use breaker_sim::plot::{self, Chart, Panel};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpListener;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The phases, from the common start: healthy until `OUTAGE_AT`, outage until `RECOVER_AT`.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    outage_at: Duration,
+    recover_at: Duration,
+    end: Duration,
+}
+
+impl Schedule {
+    fn new(quick: bool) -> Schedule {
+        if quick {
+            Schedule {
+                outage_at: Duration::from_millis(800),
+                recover_at: Duration::from_millis(2800),
+                end: Duration::from_millis(3600),
+            }
+        } else {
+            Schedule {
+                outage_at: Duration::from_secs(2),
+                recover_at: Duration::from_secs(7),
+                end: Duration::from_secs(9),
+            }
+        }
+    }
+}
+
+const OUTAGE_LATENCY: Duration = Duration::from_millis(150);
+const CALLERS: usize = 4;
+const PACE: Duration = Duration::from_millis(5);
+const BUCKET: Duration = Duration::from_millis(100);
+
+fn policy() -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: Some(5),
+        cooldown: Duration::from_millis(300),
+        cooldown_max: Duration::from_millis(300),
+        half_open_probes: 1,
+        successes_to_close: 1,
+        // The probe lease: longer than any call (the client's timeout is 1 s).
+        max_probe_wait: Some(Duration::from_secs(2)),
+        ..BreakerPolicy::default()
+    }
+}
+
+fn unix_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis(),
+    )
+    .unwrap_or(0)
+}
+
+/// The local instant of the common start `epoch_ms` (Unix milliseconds).
+fn start_instant(epoch_ms: u64) -> Instant {
+    let now = unix_ms();
+    if epoch_ms >= now {
+        Instant::now() + Duration::from_millis(epoch_ms - now)
+    } else {
+        Instant::now()
+            .checked_sub(Duration::from_millis(now - epoch_ms))
+            .unwrap_or_else(Instant::now)
+    }
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    if arg(&args, "--role").as_deref() == Some("replica") {
+        return rt.block_on(replica(&args));
+    }
+    rt.block_on(coordinator(&args))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The replica process
+
+/// What a replica reports (one JSON line on stdout).
+#[derive(Default)]
+struct Report {
+    calls: u64,
+    rejected: u64,
+    store_ops: u64,
+    /// Its first rejection after the outage began, nanoseconds from the start.
+    first_reject_ns: Option<u64>,
+    /// Its first local open state after the outage began.
+    first_open_ns: Option<u64>,
+    transitions: Vec<(u64, State)>,
+    buckets: Vec<[u32; 4]>,
+}
+
+async fn replica(args: &[String]) -> Result<(), BoxError> {
+    let scope = arg(args, "--scope").ok_or("--scope")?;
+    let id = arg(args, "--id").ok_or("--id")?;
+    let service: SocketAddr = arg(args, "--service").ok_or("--service")?.parse()?;
+    let epoch: u64 = arg(args, "--epoch").ok_or("--epoch")?.parse()?;
+    let quick = args.iter().any(|a| a == "--quick");
+    let schedule = Schedule::new(quick);
+    let start = start_instant(epoch);
+    let since = move || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let transitions: Arc<Mutex<Vec<(u64, State)>>> = Arc::default();
+    let sink = Arc::clone(&transitions);
+    let breaker = CircuitBreaker::builder(policy())
+        .name("checkout")
+        .on_transition(move |t| sink.lock().unwrap().push((since(), t.to)))
+        .build()?;
+    let mut store = None;
+    let shared = if scope == "shared" {
+        let url = arg(args, "--redis").ok_or("--redis")?;
+        let ns = arg(args, "--ns").ok_or("--ns")?;
+        let config = StoreConfig::new(&url, &ns)?
+            .replica(ReplicaId::new(&id)?)
+            .flush_interval(Duration::from_millis(100));
+        let st = Store::connect(config).await?;
+        let shared = st.share(&breaker)?;
+        st.sync().await?;
+        store = Some(st);
+        Some(shared)
+    } else {
+        None
+    };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .pool_max_idle_per_host(CALLERS)
+        .build()?;
+    tokio::time::sleep_until(start.into()).await;
+    let report = Arc::new(Mutex::new(Report {
+        buckets: vec![[0; 4]; (schedule.end.as_millis() / BUCKET.as_millis()) as usize + 1],
+        ..Report::default()
+    }));
+    let mut tasks = Vec::new();
+    // An uneven fleet, as behind a real load balancer: one busy replica, the others light.
+    let callers = if id == "r0" { CALLERS } else { 1 };
+    for _ in 0..callers {
+        let (client, report, breaker, shared) = (
+            client.clone(),
+            Arc::clone(&report),
+            breaker.clone(),
+            shared.clone(),
+        );
+        let url = format!("http://{service}/call");
+        let scope = scope.clone();
+        tasks.push(tokio::spawn(async move {
+            while start.elapsed() < schedule.end {
+                let at = start.elapsed();
+                let bucket = (at.as_millis() / BUCKET.as_millis()) as usize;
+                // One call: the permit is taken from the shared breaker or the local one.
+                let outcome = match &shared {
+                    Some(s) => match s.try_acquire() {
+                        Ok(p) => {
+                            let probe = p.is_probe();
+                            let ok = call(&client, &url, &scope, probe).await;
+                            if ok {
+                                p.success()
+                            } else {
+                                p.failure()
+                            }
+                            Some(ok)
+                        }
+                        Err(_) => None,
+                    },
+                    None => match breaker.try_acquire() {
+                        Ok(p) => {
+                            let probe = p.is_probe();
+                            let ok = call(&client, &url, &scope, probe).await;
+                            if ok {
+                                p.success()
+                            } else {
+                                p.failure()
+                            }
+                            Some(ok)
+                        }
+                        Err(_) => None,
+                    },
+                };
+                {
+                    let mut r = report.lock().unwrap();
+                    r.calls += 1;
+                    let b = r.buckets.len().saturating_sub(1).min(bucket);
+                    match outcome {
+                        Some(true) => r.buckets[b][0] += 1,
+                        Some(false) => r.buckets[b][1] += 1,
+                        None => {
+                            r.buckets[b][2] += 1;
+                            r.rejected += 1;
+                            if at >= schedule.outage_at && r.first_reject_ns.is_none() {
+                                r.first_reject_ns = Some(u64::try_from(at.as_nanos()).unwrap_or(0));
+                            }
+                        }
+                    }
+                }
+                tokio::time::sleep(PACE).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let mut r = std::mem::take(&mut *report.lock().unwrap());
+    r.transitions = transitions.lock().unwrap().clone();
+    let outage = u64::try_from(schedule.outage_at.as_nanos()).unwrap_or(0);
+    r.first_open_ns = r
+        .transitions
+        .iter()
+        .find(|(t, s)| *t >= outage && *s == State::Open)
+        .map(|(t, _)| *t);
+    if let Some(st) = &store {
+        r.store_ops = st.stats().operations;
+    }
+    drop(shared);
+    let json = serde_json::json!({
+        "id": id,
+        "calls": r.calls,
+        "rejected": r.rejected,
+        "store_ops": r.store_ops,
+        "first_reject_ns": r.first_reject_ns,
+        "first_open_ns": r.first_open_ns,
+        "transitions": r.transitions.iter().map(|(t, s)| (t, s.as_str())).collect::<Vec<_>>(),
+        "buckets": r.buckets,
+    });
+    println!("{json}");
+    Ok(())
+}
+
+/// One request; `true` for a `200`.
+async fn call(client: &reqwest::Client, url: &str, scope: &str, probe: bool) -> bool {
+    client
+        .get(url)
+        .header("x-scope", scope)
+        .header("x-probe", if probe { "1" } else { "0" })
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == StatusCode::OK)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service
+
+#[derive(Default)]
+struct Counters {
+    outage_requests: AtomicU64,
+    probes_in_flight: AtomicU64,
+    max_probes: AtomicU64,
+}
+
+struct Service {
+    start: Mutex<Option<Instant>>,
+    schedule: Schedule,
+    /// Index 0: local, 1: shared.
+    counters: [Counters; 2],
+}
+
+impl Service {
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let scope = usize::from(req.headers().get("x-scope").is_some_and(|v| v == "shared"));
+        let probe = req.headers().get("x-probe").is_some_and(|v| v == "1");
+        let c = &self.counters[scope];
+        let at = self.start.lock().unwrap().map(|s| s.elapsed());
+        let outage =
+            at.is_some_and(|t| t >= self.schedule.outage_at && t < self.schedule.recover_at);
+        if probe {
+            let now = c.probes_in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+            c.max_probes.fetch_max(now, Ordering::AcqRel);
+        }
+        let status = if outage {
+            c.outage_requests.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(OUTAGE_LATENCY).await;
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        };
+        if probe {
+            c.probes_in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        let mut r = Response::new(Full::new(Bytes::from_static(b"")));
+        *r.status_mut() = status;
+        r
+    }
+}
+
+async fn serve(listener: TcpListener, service: Arc<Service>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = Arc::clone(&service);
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let service = Arc::clone(&service);
+                async move { Ok::<_, Infallible>(service.handle(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The coordinator
+
+/// A `redis-server` child process, killed on drop.
+struct RedisServer(Child);
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> Result<(RedisServer, String), BoxError> {
+    let port = StdListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start redis-server ({e}): install it, or pass --redis redis://host:port/"
+            )
+        })?;
+    let server = RedisServer(child);
+    let url = format!("redis://127.0.0.1:{port}/");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok((server, url));
+        }
+        if Instant::now() > deadline {
+            return Err("redis-server did not start within 5 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One run's measurements.
+struct Run {
+    scope: &'static str,
+    outage_requests: u64,
+    max_probes: u64,
+    all_rejecting: Option<Duration>,
+    calls: u64,
+    store_ops: u64,
+    panels: Vec<Panel>,
+}
+
+async fn run(
+    scope: &'static str,
+    replicas: usize,
+    quick: bool,
+    redis: &str,
+    service: &Arc<Service>,
+    addr: SocketAddr,
+) -> Result<Run, BoxError> {
+    let schedule = service.schedule;
+    let epoch = unix_ms() + 1500;
+    let ns = format!("fleet-{}-{scope}", std::process::id());
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::new();
+    for r in 0..replicas {
+        let mut cmd = Command::new(&exe);
+        cmd.args([
+            "--role",
+            "replica",
+            "--scope",
+            scope,
+            "--id",
+            &format!("r{r}"),
+        ])
+        .args([
+            "--service",
+            &addr.to_string(),
+            "--epoch",
+            &epoch.to_string(),
+        ])
+        .args(["--redis", redis, "--ns", &ns])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        if quick {
+            cmd.arg("--quick");
+        }
+        children.push(Kill(Some(cmd.spawn()?)));
+    }
+    *service.start.lock().unwrap() = Some(start_instant(epoch));
+    let mut reports = Vec::new();
+    for mut c in children {
+        let child = c.0.take().expect("spawned");
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await??;
+        if !out.status.success() {
+            return Err(format!("a {scope} replica failed: {}", out.status).into());
+        }
+        let line = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(line.trim())?;
+        reports.push(v);
+    }
+    let c = &service.counters[usize::from(scope == "shared")];
+    let u = |v: &serde_json::Value, k: &str| v[k].as_u64();
+    let first_open = reports.iter().filter_map(|r| u(r, "first_open_ns")).min();
+    let last_reject = reports
+        .iter()
+        .map(|r| u(r, "first_reject_ns"))
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|v| v.into_iter().max());
+    let all_rejecting = match (first_open, last_reject) {
+        (Some(a), Some(b)) => Some(Duration::from_nanos(b.saturating_sub(a))),
+        _ => None,
+    };
+    let panels = reports
+        .iter()
+        .map(|r| Panel {
+            label: format!("{scope} {}", r["id"].as_str().unwrap_or("?")),
+            states: Some(
+                std::iter::once((0, State::Closed))
+                    .chain(
+                        r["transitions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|t| {
+                                let at = t[0].as_u64()?;
+                                let s = match t[1].as_str()? {
+                                    "open" => State::Open,
+                                    "half_open" | "half-open" => State::HalfOpen,
+                                    "forced_open" | "forced-open" => State::ForcedOpen,
+                                    "forced_closed" | "forced-closed" => State::ForcedClosed,
+                                    _ => State::Closed,
+                                };
+                                Some((at, s))
+                            }),
+                    )
+                    .collect(),
+            ),
+            buckets: r["buckets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|b| {
+                    let n =
+                        |i: usize| u32::try_from(b[i].as_u64().unwrap_or(0)).unwrap_or(u32::MAX);
+                    [n(0), n(1), n(2), n(3)]
+                })
+                .collect(),
+            bucket_ns: u64::try_from(BUCKET.as_nanos()).unwrap_or(0),
+        })
+        .collect();
+    let _ = schedule;
+    Ok(Run {
+        scope,
+        outage_requests: c.outage_requests.load(Ordering::Acquire),
+        max_probes: c.max_probes.load(Ordering::Acquire),
+        all_rejecting,
+        calls: reports.iter().filter_map(|r| u(r, "calls")).sum(),
+        store_ops: reports.iter().filter_map(|r| u(r, "store_ops")).sum(),
+        panels,
+    })
+}
+
+/// A replica child, killed on drop (if the coordinator stops early).
+struct Kill(Option<Child>);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+async fn coordinator(args: &[String]) -> Result<(), BoxError> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let replicas: usize = match arg(args, "--replicas") {
+        Some(n) => n.parse()?,
+        None if quick => 6,
+        None => 8,
+    };
+    if !(1..=64).contains(&replicas) {
+        return Err("--replicas must be in 1..=64".into());
+    }
+    let svg = arg(args, "--svg").unwrap_or_else(|| "target/fleet.svg".to_owned());
+    let (_server, redis) = match arg(args, "--redis") {
+        Some(url) => (None, url),
+        None => {
+            let (s, url) = start_redis()?;
+            (Some(s), url)
+        }
+    };
+    let schedule = Schedule::new(quick);
+    let mut runs = Vec::new();
+    for scope in ["local", "shared"] {
+        // A fresh service per run, so the counters and the phases are the run's own.
+        let service = Arc::new(Service {
+            start: Mutex::new(None),
+            schedule,
+            counters: Default::default(),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(serve(listener, Arc::clone(&service)));
+        println!("running {replicas} replicas with {scope} breakers...");
+        let r = run(scope, replicas, quick, &redis, &service, addr).await;
+        server.abort();
+        runs.push(r?);
+    }
+    println!();
+    println!(
+        "{replicas} replica processes (r0 with {CALLERS} callers, the others 1 each); outage from {:?} to {:?} (503 after {:?})",
+        schedule.outage_at, schedule.recover_at, OUTAGE_LATENCY
+    );
+    println!(
+        "| scope  | requests during outage | max concurrent probes | trip to all rejecting | store ops / 1,000 calls |"
+    );
+    println!("|---|---|---|---|---|");
+    for r in &runs {
+        let all = r.all_rejecting.map_or("never".to_owned(), |d| {
+            format!("{:.1} ms", d.as_secs_f64() * 1e3)
+        });
+        let ops = if r.calls == 0 {
+            0.0
+        } else {
+            r.store_ops as f64 * 1000.0 / r.calls as f64
+        };
+        println!(
+            "| {:<6} | {:>22} | {:>21} | {:>21} | {:>23.2} |",
+            r.scope, r.outage_requests, r.max_probes, all, ops
+        );
+    }
+    let end_ns = u64::try_from(schedule.end.as_nanos()).unwrap_or(0);
+    let chart = Chart {
+        title: format!("fleet: {replicas} replicas' breaker states, local then shared"),
+        end_ns,
+        phases: vec![
+            ("healthy".into(), 0),
+            (
+                "outage".into(),
+                u64::try_from(schedule.outage_at.as_nanos()).unwrap_or(0),
+            ),
+            (
+                "recovery".into(),
+                u64::try_from(schedule.recover_at.as_nanos()).unwrap_or(0),
+            ),
+        ],
+        panels: runs.iter().flat_map(|r| r.panels.iter().cloned()).collect(),
+    };
+    let path = std::path::Path::new(&svg);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, plot::timeline_svg(&chart))?;
+    println!("replica states: {svg}");
+    let local = runs
+        .iter()
+        .find(|r| r.scope == "local")
+        .map_or(0, |r| r.max_probes);
+    let shared = runs
+        .iter()
+        .find(|r| r.scope == "shared")
+        .map_or(0, |r| r.max_probes);
+    println!("fleet check: shared max_probes={shared} local max_probes={local}");
+    Ok(())
+}
