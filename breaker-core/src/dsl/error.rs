@@ -66,6 +66,13 @@ impl DslError {
         self
     }
 
+    /// Moves the span by `offset` bytes: for a DSL fragment read inside a larger string (the
+    /// argument of `quorum(k)` in a scope).
+    pub(crate) fn offset(mut self, offset: usize) -> Self {
+        self.span = self.span.start + offset..self.span.end + offset;
+        self
+    }
+
     /// The message without the position: `{message}; expected {expected}; {help}`. This is
     /// what the attribute macro shows, since its error already sits under the fragment.
     pub fn describe(&self) -> String {
