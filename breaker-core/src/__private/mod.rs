@@ -15,12 +15,15 @@
 //! `inline.rs` (the attribute's options as a policy, and the validator's errors in the
 //! attribute's words), `named.rs` (the compile-time check of `policy = ".."` /
 //! `config = ".."`), `registered.rs` (the link-time list of annotated functions),
-//! `runtime.rs` (the per-function pipeline and its breakers), `support.rs`
+//! `classify.rs` (the classifier a function runs with: `classify`, `retry_if`, `classify =
+//! http`), `runtime.rs` (the per-function pipeline and its breakers), `support.rs`
 //! (the traits and helpers the expansion names). The public handle of a function's breaker is
 //! [`crate::annotated`].
 
 pub use std::sync::OnceLock;
 
+#[cfg(feature = "tokio")]
+mod classify;
 mod inline;
 #[cfg(feature = "config")]
 mod named;
@@ -32,6 +35,8 @@ mod support;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "tokio")]
+pub use classify::*;
 pub use inline::{InlinePolicy, OptionError};
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
