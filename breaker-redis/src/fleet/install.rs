@@ -2,6 +2,10 @@
 //! and, with `config`, `share_policies`.
 
 use super::*;
+#[cfg(feature = "config")]
+use crate::config::StoreConfig;
+#[cfg(feature = "config")]
+use crate::names::ReplicaId;
 
 // --- Scopes ------------------------------------------------------------------------------------
 

@@ -67,12 +67,11 @@
 //! - `install.rs`: the process's installed store and the scopes of policies
 //!   ([`install`], [`share_scoped`], `share_policies`).
 
-use crate::config::{OnStoreError, StoreConfig};
+use crate::config::OnStoreError;
 use crate::link::{
     Deltas, Link, PolicyMismatch, ProbeGrant, RemoteUpdate, SharedBreaker, StoreStatus,
 };
 use crate::names::BreakerId;
-use crate::names::ReplicaId;
 use crate::policy::SharedPolicy;
 use crate::protocol::{ForceTarget, Lease, ProbeOutcome, Reason, SharedState};
 use crate::store::{RegisterError, Store};
