@@ -142,7 +142,7 @@ fn readme_fleet_block_is_the_doc_example() {
     let block = &readme[start..];
     let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
     let block = &block[..block.find("```").unwrap()];
-    let source = include_str!("../breaker-redis/src/fleet.rs");
+    let source = include_str!("../breaker-redis/src/fleet/mod.rs");
     let mut code = Vec::new();
     let mut inside = false;
     for line in source.lines() {

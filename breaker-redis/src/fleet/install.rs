@@ -1,0 +1,162 @@
+//! The process's installed store and the scopes of policies: [`install`], [`share_scoped`]
+//! and, with `config`, `share_policies`.
+
+use super::*;
+#[cfg(feature = "config")]
+use crate::config::StoreConfig;
+#[cfg(feature = "config")]
+use crate::names::ReplicaId;
+
+// --- Scopes ------------------------------------------------------------------------------------
+
+impl From<StoreErrorMode> for OnStoreError {
+    fn from(m: StoreErrorMode) -> OnStoreError {
+        match m {
+            StoreErrorMode::Local => OnStoreError::Local,
+            StoreErrorMode::Open => OnStoreError::Open,
+            StoreErrorMode::Closed { grace } => OnStoreError::Closed { grace },
+        }
+    }
+}
+
+#[cfg(feature = "config")]
+impl StoreConfig {
+    /// The configuration of a config file's `[store]` table
+    /// ([`Policies::store`](breaker_core::config::Policies::store)), environment overrides
+    /// (`BREAKER__STORE__URL`, ..) applied.
+    ///
+    /// # Errors
+    /// As [`StoreConfig::new`], and [`StoreError::Config`] for an invalid replica id.
+    pub fn from_settings(s: &StoreSettings) -> Result<StoreConfig, StoreError> {
+        let mut c = StoreConfig::new(&s.url, &s.namespace)?.on_error(s.on_error.into());
+        if let Some(r) = &s.replica {
+            let r = ReplicaId::new(r).map_err(|e| StoreError::Config {
+                message: format!("store replica: {e}"),
+            })?;
+            c = c.replica(r);
+        }
+        if let Some(d) = s.flush_interval {
+            c = c.flush_interval(d);
+        }
+        Ok(c)
+    }
+}
+
+/// Why a breaker could not be given its scope.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShareError {
+    /// The scope is shared but no store is installed (or given): never a silent fall-back to
+    /// a local breaker.
+    #[error(
+        "breaker `{breaker}` has scope `{scope}` but no store is installed: connect one \
+         (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`), or give \
+         the policy scope `local`"
+    )]
+    NoStore {
+        /// The breaker's name.
+        breaker: String,
+        /// Its scope.
+        scope: Scope,
+    },
+    /// The store refused the breaker.
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+}
+
+static INSTALLED: std::sync::OnceLock<Store> = std::sync::OnceLock::new();
+
+/// Installs `store` as the process's store for breakers of scope `shared` or `quorum(k)`
+/// ([`share_scoped`]). Once per process.
+///
+/// # Errors
+/// The store given back if one is installed already.
+pub fn install(store: Store) -> Result<(), Store> {
+    INSTALLED.set(store)
+}
+
+/// The installed store, if any.
+pub fn installed() -> Option<&'static Store> {
+    INSTALLED.get()
+}
+
+impl Store {
+    /// Gives `breaker` its scope: `local` leaves it alone (`None`), `shared` shares it
+    /// ([`share`](Self::share)), `quorum(k)` shares it with the fleet opening when `k`
+    /// distinct replicas tripped locally within the window.
+    ///
+    /// # Errors
+    /// As [`share`](Self::share).
+    pub fn share_scoped(
+        &self,
+        breaker: &CircuitBreaker,
+        scope: Scope,
+    ) -> Result<Option<SharedCircuitBreaker>, RegisterError> {
+        let Some(quorum) = scope.quorum() else {
+            return Ok(None);
+        };
+        let policy = SharedPolicy {
+            quorum,
+            ..SharedPolicy::from_breaker_policy(&breaker.policy())
+        };
+        self.share_with(breaker, &policy).map(Some)
+    }
+}
+
+/// Gives `breaker` its scope with the [installed](install) store: `local` is `Ok(None)`.
+///
+/// # Errors
+/// [`ShareError::NoStore`] for a shared scope with no store installed; the store's
+/// [`RegisterError`].
+pub fn share_scoped(
+    breaker: &CircuitBreaker,
+    scope: Scope,
+) -> Result<Option<SharedCircuitBreaker>, ShareError> {
+    scoped(installed(), breaker, scope)
+}
+
+fn scoped(
+    store: Option<&Store>,
+    breaker: &CircuitBreaker,
+    scope: Scope,
+) -> Result<Option<SharedCircuitBreaker>, ShareError> {
+    if !scope.is_shared() {
+        return Ok(None);
+    }
+    let store = store.ok_or_else(|| ShareError::NoStore {
+        breaker: breaker.name().to_owned(),
+        scope,
+    })?;
+    Ok(store.share_scoped(breaker, scope)?)
+}
+
+/// Shares the breaker of every policy of `policies` whose scope is `shared` or `quorum(k)`
+/// (`scope = ".."` in a config file), from `registry` (loaded from the same policies), with
+/// `store` (`None`: the [installed](install) one). The map is by policy name; policies of
+/// scope `local` are not in it.
+///
+/// # Errors
+/// [`ShareError::NoStore`] if a policy's scope is shared and there is no store; the store's
+/// [`RegisterError`].
+#[cfg(feature = "config")]
+pub fn share_policies(
+    store: Option<&Store>,
+    policies: &Policies,
+    registry: &PolicyRegistry,
+) -> Result<std::collections::BTreeMap<String, SharedCircuitBreaker>, ShareError> {
+    let store = match store {
+        Some(s) => Some(s),
+        None => installed(),
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (name, _) in policies.iter() {
+        let scope = policies.scope(name);
+        let Some(breaker) = registry.breaker(name) else {
+            continue;
+        };
+        if let Some(shared) = scoped(store, &breaker, scope)? {
+            out.insert(name.to_owned(), shared);
+        }
+    }
+    Ok(out)
+}
