@@ -901,6 +901,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     metrics::set_global_recorder(recorder)?;
     let timeline = Arc::new(Timeline::default());
     if let Some(path) = &args.record {
+        // The file's folder is made if missing (`target/` before the first build in it).
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("--record {}: {e}", dir.display()))?;
+        }
         let recorder =
             Recorder::to_file(path).map_err(|e| format!("--record {}: {e}", path.display()))?;
         // The warm-up comes before the script's phases.

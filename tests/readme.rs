@@ -161,3 +161,89 @@ fn readme_fleet_block_is_the_doc_example() {
         .collect();
     assert_eq!(readme, code);
 }
+
+/// Stand-ins for the README's plain-API block: a fetch that answers, a call that fails.
+async fn fetch() -> Result<String, std::io::Error> {
+    Ok("in stock".to_string())
+}
+
+async fn call() -> Result<String, std::io::Error> {
+    Err(std::io::Error::other("down"))
+}
+
+/// The README's plain-API block, between its markers (compared line for line below; not
+/// formatted, so that it stays the README's text).
+#[rustfmt::skip]
+async fn readme_plain_api(
+) -> Result<(Result<String, breaker::Error<std::io::Error>>, Result<String, breaker::Error<std::io::Error>>), Box<dyn std::error::Error>> {
+    // README plain: begin
+    use breaker::{BreakerPolicy, CircuitBreaker, Pipeline};
+    use std::time::Duration;
+
+    let pipeline = Pipeline::builder()
+        .name("stock") // the breaker's name in events and metrics
+        .breaker_policy(BreakerPolicy { consecutive_failures: Some(5), ..Default::default() })
+        .retry(breaker::dsl::parse_retry("3x exp jitter")?)
+        .idempotent(true)
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let body = pipeline.call(|| async { fetch().await }).await;
+    // In tests on tokio's paused clock, add `.clock(breaker::Clock::tokio())` so the cooldown
+    // follows `tokio::time::advance` (the attribute uses tokio's clock already; the default here
+    // is the CPU's monotonic clock, which the paused clock does not move).
+
+    // Or the breaker alone, with RAII permits:
+    let breaker = CircuitBreaker::new(BreakerPolicy::default())?;
+    let result: Result<String, breaker::Error<std::io::Error>> = match breaker.try_acquire() {
+        Ok(permit) => match call().await {
+            Ok(v) => { permit.success(); Ok(v) }
+            Err(e) => { permit.failure(); Err(breaker::Error::Inner(e)) } // or permit.ignored() for a 404
+        },                                           // dropping the permit = cancellation
+        Err(rejected) => Err(rejected.into()),       // rejected.retry_after(): rest of the cooldown
+    };
+    // README plain: end
+    Ok((body, result))
+}
+
+#[tokio::test]
+async fn the_readme_plain_api_block_runs() {
+    let (body, result) = readme_plain_api().await.unwrap();
+    assert_eq!(body.unwrap(), "in stock");
+    assert!(matches!(result, Err(breaker::Error::Inner(e)) if e.to_string() == "down"));
+}
+
+/// The README's plain-API block is `readme_plain_api`'s code, line for line (indentation and
+/// runs of spaces aside).
+#[test]
+fn readme_plain_block_is_this_code() {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("With the plain API (everything the attribute does):\n\n```rust\n")
+        .expect("the README has a plain-API example");
+    let block = &readme[start..];
+    let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
+    let block = &block[..block.find("```").unwrap()];
+    let source = include_str!("readme.rs");
+    let mut code = Vec::new();
+    let mut inside = false;
+    for line in source.lines() {
+        match line.trim() {
+            "// README plain: begin" => inside = true,
+            "// README plain: end" => inside = false,
+            l if inside => code.push(l),
+            _ => {}
+        }
+    }
+    let squash = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme: Vec<String> = block
+        .lines()
+        .map(squash)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let code: Vec<String> = code
+        .into_iter()
+        .map(squash)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(readme, code);
+}
