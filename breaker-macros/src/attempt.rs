@@ -2,13 +2,15 @@
 //! (or, without retry, the one future), the copies of the arguments each attempt binds again,
 //! and the `self` copy of an owned receiver. [`expand`](crate::expand) puts it in place.
 
-use crate::expand::SELF_COPY;
 use crate::rewrite::{at, erase_impl_trait, replace_self, respan};
 use crate::shape::Binding;
 use crate::validate::{FnKind, RecvKind, Spec};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
+
+/// The name of the per-attempt copy of an owned receiver (the body's `self` is renamed to it).
+const SELF_COPY: &str = "__breaker_self";
 
 /// One attempt: the closure giving a fresh future per attempt (or, without retry, the one
 /// future), and what the function must do around it for that.

@@ -66,9 +66,6 @@ pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStre
     }
 }
 
-/// The name of the per-attempt copy of an owned receiver (the body's `self` is renamed to it).
-pub(crate) const SELF_COPY: &str = "__breaker_self";
-
 fn expand(spec: &Spec) -> TokenStream {
     let func = &spec.func;
     let item = &func.item;

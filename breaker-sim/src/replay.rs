@@ -48,7 +48,7 @@
 
 mod call;
 
-use crate::report::{Counts, Report, Timeline};
+use crate::report::{ms, Counts, Report, Timeline};
 use crate::trace::{Call, CallOutcome, Phase};
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, OwnedPermit, State};
 use breaker_core::classify::Outcome;
@@ -517,11 +517,6 @@ fn build_breaker(
         })
         .build()
         .map_err(|e| e.to_string())
-}
-
-/// Milliseconds of `ns`.
-pub(crate) fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
 }
 
 impl std::fmt::Debug for Sim {

@@ -1,6 +1,5 @@
 //! What a replay reports, per policy: a table row and a JSON object with stable field names.
 
-use crate::replay::ms;
 use crate::trace::Phase;
 use breaker_core::breaker::State;
 use serde::Serialize;
@@ -126,6 +125,11 @@ impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a report serializes")
     }
+}
+
+/// Milliseconds of `ns`.
+pub(crate) fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
 }
 
 /// Milliseconds for a table: `1520.0` as `1520`, `12.25` as `12.2` (one decimal).
