@@ -98,36 +98,55 @@ async fn the_readme_example_trips_on_503() {
     assert_eq!(hits.load(Ordering::SeqCst), 5);
 }
 
+/// The first ```` ```rust ```` block of the README after `heading`: its lines trimmed, blank
+/// ones left out.
+fn readme_block(heading: &str) -> Vec<&'static str> {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find(heading)
+        .unwrap_or_else(|| panic!("the README has {heading:?}"));
+    let block = &readme[start..];
+    let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
+    let block = &block[..block.find("```").unwrap()];
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The lines of `source` between the markers `// {marker}: begin` and `// {marker}: end`
+/// (after a doc comment's `//!` where `doc`), trimmed, blank ones left out.
+fn marked<'a>(source: &'a str, marker: &str, doc: bool) -> Vec<&'a str> {
+    let (begin, end) = (format!("// {marker}: begin"), format!("// {marker}: end"));
+    let mut code = Vec::new();
+    let mut inside = false;
+    for line in source.lines() {
+        let line = if doc {
+            line.trim_start_matches("//!")
+        } else {
+            line
+        }
+        .trim();
+        if line == begin {
+            inside = true;
+        } else if line == end {
+            inside = false;
+        } else if inside && !line.is_empty() {
+            code.push(line);
+        }
+    }
+    code
+}
+
 /// The README's quick-start block is this file's code between the `README:` markers, line for
 /// line (indentation aside).
 #[test]
 fn readme_block_is_this_code() {
-    let readme = include_str!("../README.md");
-    let start = readme
-        .find("With the attribute:\n\n```rust\n")
-        .expect("the README's quick start has an attribute example");
-    let block = &readme[start..];
-    let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
-    let block = &block[..block.find("```").unwrap()];
-
-    let source = include_str!("readme.rs");
-    let mut code = Vec::new();
-    let mut inside = false;
-    for line in source.lines() {
-        match line.trim() {
-            "// README: begin" => inside = true,
-            "// README: end" => inside = false,
-            l if inside => code.push(l),
-            _ => {}
-        }
-    }
-    let readme: Vec<&str> = block
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let code: Vec<&str> = code.into_iter().filter(|l| !l.is_empty()).collect();
-    assert_eq!(readme, code);
+    assert_eq!(
+        readme_block("With the attribute:\n\n```rust\n"),
+        marked(include_str!("readme.rs"), "README", false)
+    );
 }
 
 /// The README's block on sharing breakers is the doc example of `breaker_redis::fleet` (a
@@ -135,31 +154,14 @@ fn readme_block_is_this_code() {
 /// a real server in `breaker-redis/tests/redis/fleet.rs`.
 #[test]
 fn readme_fleet_block_is_the_doc_example() {
-    let readme = include_str!("../README.md");
-    let start = readme
-        .find("## Sharing breakers across replicas")
-        .expect("the README has a section on sharing breakers");
-    let block = &readme[start..];
-    let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
-    let block = &block[..block.find("```").unwrap()];
-    let source = include_str!("../breaker-redis/src/fleet/mod.rs");
-    let mut code = Vec::new();
-    let mut inside = false;
-    for line in source.lines() {
-        let line = line.trim_start_matches("//!").trim();
-        match line {
-            "// README: begin" => inside = true,
-            "// README: end" => inside = false,
-            l if inside && !l.is_empty() => code.push(l),
-            _ => {}
-        }
-    }
-    let readme: Vec<&str> = block
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    assert_eq!(readme, code);
+    assert_eq!(
+        readme_block("## Sharing breakers across replicas"),
+        marked(
+            include_str!("../breaker-redis/src/fleet/mod.rs"),
+            "README",
+            true
+        )
+    );
 }
 
 /// Stand-ins for the README's plain-API block: a fetch that answers, a call that fails.
@@ -216,34 +218,15 @@ async fn the_readme_plain_api_block_runs() {
 /// runs of spaces aside).
 #[test]
 fn readme_plain_block_is_this_code() {
-    let readme = include_str!("../README.md");
-    let start = readme
-        .find("With the plain API (everything the attribute does):\n\n```rust\n")
-        .expect("the README has a plain-API example");
-    let block = &readme[start..];
-    let block = &block[block.find("```rust\n").unwrap() + "```rust\n".len()..];
-    let block = &block[..block.find("```").unwrap()];
-    let source = include_str!("readme.rs");
-    let mut code = Vec::new();
-    let mut inside = false;
-    for line in source.lines() {
-        match line.trim() {
-            "// README plain: begin" => inside = true,
-            "// README plain: end" => inside = false,
-            l if inside => code.push(l),
-            _ => {}
-        }
-    }
-    let squash = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme: Vec<String> = block
-        .lines()
+    let squash = |l: &&str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme: Vec<String> =
+        readme_block("With the plain API (everything the attribute does):\n\n```rust\n")
+            .iter()
+            .map(squash)
+            .collect();
+    let code: Vec<String> = marked(include_str!("readme.rs"), "README plain", false)
+        .iter()
         .map(squash)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let code: Vec<String> = code
-        .into_iter()
-        .map(squash)
-        .filter(|l| !l.is_empty())
         .collect();
     assert_eq!(readme, code);
 }
