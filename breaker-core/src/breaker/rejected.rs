@@ -1,6 +1,7 @@
 //! Rejections: a call the breaker did not let through.
 
 use super::state::State;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,14 +32,28 @@ impl RejectReason {
 /// This is never a failure of the dependency: it is not recorded by any breaker, it is never
 /// retried, and it is a distinct variant of the pipeline's error so callers can pick a
 /// fallback and metrics can tell it apart.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.describe())]
+#[repr(C)] // `reason` last: its spare values are the niche of `Rejection` and `Error` (below)
 pub struct Rejected {
-    reason: RejectReason,
-    retry_after: Option<Duration>,
+    /// The rest of the cooldown in nanoseconds, [`NO_RETRY_AFTER`] for none.
+    retry_after: u64,
     name: &'static str,
     key: Option<Arc<str>>,
+    reason: RejectReason,
 }
+
+// A rejection travels in every pipeline call's result type (`Result<T, Error<E>>`), which a
+// call moves a few times, so its size is paid on the success path too: 8 bytes of
+// `retry_after` where an `Option<Duration>` takes 16, and `reason` placed last, where the enums
+// that carry a rejection keep their tags in its unused values (`Rejection` is no larger than
+// `Rejected`, and `Error` is as large as its `GaveUp` variant, not larger).
+const _: () = assert!(std::mem::size_of::<Rejected>() == 48);
+
+/// `Rejected::retry_after` when there is none. Cooldowns are at most 365 days
+/// ([`MAX_COOLDOWN`](super::MAX_COOLDOWN)); a duration beyond `u64::MAX - 1` nanoseconds
+/// (584 years) is clamped.
+const NO_RETRY_AFTER: u64 = u64::MAX;
 
 impl Rejected {
     pub(super) fn new(
@@ -48,10 +63,13 @@ impl Rejected {
         key: Option<Arc<str>>,
     ) -> Rejected {
         Rejected {
-            reason,
-            retry_after,
+            retry_after: retry_after.map_or(NO_RETRY_AFTER, |d| {
+                u64::try_from(d.as_nanos())
+                    .map_or(NO_RETRY_AFTER - 1, |n| n.min(NO_RETRY_AFTER - 1))
+            }),
             name,
             key,
+            reason,
         }
     }
 
@@ -62,7 +80,7 @@ impl Rejected {
 
     /// The state that rejected the call.
     pub fn state(&self) -> State {
-        match self.reason {
+        match self.reason() {
             RejectReason::Open => State::Open,
             RejectReason::HalfOpenFull => State::HalfOpen,
             RejectReason::ForcedOpen => State::ForcedOpen,
@@ -72,7 +90,7 @@ impl Rejected {
     /// How long until a probe may be admitted: the rest of the cooldown when open, `None` when
     /// half-open (a slot frees when a probe completes) or forced open.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        (self.retry_after != NO_RETRY_AFTER).then(|| Duration::from_nanos(self.retry_after))
     }
 
     /// The breaker's name (empty if it has none).
@@ -96,7 +114,7 @@ impl Rejected {
         if let Some(key) = &self.key {
             who.push_str(&format!(" for key `{key}`"));
         }
-        match (self.reason, self.retry_after) {
+        match (self.reason(), self.retry_after()) {
             (RejectReason::Open, Some(d)) => {
                 format!("{who} is open; a probe may be admitted in {d:?}")
             }
@@ -106,5 +124,16 @@ impl Rejected {
             }
             (RejectReason::ForcedOpen, _) => format!("{who} was forced open"),
         }
+    }
+}
+
+impl fmt::Debug for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("reason", &self.reason)
+            .field("retry_after", &self.retry_after())
+            .field("name", &self.name)
+            .field("key", &self.key)
+            .finish()
     }
 }

@@ -360,7 +360,7 @@ impl PipelineBuilder {
         };
         let mut layers = [Layer::Breaker; 4];
         layers[..order.len()].copy_from_slice(&order);
-        Ok(Pipeline {
+        let mut pipeline = Pipeline {
             layers,
             len: order.len(),
             retry_at: order.iter().position(|l| *l == Layer::Retry),
@@ -375,7 +375,10 @@ impl PipelineBuilder {
             rng: Arc::new(Mutex::new(rng)),
             metrics,
             recorder: self.recorder,
-        })
+            breaker_only: false,
+        };
+        pipeline.breaker_only = pipeline.is_breaker_only();
+        Ok(pipeline)
     }
 }
 

@@ -4,6 +4,7 @@
 use super::ctx::Limit;
 use super::*;
 use crate::classify::{Classifier, Outcome, Retry};
+use crate::record::Recorded;
 use crate::retry::{Delays, RetryPolicy};
 use crate::timeout::TimeoutKind;
 use rand::rngs::SmallRng;
@@ -41,33 +42,74 @@ enum Decision {
 /// The state of one call's retry loop.
 pub(super) struct RetryRun<'p> {
     pipeline: &'p Pipeline,
-    policy: &'p RetryPolicy,
-    max: u32,
     attempts: u32,
     /// Boxed and created at the first retry: most calls never need it.
     delays: Option<Box<Delays<SmallRng>>>,
+    /// When the attempt being recorded started (the recorder's [`start`](crate::record::Recorder::start)),
+    /// [`NOT_RECORDING`] when none is: the pipeline's recorder, folded into the loop's state
+    /// rather than a guard of its own beside it, keeps the call's future small.
+    recording: u64,
 }
+
+/// `RetryRun::recording` when no attempt is being recorded.
+const NOT_RECORDING: u64 = u64::MAX;
 
 impl<'p> RetryRun<'p> {
     #[inline]
     pub(super) fn new(pipeline: &'p Pipeline) -> Self {
-        let policy = pipeline.retry.as_ref().unwrap_or(&RetryPolicy::NONE);
-        let max = if pipeline.idempotent {
-            policy.max_attempts.max(1)
-        } else {
-            1
-        };
+        // The policy and the attempt bound are read from the pipeline when an attempt fails
+        // (`decide`), not kept here: every call's future holds this state.
         RetryRun {
             pipeline,
-            policy,
-            max,
             attempts: 0,
             delays: None,
+            recording: NOT_RECORDING,
+        }
+    }
+
+    /// The retry policy (none: one attempt).
+    fn policy(&self) -> &'p RetryPolicy {
+        self.pipeline.retry.as_ref().unwrap_or(&RetryPolicy::NONE)
+    }
+
+    /// The most attempts a call may make: the policy's, or one for an operation that is not
+    /// idempotent.
+    fn max(&self) -> u32 {
+        if self.pipeline.idempotent {
+            self.policy().max_attempts.max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Starts recording the next attempt, if the pipeline has a recorder.
+    #[inline]
+    pub(super) fn begin_attempt(&mut self) {
+        if let Some(r) = &self.pipeline.recorder {
+            self.recording = r.start();
+        }
+    }
+
+    /// Records how the attempt begun last ended (`outcome`, asked only when recording).
+    #[inline]
+    pub(super) fn end_attempt(&mut self, outcome: impl FnOnce() -> Recorded) {
+        if self.recording != NOT_RECORDING {
+            self.record(outcome());
+        }
+    }
+
+    #[cold]
+    fn record(&mut self, outcome: Recorded) {
+        let start = std::mem::replace(&mut self.recording, NOT_RECORDING);
+        if let Some(r) = &self.pipeline.recorder {
+            // This attempt is counted in `attempts` only once its result has been judged.
+            let attempt = u16::try_from(self.attempts.saturating_add(1)).unwrap_or(u16::MAX);
+            r.record_attempt(start, outcome, None, attempt);
         }
     }
 
     pub(super) fn next_delay(&mut self) -> Duration {
-        let (policy, rng) = (&self.policy, &self.pipeline.rng);
+        let (policy, rng) = (self.policy(), &self.pipeline.rng);
         self.delays
             .get_or_insert_with(|| {
                 let seed = rng.lock().unwrap_or_else(|p| p.into_inner()).gen::<u64>();
@@ -145,10 +187,11 @@ impl<'p> RetryRun<'p> {
         if let Some(b) = budget {
             b.withdraw();
         }
-        if self.max <= 1 {
+        let max = self.max();
+        if max <= 1 {
             return Decision::Stop(None);
         }
-        if self.attempts >= self.max {
+        if self.attempts >= max {
             return Decision::Stop(Some(GiveUpReason::AttemptsExhausted));
         }
         if budget.is_some_and(|b| !b.can_retry()) {
@@ -176,5 +219,16 @@ impl<'p> RetryRun<'p> {
         }
         crate::observe::retry(self.pipeline.metrics_name());
         Decision::Sleep(delay)
+    }
+}
+
+/// An attempt begun and never ended: the call's future was dropped while the attempt ran
+/// (a cancellation), or the operation panicked (recorded as cancelled too, as a dropped
+/// permit is counted).
+impl Drop for RetryRun<'_> {
+    fn drop(&mut self) {
+        if self.recording != NOT_RECORDING {
+            self.record(Recorded::Cancelled);
+        }
     }
 }

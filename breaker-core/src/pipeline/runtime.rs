@@ -16,7 +16,9 @@ use crate::timeout::{Elapsed, TimeoutKind};
 use rand::rngs::SmallRng;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// A resilience pipeline: the configured layers in their order. See the
@@ -42,6 +44,9 @@ pub struct Pipeline {
     pub(super) metrics: BreakerMetrics,
     /// Where each attempt is recorded, if anywhere ([`PipelineBuilder::recorder`]).
     pub(super) recorder: Option<Recorder>,
+    /// Whether the pipeline is one breaker layer and nothing else that acts on a call (no
+    /// deadline, no recorder): [`is_breaker_only`](Self::is_breaker_only), decided once.
+    pub(super) breaker_only: bool,
 }
 
 impl Pipeline {
@@ -117,6 +122,7 @@ impl Pipeline {
             rng: Arc::clone(&self.rng),
             metrics: self.metrics.clone(),
             recorder: self.recorder.clone(),
+            breaker_only: self.breaker_only,
         }
     }
 
@@ -124,6 +130,7 @@ impl Pipeline {
     /// [`PipelineBuilder::recorder`]); for the attribute's `record = path`.
     pub(crate) fn set_recorder(&mut self, recorder: Recorder) {
         self.recorder = Some(recorder);
+        self.breaker_only = self.is_breaker_only();
     }
 
     /// The bulkhead, if configured.
@@ -221,7 +228,39 @@ impl Pipeline {
     }
 
     /// The one implementation of a call, with `breaker` as the breaker layer's breaker.
-    pub(crate) async fn run<T, E, F, Fut, C>(
+    ///
+    /// The breaker alone (the most common pipeline: no limit, no retry loop, nothing recorded)
+    /// takes a direct path, the permit around one attempt: the same steps as the general path
+    /// takes for it, without its context, loop and attempt wrapper. The choice is made here,
+    /// outside both futures, so neither carries the other's state.
+    #[inline]
+    pub(crate) fn run<'a, T: 'a, E: 'a, F, Fut, C>(
+        &'a self,
+        breaker: Option<&'a CircuitBreaker>,
+        classifier: &'a C,
+        op: F,
+    ) -> Run<
+        impl Future<Output = Result<T, Error<E>>> + 'a,
+        impl Future<Output = Result<T, Error<E>>> + 'a,
+    >
+    where
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
+        C: Classifier<T, E> + ?Sized,
+    {
+        match breaker {
+            Some(breaker) if self.breaker_only => Run::BreakerOnly {
+                fut: self.run_breaker_only(breaker, classifier, op),
+            },
+            _ => Run::General {
+                fut: self.run_general(breaker, classifier, op),
+            },
+        }
+    }
+
+    /// The general path of [`run`](Self::run): the layers outside retry, the retry loop, the
+    /// layers inside it.
+    async fn run_general<T, E, F, Fut, C>(
         &self,
         breaker: Option<&CircuitBreaker>,
         classifier: &C,
@@ -232,12 +271,6 @@ impl Pipeline {
         Fut: Future<Output = Result<T, E>>,
         C: Classifier<T, E> + ?Sized,
     {
-        // The breaker alone (the most common pipeline): no limit, no retry loop, nothing
-        // recorded, so the call is the permit around one attempt. The same steps as the
-        // general path below takes for it, without its context, loop and attempt wrapper.
-        if let (true, Some(breaker)) = (self.is_breaker_only(), breaker) {
-            return self.run_breaker_only(breaker, classifier, op).await;
-        }
         let ctx = match self.deadline {
             Some(d) => Ctx::default().tighten(d, TimeoutKind::Deadline),
             None => Ctx::default(),
@@ -249,15 +282,13 @@ impl Pipeline {
             None => (0, 0),
         };
         let class = classifier;
-        let mut attempt: u16 = 0;
         let result = segment!(self, breaker, ..outer, ctx, class, lazy = false, {
             let mut run = RetryRun::new(self);
             loop {
-                attempt = attempt.saturating_add(1);
                 // Recording is off unless a recorder is set: then one clock read here, one
                 // at the end and one hand-off (an attempt dropped unfinished is recorded as
-                // cancelled).
-                let recording = self.recorder.as_ref().map(|r| r.attempt(attempt));
+                // cancelled when `run` is dropped).
+                run.begin_attempt();
                 let result = segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
                     Attempt {
                         inner: op(),
@@ -267,9 +298,7 @@ impl Pipeline {
                     }
                     .await
                 });
-                if let Some(r) = recording {
-                    r.finish(recorded(&result, class));
-                }
+                run.end_attempt(|| recorded(&result, class));
                 if self.retry_at.is_none() {
                     break result;
                 }
@@ -295,19 +324,12 @@ impl Pipeline {
                 }
             }
         });
-        if attempt == 0 {
-            // Refused by a layer outside retry before any attempt.
-            if let Some(r) = &self.recorder {
-                r.attempt(1).finish(recorded(&result, class));
-            }
-        }
         result
     }
 
     /// Whether the pipeline is one breaker layer and nothing else that acts on a call (no
-    /// deadline, no recorder).
-    #[inline(always)]
-    fn is_breaker_only(&self) -> bool {
+    /// deadline, no recorder); kept in `breaker_only`, since every call asks.
+    pub(super) fn is_breaker_only(&self) -> bool {
         self.len == 1
             && self.layers[0] == Layer::Breaker
             && self.deadline.is_none()
@@ -415,6 +437,49 @@ impl fmt::Debug for Pipeline {
             .field("fallback_on", &self.fallback_on)
             .field("recorder", &self.recorder)
             .finish()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of one call ([`Pipeline::run`]): the breaker-only path or the general one.
+    #[project = RunProj]
+    pub(crate) enum Run<B, G> {
+        BreakerOnly {
+            #[pin]
+            fut: B,
+        },
+        General {
+            #[pin]
+            fut: G,
+        },
+    }
+}
+
+impl<B: Future, G: Future<Output = B::Output>> Future for Run<B, G> {
+    type Output = B::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<B::Output> {
+        match self.project() {
+            RunProj::BreakerOnly { fut } => fut.poll(cx),
+            RunProj::General { fut } => fut.poll(cx),
+        }
+    }
+}
+
+impl Pipeline {
+    /// Records a call that a layer outside retry refused before any attempt (with a recorder;
+    /// attempts are recorded by the retry loop).
+    #[cold]
+    pub(super) fn record_refusal<T, E, C: Classifier<T, E> + ?Sized>(
+        &self,
+        refused: &Error<E>,
+        class: &C,
+    ) {
+        if let Some(r) = &self.recorder {
+            r.attempt(1)
+                .finish(recorded_error::<T, E, C>(refused, class));
+        }
     }
 }
 

@@ -79,6 +79,11 @@ macro_rules! segment {
                 if let Some(mut p) = permit.take() {
                     p.record(error_outcome::<T, E, _>(&refused, $class));
                 }
+                // The run outside retry (the one that is not lazy) refused: no attempt was
+                // made, so the retry loop records none; the call is recorded here.
+                if !$lazy && $self.recorder.is_some() {
+                    $self.record_refusal::<T, E, _>(&refused, $class);
+                }
                 break 'segment Err(refused);
             }
             let result = $core;
