@@ -230,3 +230,55 @@ fn readme_plain_block_is_this_code() {
         .collect();
     assert_eq!(readme, code);
 }
+
+/// The README's config-file block, between its markers (compared line for line below), run in
+/// a folder holding a copy of `examples/breaker.toml` as `breaker.toml`.
+#[cfg(feature = "watch")]
+#[rustfmt::skip]
+fn readme_config_file() -> Result<(), Box<dyn std::error::Error>> {
+    use std::time::Duration;
+    // README config: begin
+    let registry = breaker::config::PolicyRegistry::load(breaker::config::Loader::file("breaker.toml"))?;
+    let inventory = registry.get("inventory").unwrap();     // Arc<Policy>, defaults filled in
+    let pipeline = registry.pipeline("inventory").unwrap(); // follows reloads, call by call
+    registry.reload()?;  // atomic swap; a failed reload keeps the previous policies and says why
+    let watch = registry.watch(Duration::from_millis(200))?; // feature `watch`: reload on change
+    breaker::config::install(registry)?; // for `policy = ".."` functions: checks them all first
+    // README config: end
+    assert!(inventory.breaker.is_some() && pipeline.current().breaker().is_some());
+    drop(watch);
+    Ok(())
+}
+
+/// The block runs as written: the example file loads, its `inventory` policy has a breaker,
+/// the registry reloads, watches and installs. The working folder is this test's own (no other
+/// test of this binary reads a relative path).
+#[cfg(feature = "watch")]
+#[test]
+fn the_readme_config_block_runs() {
+    let dir = std::env::temp_dir().join(format!("breaker-readme-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/breaker.toml"),
+        dir.join("breaker.toml"),
+    )
+    .unwrap();
+    std::env::set_current_dir(&dir).unwrap();
+    readme_config_file().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The README's config-file block is `readme_config_file`'s code, line for line.
+#[test]
+fn readme_config_block_is_this_code() {
+    let squash = |l: &&str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme: Vec<String> = readme_block("From a config file (`examples/breaker.toml`")
+        .iter()
+        .map(squash)
+        .collect();
+    let code: Vec<String> = marked(include_str!("readme.rs"), "README config", false)
+        .iter()
+        .map(squash)
+        .collect();
+    assert_eq!(readme, code);
+}

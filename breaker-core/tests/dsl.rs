@@ -686,3 +686,14 @@ proptest! {
         check_error_spans(&s);
     }
 }
+
+/// Suggestions name what was meant, once: a doubled unit letter is the unit (`10ss` ->
+/// `s`, not `ns`), and a misspelled keyword that is the only thing expected is not also
+/// offered as "did you mean" (found by a README-only new-user trial).
+#[test]
+fn suggestions_name_what_was_meant_once() {
+    let e = dsl::parse_duration("10ss").unwrap_err().to_string();
+    assert!(e.contains("did you mean `s`?"), "{e}");
+    let e = dsl::parse_breaker("5 consecutiv").unwrap_err().describe();
+    assert_eq!(e.matches("`consecutive`").count(), 1, "{e}");
+}

@@ -355,9 +355,14 @@ fn unknown(cx: &Ctxt, key: &Ident) {
         .map(|o| format!("`{o}`"))
         .collect::<Vec<_>>()
         .join(", ");
+    let names: Vec<String> = Key::ALL.iter().map(|o| o.to_string()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let hint = breaker_core::__private::suggest(&key.to_string(), &names)
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default();
     cx.error_at(
         key.span(),
-        format!("unknown option `{key}`; expected one of {list}"),
+        format!("unknown option `{key}`; expected one of {list}{hint}"),
     );
 }
 
@@ -506,6 +511,21 @@ mod tests {
         assert!(errors[1].starts_with("unknown option `bogus`; expected one of `threshold`"));
         assert!(errors[2].contains("`cooldown` is given more than once"));
         assert!(errors[3].contains("`timeout` needs a value"));
+    }
+
+    /// A misspelled option is named, as config files do.
+    #[test]
+    fn unknown_options_suggest_the_closest() {
+        let (_, errors) = parse(quote! { treshold = 5, coldown = "1s", zzzzzz = 1 });
+        assert!(
+            errors[0].ends_with("did you mean `threshold`?"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].ends_with("did you mean `cooldown`?"),
+            "{errors:?}"
+        );
+        assert!(!errors[2].contains("did you mean"), "{errors:?}");
     }
 
     /// The parser knows every option of the one list, by the name the list gives it.

@@ -46,6 +46,12 @@ pub use registered::{linkme, Registered, REGISTERED};
 pub use runtime::*;
 pub use support::*;
 
+/// The closest of `candidates` to `word` for a "did you mean" (the DSL's and the config
+/// files' rule), for the attribute's unknown options.
+pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    crate::dsl::error::suggest(word, candidates)
+}
+
 /// Expands to nothing with the `config` feature; without it, to a compile error under the
 /// attribute of a `policy = ".."` function.
 #[cfg(feature = "config")]

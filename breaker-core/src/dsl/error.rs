@@ -96,8 +96,12 @@ impl DslError {
             }
         }
         if let Some(help) = &self.help {
-            out.push_str("; ");
-            out.push_str(help);
+            // "expected `consecutive`; did you mean `consecutive`?" says one thing twice.
+            let repeats = matches!(self.expected.as_slice(), [one] if *help == format!("did you mean {one}?"));
+            if !repeats {
+                out.push_str("; ");
+                out.push_str(help);
+            }
         }
     }
 }
@@ -118,13 +122,19 @@ pub(crate) fn tick(s: &str) -> String {
 }
 
 /// The closest candidate within edit distance 2 (for "did you mean"), if any.
+///
+/// A candidate is never one the word would have to be rewritten into whole (`x` is not
+/// "`s`?"), but a short one may be reached by deleting (`ss` -> `s`). Among candidates equally
+/// close, one that starts with the word's first letter wins (`ss` -> `s`, not `ns`), then the
+/// first in `candidates`.
 pub(crate) fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
     let lower = word.to_ascii_lowercase();
+    let first = lower.chars().next();
     candidates
         .iter()
         .map(|c| (levenshtein(&lower, c), *c))
-        .filter(|(d, c)| *d <= 2 && *d < c.len())
-        .min_by_key(|(d, _)| *d)
+        .filter(|(d, c)| *d <= 2 && *d < c.chars().count().max(lower.chars().count()))
+        .min_by_key(|(d, c)| (*d, c.chars().next() != first))
         .map(|(_, c)| c)
 }
 
@@ -151,6 +161,10 @@ mod tests {
         assert_eq!(suggest("jiter", &["jitter", "full-jitter"]), Some("jitter"));
         assert_eq!(suggest("expo", &["fixed", "linear", "exp"]), Some("exp"));
         assert_eq!(suggest("zzzzzz", &["exp"]), None);
+        // A short candidate reached by a deletion, and the word's first letter breaks ties.
+        assert_eq!(suggest("ss", &["ns", "us", "ms", "s"]), Some("s"));
+        assert_eq!(suggest("x", &["s", "m"]), None);
+        assert_eq!(suggest("mss", &["ns", "ms", "s"]), Some("ms"));
         assert_eq!(levenshtein("kitten", "sitting"), 3);
     }
 

@@ -122,7 +122,7 @@
 //! value: ``min_calls (10) must be <= the count window size (5)`` points at `min 10`.
 
 mod breaker;
-mod error;
+pub(crate) mod error;
 mod order;
 mod parse;
 mod retry;
