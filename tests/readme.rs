@@ -214,21 +214,25 @@ async fn the_readme_plain_api_block_runs() {
     assert!(matches!(result, Err(breaker::Error::Inner(e)) if e.to_string() == "down"));
 }
 
-/// The README's plain-API block is `readme_plain_api`'s code, line for line (indentation and
-/// runs of spaces aside).
-#[test]
-fn readme_plain_block_is_this_code() {
+/// The README's first block after `heading` is this file's code between the `marker` markers,
+/// line for line (indentation and runs of spaces aside).
+fn assert_readme_block_is(heading: &str, marker: &str) {
     let squash = |l: &&str| l.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme: Vec<String> =
-        readme_block("With the plain API (everything the attribute does):\n\n```rust\n")
-            .iter()
-            .map(squash)
-            .collect();
-    let code: Vec<String> = marked(include_str!("readme.rs"), "README plain", false)
+    let readme: Vec<String> = readme_block(heading).iter().map(squash).collect();
+    let code: Vec<String> = marked(include_str!("readme.rs"), marker, false)
         .iter()
         .map(squash)
         .collect();
     assert_eq!(readme, code);
+}
+
+/// The README's plain-API block is `readme_plain_api`'s code.
+#[test]
+fn readme_plain_block_is_this_code() {
+    assert_readme_block_is(
+        "With the plain API (everything the attribute does):\n\n```rust\n",
+        "README plain",
+    );
 }
 
 /// The README's config-file block, between its markers (compared line for line below), run in
@@ -268,17 +272,11 @@ fn the_readme_config_block_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The README's config-file block is `readme_config_file`'s code, line for line.
+/// The README's config-file block is `readme_config_file`'s code.
 #[test]
 fn readme_config_block_is_this_code() {
-    let squash = |l: &&str| l.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme: Vec<String> = readme_block("From a config file (`examples/breaker.toml`")
-        .iter()
-        .map(squash)
-        .collect();
-    let code: Vec<String> = marked(include_str!("readme.rs"), "README config", false)
-        .iter()
-        .map(squash)
-        .collect();
-    assert_eq!(readme, code);
+    assert_readme_block_is(
+        "From a config file (`examples/breaker.toml`",
+        "README config",
+    );
 }
