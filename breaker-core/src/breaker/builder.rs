@@ -155,13 +155,13 @@ fn default_breaker(policy: BreakerPolicy, totals: bool) -> Result<CircuitBreaker
             if shared.totals == totals && *p == policy {
                 // Nothing reloads this block's policy (no factory is handed out), so its
                 // epoch stays 0 and `policy` is the one in force.
-                return Ok(create(shared, None, totals, 0, &policy));
+                return Ok(create(shared, None, totals, 0, &policy, false));
             }
         }
         let factory = BreakerBuilder::new(policy.clone())
             .totals(totals)
             .build_factory()?;
-        let breaker = create(&factory.shared, None, totals, 0, &policy);
+        let breaker = create(&factory.shared, None, totals, 0, &policy, false);
         *last.borrow_mut() = Some((policy, factory.shared));
         Ok(breaker)
     })
@@ -176,16 +176,18 @@ fn create(
     totals: bool,
     epoch: u32,
     policy: &BreakerPolicy,
+    room: bool,
 ) -> CircuitBreaker {
     let window = policy
         .uses_window()
         .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
     let totals = totals.then(Striped::new);
-    let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
+    let heavy = (room || window.is_some() || totals.is_some() || key.is_some()).then(|| {
         Box::new(Heavy {
             window,
             totals,
             key,
+            fleet: std::sync::OnceLock::new(),
         })
     });
     CircuitBreaker {
@@ -274,7 +276,19 @@ impl BreakerBuilder {
         {
             return default_breaker(self.policy, self.totals);
         }
-        Ok(self.build_factory()?.create())
+        // A named breaker always has room for a fleet hook (`Store::share`): it is one per
+        // policy, not per key, so the few bytes do not add up.
+        let factory = self.build_factory()?;
+        let epoch = factory.shared.hot.window_epoch();
+        let policy = factory.shared.policy.load();
+        Ok(create(
+            &factory.shared,
+            None,
+            factory.shared.totals,
+            epoch,
+            &policy,
+            true,
+        ))
     }
 
     /// Validates the policy and returns a factory that creates any number of breakers sharing
@@ -328,7 +342,7 @@ impl BreakerFactory {
         // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
-        create(&self.shared, key, totals, epoch, &policy)
+        create(&self.shared, key, totals, epoch, &policy, false)
     }
 
     /// Replaces the policy of every breaker made by this factory, keeping their state: an open

@@ -129,7 +129,9 @@ pub use policy::{
 };
 pub use rejected::{RejectReason, Rejected};
 #[doc(hidden)]
-pub use remote::RemoteTransition;
+pub use remote::{
+    FleetCounts, FleetHook, FleetProbe, FleetProbeEnd, FleetTaken, HookError, RemoteTransition,
+};
 pub use snapshot::Snapshot;
 pub use state::State;
 pub use totals::Totals;
@@ -235,7 +237,9 @@ impl CircuitBreaker {
     /// [`OwnedPermit`]s in flight. A keyed registry never evicts a breaker whose count shows a
     /// handle outside the registry. The value may be stale by the time it is read.
     pub(crate) fn handle_count(&self) -> usize {
-        triomphe::Arc::strong_count(&self.inner)
+        // A fleet hook holds one handle (to apply the fleet's transitions); it is not a
+        // handle outside the registry.
+        triomphe::Arc::strong_count(&self.inner) - usize::from(self.inner.fleet().is_some())
     }
 
     /// A point-in-time view of the state and counts.

@@ -68,6 +68,15 @@ pub enum RegisterError {
     /// The breaker's name (or key) is not a valid shared breaker id.
     #[error("cannot share this breaker: {0}")]
     Name(crate::names::NameError),
+    /// The breaker cannot take the fleet hook: it is shared already (with another store), or
+    /// it was made without room for one.
+    #[error("cannot share breaker `{breaker}`: {reason}")]
+    NotShareable {
+        /// The breaker's name.
+        breaker: String,
+        /// Why.
+        reason: breaker_core::breaker::HookError,
+    },
 }
 
 enum Command {
@@ -219,6 +228,7 @@ impl Store {
             next_flush: now + config.flush_interval,
             early_used: false,
             fresh: Vec::new(),
+            sweep: Vec::new(),
             rng: rand::rngs::SmallRng::from_entropy(),
         };
         let task = tokio::spawn(coordinator.run());
@@ -545,5 +555,8 @@ struct Coordinator {
     early_used: bool,
     /// Registered since the last poll: their shared state is read at once.
     fresh: Vec<u32>,
+    /// The breakers still to visit in the current sweep for unused ones (see
+    /// [`SharedBreaker::release_if_unused`]), refilled when empty.
+    sweep: Vec<u32>,
     rng: rand::rngs::SmallRng,
 }
