@@ -23,7 +23,13 @@ pub(crate) struct Shared {
     pub(crate) name: &'static str,
     pub(crate) listeners: Vec<Listener>,
     pub(crate) totals: bool,
+    /// Called with every breaker a factory creates from now on (set once; a fleet backend
+    /// shares keyed breakers with it, see [`BreakerFactory::on_create`]).
+    pub(crate) on_create: std::sync::OnceLock<OnCreate>,
 }
+
+/// What [`BreakerFactory::on_create`] runs.
+type OnCreate = Box<dyn Fn(&CircuitBreaker) + Send + Sync>;
 
 /// The policy values that the success and admission paths read, mirrored from `policy` so those
 /// paths never load the `ArcSwap` (a few nanoseconds and a shared debt list each time).
@@ -307,6 +313,7 @@ impl BreakerBuilder {
                 name: intern(self.name.as_deref().unwrap_or("")),
                 listeners: self.listeners,
                 totals: self.totals,
+                on_create: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -342,7 +349,23 @@ impl BreakerFactory {
         // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
-        create(&self.shared, key, totals, epoch, &policy, false)
+        match self.shared.on_create.get() {
+            None => create(&self.shared, key, totals, epoch, &policy, false),
+            Some(f) => {
+                let breaker = create(&self.shared, key, totals, epoch, &policy, true);
+                f(&breaker);
+                breaker
+            }
+        }
+    }
+
+    /// Runs `f` with every breaker this factory (and its clones) creates from now on, before
+    /// it is handed out; such breakers always have room for a fleet hook. Set once: returns
+    /// whether it was set. Hidden and unstable: a fleet backend shares keyed breakers with it
+    /// (`#[circuit_breaker(scope = "shared", key = ..)]`).
+    #[doc(hidden)]
+    pub fn on_create(&self, f: impl Fn(&CircuitBreaker) + Send + Sync + 'static) -> bool {
+        self.shared.on_create.set(Box::new(f)).is_ok()
     }
 
     /// Replaces the policy of every breaker made by this factory, keeping their state: an open

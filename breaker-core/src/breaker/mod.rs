@@ -130,7 +130,8 @@ pub use policy::{
 pub use rejected::{RejectReason, Rejected};
 #[doc(hidden)]
 pub use remote::{
-    FleetCounts, FleetHook, FleetProbe, FleetProbeEnd, FleetTaken, HookError, RemoteTransition,
+    install_sharer, share_in_scope, FleetCounts, FleetHook, FleetProbe, FleetProbeEnd, FleetTaken,
+    HookError, RemoteTransition, ScopeError, Sharer,
 };
 pub use snapshot::Snapshot;
 pub use state::State;

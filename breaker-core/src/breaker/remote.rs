@@ -32,11 +32,12 @@
 
 use super::event::TransitionReason;
 use super::machine::Cause;
-use super::rejected::{RejectReason, Rejected};
-use super::state::{State, Word};
 use super::machine::Inner;
 use super::permit::{OwnedPermit, Permit};
+use super::rejected::{RejectReason, Rejected};
+use super::state::{State, Word};
 use super::CircuitBreaker;
+use crate::scope::Scope;
 use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -206,6 +207,75 @@ impl CircuitBreaker {
     }
 }
 
+// --- The process's sharer ------------------------------------------------------------------------
+
+/// Gives a breaker of a shared scope its fleet hook; see [`install_sharer`].
+#[doc(hidden)]
+pub type Sharer = Box<dyn Fn(&CircuitBreaker, Scope) -> Result<(), String> + Send + Sync>;
+
+static SHARER: std::sync::OnceLock<Sharer> = std::sync::OnceLock::new();
+
+/// Installs the process's sharer, once: what breakers of scope `shared` or `quorum(k)` made
+/// by this crate's own code (`#[circuit_breaker(scope = "..")]`, keyed breakers of such a
+/// function) are shared with. A fleet backend installs it with its store
+/// (`breaker_redis::install`), so this crate never depends on one. Returns whether it was
+/// installed (`false`: one was already).
+#[doc(hidden)]
+pub fn install_sharer(sharer: Sharer) -> bool {
+    SHARER.set(sharer).is_ok()
+}
+
+/// Why [`share_in_scope`] could not share a breaker.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScopeError {
+    /// No sharer is installed: no store to share with.
+    NoStore {
+        /// The breaker's name.
+        breaker: String,
+        /// Its scope.
+        scope: Scope,
+    },
+    /// The sharer refused (its message).
+    Refused(String),
+}
+
+impl std::fmt::Display for ScopeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScopeError::NoStore { breaker, scope } => write!(
+                f,
+                "breaker `{breaker}` has scope `{scope}` but no store is installed: connect one \
+                 (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`) \
+                 before its first call, or give it scope `local`"
+            ),
+            ScopeError::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ScopeError {}
+
+/// Shares `breaker` in `scope` with the installed [`Sharer`]: nothing for `local` or for a
+/// breaker that has a fleet hook already.
+///
+/// # Errors
+/// [`ScopeError::NoStore`] for a shared scope with no sharer installed (never a silent local
+/// breaker); the sharer's refusal.
+#[doc(hidden)]
+pub fn share_in_scope(breaker: &CircuitBreaker, scope: Scope) -> Result<(), ScopeError> {
+    if !scope.is_shared() || breaker.has_fleet_hook() {
+        return Ok(());
+    }
+    let Some(sharer) = SHARER.get() else {
+        return Err(ScopeError::NoStore {
+            breaker: breaker.name().to_owned(),
+            scope,
+        });
+    };
+    sharer(breaker, scope).map_err(ScopeError::Refused)
+}
+
 impl CircuitBreaker {
     /// Installs `hook`, once: from now on every call of this breaker (every clone, every
     /// caller) runs under it; see the [module docs](self). `early` is the failure count since
@@ -218,7 +288,11 @@ impl CircuitBreaker {
     /// # Errors
     /// [`HookError`]: a hook is installed already, or the breaker has no room for one.
     #[doc(hidden)]
-    pub fn install_fleet_hook(&self, hook: Arc<dyn FleetHook>, early: u64) -> Result<(), HookError> {
+    pub fn install_fleet_hook(
+        &self,
+        hook: Arc<dyn FleetHook>,
+        early: u64,
+    ) -> Result<(), HookError> {
         let Some(heavy) = &self.inner.heavy else {
             return Err(HookError::NoRoom);
         };
@@ -243,6 +317,13 @@ impl CircuitBreaker {
             Some(h) if h.fleet.get().is_some() => Err(HookError::Installed),
             Some(_) => Ok(()),
         }
+    }
+
+    /// A reading of this breaker's clock (nanoseconds), as
+    /// [`RemoteTransition::open_until`] is given on.
+    #[doc(hidden)]
+    pub fn now_nanos(&self) -> u64 {
+        self.inner.shared.clock.now_nanos()
     }
 
     /// Whether a fleet hook is installed.
@@ -306,7 +387,10 @@ impl OwnedPermit {
 impl Inner {
     #[inline(always)]
     pub(crate) fn fleet(&self) -> Option<&FleetSlot> {
-        self.heavy.as_ref().and_then(|h| h.fleet.get()).map(|b| &**b)
+        self.heavy
+            .as_ref()
+            .and_then(|h| h.fleet.get())
+            .map(|b| &**b)
     }
 
     /// A closed call of a hooked breaker ended with `outcome` (slow: whether it was slow).

@@ -77,8 +77,8 @@ use crate::protocol::{ForceTarget, Lease, ProbeOutcome, Reason, SharedState};
 use crate::store::{RegisterError, Store};
 use crate::StoreError;
 use breaker_core::breaker::{
-    BreakerPolicy, CircuitBreaker, FleetHook, FleetProbe, FleetProbeEnd, Permit, RejectReason,
-    Rejected, RemoteTransition, SlidingWindow, State, TransitionReason,
+    BreakerPolicy, CircuitBreaker, FleetHook, FleetProbe, FleetProbeEnd, HookError, Permit,
+    RejectReason, Rejected, RemoteTransition, SlidingWindow, State, TransitionReason,
 };
 use breaker_core::classify::Outcome;
 use breaker_core::clock::Clock;
@@ -214,10 +214,16 @@ impl Core {
             Some(r) => Arc::from(r.as_str()),
             None => Arc::from("fleet"),
         };
+        // The deadline is a reading of the store's clock: moved to the breaker's (they may
+        // differ: an annotated function's breaker reads tokio's clock).
+        let open_until = update.deadline.map(|d| {
+            let left = d.saturating_sub(self.clock.now_nanos());
+            breaker.now_nanos().saturating_add(left)
+        });
         breaker.apply_remote(RemoteTransition {
             to: update.state,
             reason: transition_reason(update.reason),
-            open_until: update.deadline,
+            open_until,
             streak: Some(update.streak),
             origin,
         });
@@ -506,8 +512,9 @@ impl Store {
     /// Joins `breaker` to the fleet under its name (and key, for a keyed breaker), with the
     /// fleet-wide rules of its own policy ([`SharedPolicy::from_breaker_policy`]).
     ///
-    /// The breaker should read the store's clock (both default to [`Clock::system`]): shared
-    /// deadlines are converted to the store's clock.
+    /// Shared deadlines arrive as readings of the store's clock and are moved to the
+    /// breaker's own clock when applied, so the two may differ (an annotated function's
+    /// breaker reads tokio's clock, a store [`Clock::system`] by default).
     ///
     /// # Errors
     /// [`RegisterError::Name`] if the breaker has no name or an invalid one,
@@ -533,12 +540,14 @@ impl Store {
             BreakerId::keyed(breaker.name(), breaker.key())
         }
         .map_err(RegisterError::Name)?;
-        breaker
-            .fleet_hook_room()
-            .map_err(|reason| RegisterError::NotShareable {
+        // No room is told before registering; a breaker shared already is told after (the
+        // same id registered with this store reads as a duplicate registration).
+        if let Err(reason @ HookError::NoRoom) = breaker.fleet_hook_room() {
+            return Err(RegisterError::NotShareable {
                 breaker: breaker.name().to_owned(),
                 reason,
-            })?;
+            });
+        }
         let core = Arc::new(Core {
             breaker: Mutex::new(Some(breaker.clone())),
             link: std::sync::OnceLock::new(),
