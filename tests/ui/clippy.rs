@@ -61,6 +61,7 @@ fn main() {
     async_trait_case::main();
     boxed_future_case::main();
     classify_values_case::main();
+    config_shared_scope_case::main();
     every_option_case::main();
     flatten_case::main();
     free_fn_case::main();
@@ -79,4 +80,5 @@ fn main() {
     renamed_crate_case::main();
     result_alias_case::main();
     result_aliases_case::main();
+    scope_shared_case::main();
 }

@@ -1,53 +1,79 @@
-//! A real [`CircuitBreaker`] in the fleet: [`SharedCircuitBreaker`], made by [`Store::share`].
+//! A real [`CircuitBreaker`] in the fleet: [`Store::share`] makes the breaker itself
+//! fleet-wide, and returns a [`SharedCircuitBreaker`] for fleet-wide manual control.
 //!
-//! # Why a wrapper, and what it adds to the local breaker
-//! The local breaker keeps deciding every call from its own state word, in nanoseconds; the
-//! wrapper adds only what the fleet needs, on the paths where it is needed:
+//! # Why a hook in the breaker, and what it adds to the local breaker
+//! `Store::share` installs a fleet hook in the breaker (the core's hidden
+//! `CircuitBreaker::install_fleet_hook`), so every caller of the breaker runs it shared: its
+//! own [`try_acquire`](CircuitBreaker::try_acquire), a `Pipeline` built with it, the tower
+//! layers, a keyed registry over a shared policy's factory, and `#[circuit_breaker(scope =
+//! "shared")]` (through [`install`]). An earlier design wrapped the breaker instead, which
+//! only the wrapper's callers saw. The local breaker keeps deciding every call from its own
+//! state word, in nanoseconds; the hook is consulted only where the fleet needs it:
 //!
-//! - **Closed path**: the local admission, then on the outcome one relaxed add to a counter
-//!   and [`Link::touch`] (one relaxed load after the first call of a flush interval). No remote
-//!   call, no lock, no allocation. The coordinator takes the counts
-//!   ([`SharedBreaker::take_deltas`]) and flushes them with the others in one operation.
-//! - **Local trips** (a failure or slow call after which the local breaker is open in a
-//!   generation it did not get from the fleet) are sent as trips ([`Link::local_trip`]): a
-//!   vote under quorum, the fleet's trip under `shared`.
+//! - **Closed path**: the local admission, unchanged; on the outcome one relaxed add to a
+//!   counter kept in the breaker and one relaxed load of its `active` flag (the hook is
+//!   called, to mark the breaker active with [`Link::touch`], only for the first outcome of a
+//!   flush interval). No remote call, no lock, no allocation, no virtual call. The coordinator
+//!   takes the counts ([`SharedBreaker::take_deltas`]) and flushes them with the others in
+//!   one operation.
+//! - **Local trips** (closed -> open, decided by this replica's rules) are sent as trips
+//!   ([`Link::local_trip`]) with their exact reason: a vote under quorum, the fleet's trip
+//!   under `shared`.
 //! - **Transitions decided anywhere** are applied through the core's one transition path
 //!   (`CircuitBreaker::apply_remote`): listeners, `tracing` events and metrics fire on every
 //!   replica, with the replica that caused them as [`Transition::origin`](breaker_core::breaker::Transition::origin). A transition this
 //!   replica made itself and already is in is not applied twice.
-//! - **Half-open probes need a lease.** When the local breaker would admit a probe, the
-//!   wrapper lets it through only with a lease of the fleet's current generation; without one,
-//!   the local probe is cancelled (neutral, its local slot released), the call is rejected as
+//! - **Half-open probes need a lease.** When the local breaker grants a probe slot, the hook
+//!   lets the probe through only with a lease of the fleet's current generation (kept with
+//!   the permit); without one, the local slot is released (neutral), the call is rejected as
 //!   [`RejectReason::HalfOpenFull`], and the first such call of a half-open period requests
 //!   leases (one request per replica, not per caller; after a denial the next request waits
 //!   the shorter of `probe_lease` and the cooldown, since a returned lease is not pushed). So at most `half_open_probes` probes run
-//!   across the fleet. A probe's end returns its lease with the outcome; a permit dropped
-//!   unrecorded (cancelled, timed out) returns it as neutral, and one dropped while panicking
-//!   as a failure; a lease that is never returned (the replica died) frees itself at its
-//!   expiry. A lease is used locally only until `request time + probe_lease`, which is never
-//!   later than the server's expiry, so a stale lease is never used.
-//! - **Store errors**, per [`OnStoreError`]: degraded `local` and `open`
-//!   probe by the local rules (no lease); `closed(grace)` past its grace rejects every call.
+//!   across the fleet. A probe's end returns its lease with the outcome (a slow success as a
+//!   failure, as the local breaker counts it); a permit dropped unrecorded (cancelled, timed
+//!   out) returns it as neutral, and one dropped while panicking as a failure; a lease that
+//!   is never returned (the replica died) frees itself at its expiry. A lease is used
+//!   locally only until `request time + probe_lease`, which is never later than the server's
+//!   expiry, so a stale lease is never used.
+//! - **Store errors**, per [`OnStoreError`]: degraded `local` and `open` probe by the local
+//!   rules (no lease); `closed(grace)` past its grace rejects every call: the breaker is
+//!   forced open locally (a transition with origin `store-unreachable`; its rejections read
+//!   [`RejectReason::ForcedOpen`], and [`RejectReason::Open`] through
+//!   [`SharedCircuitBreaker::try_acquire`]) until the store is back, when the fleet's state is
+//!   applied again.
 //!
-//! Nothing is held across the user's call: a permit holds a lease (a value), not a lock.
+//! Nothing is held across the user's call: a permit holds a lease token (a value), not a lock.
+//!
+//! # Lifetime
+//! The breaker owns its hook, which owns the registration ([`Link`]) and one handle of the
+//! breaker (to apply the fleet's transitions). Once nothing else holds the breaker (its
+//! clones, permits, pipelines and every [`SharedCircuitBreaker`] are gone), the coordinator's
+//! sweep (a bounded batch per flush, every breaker within 64 flushes) lets that handle go and
+//! the breaker is unregistered. A keyed registry's eviction does not count the hook's handle;
+//! a key made again before the sweep found its old breaker replaces the old registration.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // README: begin
 //! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+//! use breaker_core::pipeline::Pipeline;
 //! use breaker_redis::{Store, StoreConfig};
 //!
 //! let store = Store::connect(StoreConfig::new("redis://127.0.0.1:6379/", "shop")?).await?;
 //! let breaker = CircuitBreaker::builder(BreakerPolicy::default())
 //!     .name("payments")
 //!     .build()?;
-//! let payments = store.share(&breaker)?; // one breaker for every replica
-//! match payments.try_acquire() {
+//! let payments = store.share(&breaker)?; // from now on one breaker for every replica
+//! match breaker.try_acquire() {
 //!     Ok(permit) => permit.success(), // closed: counted here, flushed in aggregate
 //!     Err(rejected) => println!("{rejected}"), // open somewhere in the fleet, or no probe lease
 //! }
+//! // Every caller of the breaker is shared: a pipeline, the tower layers, ..
+//! let pipeline = Pipeline::builder().breaker(breaker.clone()).build()?;
+//! let paid = pipeline.call(|| async { Ok::<_, std::io::Error>("paid") }).await;
 //! payments.force_open().await?; // every replica rejects until `reset`
 //! // README: end
+//! # let _ = paid;
 //! # Ok(()) }
 //! ```
 //!
@@ -61,8 +87,8 @@
 //!   ([`BreakerId::keyed`]).
 //!
 //! # Files
-//! - `mod.rs`: the fleet-side state of a shared breaker (what the coordinator reads and
-//!   applies) and [`Store::share`].
+//! - `mod.rs`: the fleet-side state of a shared breaker (the hook in the breaker, what the
+//!   coordinator reads and applies) and [`Store::share`].
 //! - `calls.rs`: the calls of a [`SharedCircuitBreaker`] and its [`SharedPermit`].
 //! - `install.rs`: the process's installed store and the scopes of policies
 //!   ([`install`], [`share_scoped`], `share_policies`).
