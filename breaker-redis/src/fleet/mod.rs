@@ -538,6 +538,11 @@ impl Store {
     /// Joins `breaker` to the fleet under its name (and key, for a keyed breaker), with the
     /// fleet-wide rules of its own policy ([`SharedPolicy::from_breaker_policy`]).
     ///
+    /// The breaker itself becomes fleet-wide (its fleet hook is installed): every clone and
+    /// every caller of it (its `try_acquire`, a `Pipeline`, the tower layers) runs it shared,
+    /// whether or not the returned handle is kept. It stays registered until nothing holds
+    /// it (see the [module docs](self#lifetime)).
+    ///
     /// Shared deadlines arrive as readings of the store's clock and are moved to the
     /// breaker's own clock when applied, so the two may differ (an annotated function's
     /// breaker reads tokio's clock, a store [`Clock::system`] by default).
@@ -545,7 +550,9 @@ impl Store {
     /// # Errors
     /// [`RegisterError::Name`] if the breaker has no name or an invalid one,
     /// [`RegisterError::Duplicate`] if it is registered already, [`RegisterError::Policy`] if
-    /// its policy maps to an invalid shared one.
+    /// its policy maps to an invalid shared one, [`RegisterError::NotShareable`] if it is
+    /// shared already (with another store) or was made without room for the hook (by a
+    /// factory with lifetime totals off, no sliding window and no key).
     pub fn share(&self, breaker: &CircuitBreaker) -> Result<SharedCircuitBreaker, RegisterError> {
         let policy = SharedPolicy::from_breaker_policy(&breaker.policy());
         self.share_with(breaker, &policy)

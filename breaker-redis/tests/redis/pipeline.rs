@@ -240,3 +240,41 @@ namespace = "unused"
         RejectReason::Open
     );
 }
+
+/// A shared breaker is registered while anything holds it, a plain handle or a pipeline, not
+/// only a `SharedCircuitBreaker`; once every handle is gone the coordinator's sweep lets the
+/// hook's own handle go and the breaker is unregistered.
+#[tokio::test]
+async fn a_shared_breaker_is_unregistered_once_nothing_holds_it() {
+    use breaker_redis::{BreakerId, ForceTarget, StoreError};
+    let s = server!();
+    let ns = unique_ns("pipe-life");
+    let store = replica(&s.url(), &ns, "l0", Clock::system()).await;
+    let breaker = CircuitBreaker::builder(policy(Duration::from_secs(30)))
+        .name("orders")
+        .build()
+        .unwrap();
+    drop(store.share(&breaker).unwrap());
+    let pipeline = Pipeline::builder()
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    drop(breaker);
+    let id = BreakerId::new("orders").unwrap();
+    // Held by the pipeline: still registered (and still shared) after a sweep.
+    store.flush_now().await.unwrap();
+    store.sync().await.unwrap();
+    store.force(&id, ForceTarget::ForcedOpen).await.unwrap();
+    eventually("the pipeline's breaker forced open by the fleet", || {
+        pipeline.breaker().unwrap().state() == State::ForcedOpen
+    })
+    .await;
+    drop(pipeline);
+    store.flush_now().await.unwrap();
+    store.sync().await.unwrap();
+    let e = store.force(&id, ForceTarget::Reset).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Config { .. }) && e.to_string().contains("not registered"),
+        "{e}"
+    );
+}
