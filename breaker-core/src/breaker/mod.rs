@@ -99,6 +99,13 @@
 //! update loop and the same `entered`, so stamps, totals, `tracing` and listeners behave as for
 //! a local transition, and the event names who decided it ([`Transition::origin`]).
 //!
+//! The backend reaches every caller of a breaker through a fleet hook the breaker holds (set
+//! once, hidden and unstable: `CircuitBreaker::install_fleet_hook`, `remote.rs`): closed
+//! outcomes are counted in the breaker (a relaxed add and a relaxed load), and only a granted
+//! probe slot, a probe's end and a local trip call the hook. So a `Pipeline`, the tower layers,
+//! a keyed registry and `#[circuit_breaker(scope = "shared")]` run a shared breaker without
+//! knowing it; a breaker without a hook pays one load of an empty cell per closed outcome.
+//!
 //! # Policy reloads
 //! [`BreakerFactory::set_policy`] swaps the policy of every breaker a factory made, keeping
 //! their state. A new window shape (another count, length or bucket count, or the other kind of
