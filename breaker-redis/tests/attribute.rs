@@ -7,7 +7,6 @@
 //! Its own test binary: a store is installed once per process, and the `redis` binary checks
 //! that none is.
 
-#[allow(dead_code)]
 #[macro_use]
 #[path = "redis/common.rs"]
 mod common;
