@@ -189,46 +189,27 @@ async fn replica(args: &[String]) -> Result<(), BoxError> {
     // An uneven fleet, as behind a real load balancer: one busy replica, the others light.
     let callers = if id == "r0" { CALLERS } else { 1 };
     for _ in 0..callers {
-        let (client, report, breaker, shared) = (
-            client.clone(),
-            Arc::clone(&report),
-            breaker.clone(),
-            shared.clone(),
-        );
+        let (client, report, breaker) = (client.clone(), Arc::clone(&report), breaker.clone());
         let url = format!("http://{service}/call");
         let scope = scope.clone();
         tasks.push(tokio::spawn(async move {
             while start.elapsed() < schedule.end {
                 let at = start.elapsed();
                 let bucket = (at.as_millis() / BUCKET.as_millis()) as usize;
-                // One call: the permit is taken from the shared breaker or the local one.
-                let outcome = match &shared {
-                    Some(s) => match s.try_acquire() {
-                        Ok(p) => {
-                            let probe = p.is_probe();
-                            let ok = call(&client, &url, &scope, probe).await;
-                            if ok {
-                                p.success()
-                            } else {
-                                p.failure()
-                            }
-                            Some(ok)
+                // One call, through the breaker itself: after `store.share(&breaker)` its own
+                // `try_acquire` is fleet-wide (a probe needs a fleet lease).
+                let outcome = match breaker.try_acquire() {
+                    Ok(p) => {
+                        let probe = p.is_probe();
+                        let ok = call(&client, &url, &scope, probe).await;
+                        if ok {
+                            p.success()
+                        } else {
+                            p.failure()
                         }
-                        Err(_) => None,
-                    },
-                    None => match breaker.try_acquire() {
-                        Ok(p) => {
-                            let probe = p.is_probe();
-                            let ok = call(&client, &url, &scope, probe).await;
-                            if ok {
-                                p.success()
-                            } else {
-                                p.failure()
-                            }
-                            Some(ok)
-                        }
-                        Err(_) => None,
-                    },
+                        Some(ok)
+                    }
+                    Err(_) => None,
                 };
                 {
                     let mut r = report.lock().unwrap();

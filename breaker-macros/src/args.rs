@@ -134,7 +134,8 @@ pub(crate) struct Args {
     pub max_keys: Option<Given<LitInt>>,
     /// `key_idle = "D"`: a closed key breaker unused for D may be evicted.
     pub key_idle: Option<Given<LitStr>>,
-    /// `scope = "local"`: where the breaker's state lives (checked; only `local` for now).
+    /// `scope = "local"`: where the breaker's state lives (`local`, `shared`, `quorum(k)`;
+    /// checked at compile time).
     pub scope: Option<Given<LitStr>>,
     /// `flatten` or `flatten = bool`: keep the declared error type.
     pub flatten: Option<Given<LitBool>>,

@@ -350,6 +350,10 @@ fn source_pipeline_expr(spec: &Spec) -> TokenStream {
             quote!(#krate::__private::Pipeline::named(#policy, #name, #embedded))
         }
     };
+    let pipeline = match &spec.scope {
+        Some(scope) => quote!(#pipeline.scoped(#scope)),
+        None => pipeline,
+    };
     if spec.max_keys.is_none() && spec.key_idle.is_none() {
         return pipeline;
     }

@@ -42,6 +42,8 @@ pub(crate) struct Spec {
     pub max_keys: Option<LitInt>,
     /// `key_idle = "D"`, checked (a non-zero duration).
     pub key_idle: Option<LitStr>,
+    /// `scope = ".."`, checked, when it is shared (`shared`, `quorum(k)`).
+    pub scope: Option<LitStr>,
     /// `flatten`: the span of the option, where a type error about it belongs.
     pub flatten: Option<Span>,
     /// Whether the body may run more than once (retry is configured, or may be: a named policy).
@@ -113,7 +115,7 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
         _ => None,
     };
     let (max_keys, key_idle) = key_bounds(cx, &args);
-    check_scope(cx, &args);
+    let scope = check_scope(cx, &args);
     if let Some(f) = &func {
         if reruns {
             check_receiver_reusable(cx, f, &args);
@@ -141,6 +143,7 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
         key,
         max_keys,
         key_idle,
+        scope,
         flatten,
         reruns,
         func,
@@ -150,25 +153,19 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
 // ---------------------------------------------------------------------------------------------
 // `scope`
 
-/// `scope = ".."`: the scope's syntax through the run-time parser. Only `local` is supported
-/// by the attribute for now: a shared scope is an error, never a breaker that silently stays
-/// local.
-fn check_scope(cx: &Ctxt, args: &Args) {
-    let Some(g) = &args.scope else {
-        return;
-    };
+/// `scope = ".."`: the scope's syntax through the run-time parser. A shared scope (`shared`,
+/// `quorum(k)`) is returned for the expansion, which shares the function's breaker at its
+/// first call with the store `breaker_redis::install` installed (a clear panic then if there
+/// is none: never a breaker that silently stays local); `local` needs nothing.
+fn check_scope(cx: &Ctxt, args: &Args) -> Option<LitStr> {
+    let g = args.scope.as_ref()?;
     let src = g.value.value();
     match src.parse::<breaker_core::scope::Scope>() {
-        Ok(breaker_core::scope::Scope::Local) => {}
-        Ok(scope) => cx.error_spanned_by(
-            &g.value,
-            format!(
-                "scope `{scope}` is not supported by `#[circuit_breaker]` yet (its breaker would \
-                 stay local); share a breaker with `breaker_redis::Store::share` and call it \
-                 through the plain API, or remove `scope`"
-            ),
-        ),
-        Err(e) => cx.error_spanned_by(&g.value, format!("invalid scope `{src}`: {}", e.describe())),
+        Ok(scope) => scope.is_shared().then(|| g.value.clone()),
+        Err(e) => {
+            cx.error_spanned_by(&g.value, format!("invalid scope `{src}`: {}", e.describe()));
+            None
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! The closed path of a shared breaker against a local one, in one run (G1: no remote call on
-//! the closed path, a few nanoseconds more than local).
+//! the closed path, a few nanoseconds more than local): `local`, `shared` (through the
+//! `SharedCircuitBreaker` handle) and `shared breaker` (the shared `CircuitBreaker` itself,
+//! as a pipeline or `#[circuit_breaker]` calls it).
 //!
 //! `cargo bench -p breaker-redis --bench closed_path`. The shared breaker is registered with a
 //! store connected to a `redis-server` started on a free loopback port (flushing every second,
@@ -83,8 +85,13 @@ fn closed_path(c: &mut Criterion) {
     g.bench_function("local", |b| {
         b.iter(|| black_box(&local).try_acquire().unwrap().success())
     });
+    // Through the handle (one more relaxed load: the store's status).
     g.bench_function("shared", |b| {
         b.iter(|| black_box(&shared).try_acquire().unwrap().success())
+    });
+    // The shared breaker itself, as a pipeline or `#[circuit_breaker]` calls it.
+    g.bench_function("shared breaker", |b| {
+        b.iter(|| black_box(&breaker).try_acquire().unwrap().success())
     });
     g.finish();
     eprintln!("store after the run: {:?}", store.stats());

@@ -33,7 +33,7 @@
 //! | [`policy`] | [`SharedPolicy`]: what the scripts decide with; pinned with a fingerprint |
 //! | [`protocol`] | the Lua function library and its checked replies |
 //! | [`store`] | [`Store`]: connection, coordinator, manual control |
-//! | [`fleet`] | [`SharedCircuitBreaker`]: a real [`CircuitBreaker`](breaker_core::breaker::CircuitBreaker) in the fleet ([`Store::share`]) |
+//! | [`fleet`] | a real [`CircuitBreaker`](breaker_core::breaker::CircuitBreaker) in the fleet ([`Store::share`]), [`SharedCircuitBreaker`] for manual control |
 //! | [`link`] | the narrow interface to a local breaker: [`SharedBreaker`] and [`Link`] |
 //! | [`health`] | the store's own breaker, events, [`StoreStats`], metrics |
 //! | [`config`] | [`StoreConfig`], [`OnStoreError`] |
@@ -111,11 +111,12 @@
 //! `tls` feature (rustls; tested against a local TLS-only `redis-server`).
 //!
 //! # Where this deviates from the design document, and why
-//! - **A real breaker joins through a wrapper**, [`SharedCircuitBreaker`], not hooks in the
-//!   core's closed path: the core breaker's closed path stays exactly as fast for local
-//!   breakers, and the wrapper adds a relaxed add and a relaxed load. The cost: a breaker is
-//!   shared only for calls made through the wrapper (`#[circuit_breaker]` and pipelines call
-//!   the core breaker directly, so a shared scope there is refused for now, see [`fleet`]).
+//! - **A real breaker joins through a hook in the core breaker** ([`Store::share`]), not a
+//!   wrapper, so every caller of the breaker (a pipeline, the tower layers, keyed registries,
+//!   `#[circuit_breaker(scope = "shared")]`) runs it shared. The hook is consulted only where
+//!   the fleet needs it: on a closed outcome the breaker adds to counters it keeps and reads
+//!   one flag (no virtual call); a probe slot, a probe's end and a local trip call the hook.
+//!   A breaker without a hook pays one load of an empty cell per recorded outcome.
 //! - **The window is one string per breaker**, its non-empty buckets `epoch:ok:fail:slow`
 //!   joined, epochs modulo 10^6, rewritten whole on each flush (stale buckets dropped then), with
 //!   an expiry of two windows; and at most 20 buckets. A hash of buckets cost ~1.4 KiB with 20

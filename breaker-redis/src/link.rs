@@ -118,6 +118,13 @@ pub trait SharedBreaker: Send + Sync + 'static {
     /// This replica's policy differs from the pinned one (reported once per registration until
     /// it matches again).
     fn policy_mismatch(&self, mismatch: &PolicyMismatch);
+
+    /// Called by the coordinator's sweep (a bounded batch of registered breakers per flush):
+    /// lets go of the local breaker if nothing but this holds it, and says whether it did
+    /// (the registration then ends with the breaker). The default keeps it.
+    fn release_if_unused(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) enum Urgent {

@@ -15,6 +15,8 @@ pub mod async_trait_case;
 pub mod boxed_future_case;
 #[path = "pass/classify_values.rs"]
 pub mod classify_values_case;
+#[path = "pass/config_shared_scope.rs"]
+pub mod config_shared_scope_case;
 #[path = "pass/every_option.rs"]
 pub mod every_option_case;
 #[path = "pass/flatten.rs"]
@@ -51,12 +53,15 @@ pub mod renamed_crate_case;
 pub mod result_alias_case;
 #[path = "pass/result_aliases.rs"]
 pub mod result_aliases_case;
+#[path = "pass/scope_shared.rs"]
+pub mod scope_shared_case;
 
 fn main() {
     arg_attributes_case::main();
     async_trait_case::main();
     boxed_future_case::main();
     classify_values_case::main();
+    config_shared_scope_case::main();
     every_option_case::main();
     flatten_case::main();
     free_fn_case::main();
@@ -75,4 +80,5 @@ fn main() {
     renamed_crate_case::main();
     result_alias_case::main();
     result_aliases_case::main();
+    scope_shared_case::main();
 }

@@ -37,19 +37,8 @@ pub fn check_named_policy(file: &str, text: &str, name: &str) -> Result<(), Vec<
             .collect::<Vec<_>>()
     })?;
     if policies.get(name).is_some() {
-        let scope = policies.scope(name);
-        if scope.is_shared() {
-            // The function's breaker would stay local: an error, never a silent fall-back.
-            return Err(vec![PolicyCheckError {
-                about_policy: true,
-                message: format!(
-                    "policy `{name}` has scope `{scope}` in {file}, which `#[circuit_breaker]` \
-                     does not support yet (its breaker would stay local); share the policy's \
-                     breaker with `breaker_redis::share_policies` and call it through the \
-                     plain API, or give the policy scope `local`"
-                ),
-            }]);
-        }
+        // A shared scope is fine: the function's breaker is shared at its first call (or is
+        // an error then if no store is installed).
         return Ok(());
     }
     let names: Vec<String> = policies.names().map(|n| format!("`{n}`")).collect();

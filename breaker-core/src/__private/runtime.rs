@@ -10,6 +10,7 @@ use crate::config::PolicyRegistry;
 use crate::pipeline::{self, PipelineBuilder};
 use crate::policy::Policy;
 use crate::registry::{Registry, RegistryFull};
+use crate::scope::Scope;
 use crate::{Error, Rejection};
 #[cfg(feature = "config")]
 use std::collections::HashMap;
@@ -83,6 +84,8 @@ pub struct Pipeline {
     /// Whether the named policy's config set `max_keys` / `key_idle` (which then win over the
     /// attribute's).
     configured_keys: (bool, bool),
+    /// Where the breakers' state lives (`scope = ".."`, or the named policy's scope).
+    scope: Scope,
 }
 
 /// The pipeline of an annotated function: its own, or its named policy's, which follows the
@@ -132,6 +135,7 @@ impl Pipeline {
         };
         let registry = embedded_registry(embedded);
         Pipeline::from_registry(&registry, policy, name, embedded.file)
+            .with_scope(embedded_scope(embedded, policy))
     }
 
     /// Without the `config` feature the macro's expansion is a compile error; this only
@@ -174,6 +178,7 @@ impl Pipeline {
             max_keys: keys.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
             key_idle: keys.key_idle.unwrap_or(DEFAULT_KEY_IDLE),
             configured_keys: (keys.max_keys.is_some(), keys.key_idle.is_some()),
+            scope: Scope::Local,
         }
     }
 
@@ -213,6 +218,7 @@ impl Pipeline {
             max_keys: DEFAULT_MAX_KEYS,
             key_idle: DEFAULT_KEY_IDLE,
             configured_keys: (false, false),
+            scope: Scope::Local,
         }
     }
 
@@ -229,6 +235,40 @@ impl Pipeline {
         if let (Some(src), false) = (key_idle, self.configured_keys.1) {
             self.key_idle = crate::dsl::parse_duration(src)
                 .expect("#[circuit_breaker]: `key_idle` was validated at compile time");
+        }
+        self
+    }
+
+    /// `scope = ".."` (checked at compile time): under `shared` or `quorum(k)`, the
+    /// function's breaker is shared with the fleet now (the function's first call), through
+    /// the sharer a fleet backend installed with its store (`breaker_redis::install`), and
+    /// so is each key's breaker as it is made. `local` changes nothing.
+    ///
+    /// # Panics
+    /// Under a shared scope with no store installed (a clear message naming the function and
+    /// the fix: never a silent local breaker), or if the store refuses the breaker (an
+    /// invalid name). The function's next call tries again.
+    pub fn scoped(self, scope: &'static str) -> Pipeline {
+        let scope: Scope = scope
+            .parse()
+            .expect("#[circuit_breaker]: `scope` was validated at compile time");
+        self.with_scope(scope)
+    }
+
+    fn with_scope(mut self, scope: Scope) -> Pipeline {
+        if !scope.is_shared() {
+            return self;
+        }
+        self.scope = scope;
+        let breaker = match &self.shared {
+            Shared::Fixed(p) => p.breaker().cloned(),
+            #[cfg(feature = "config")]
+            Shared::Live(live) => live.current().breaker().cloned(),
+        };
+        if let Some(breaker) = breaker {
+            if let Err(e) = crate::breaker::share_in_scope(&breaker, scope) {
+                panic!("#[circuit_breaker]: {e}");
+            }
         }
         self
     }
@@ -282,6 +322,9 @@ impl Pipeline {
                     .build_factory()
                     .expect("#[circuit_breaker]: validated at compile time")
             });
+            if self.scope.is_shared() {
+                share_created(&factory, self.scope, self.name);
+            }
             let registry = Registry::builder(factory)
                 .max_keys(self.max_keys)
                 .idle_ttl(self.key_idle)
@@ -299,6 +342,23 @@ impl Pipeline {
             (Err(full), _) => Target::Refused(full),
         }
     }
+}
+
+/// Shares every breaker `factory` makes from now on in `scope` (the keys of a function of a
+/// shared scope). The function's own breaker was shared first, so a store is installed; a
+/// key the store refuses is logged as an error and runs locally.
+fn share_created(factory: &BreakerFactory, scope: Scope, name: &'static str) {
+    factory.on_create(move |breaker| {
+        if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
+            tracing::error!(
+                target: "breaker",
+                breaker = name,
+                key = breaker.key(),
+                error = %e,
+                "a key's breaker of a shared scope could not be shared; it runs locally"
+            );
+        }
+    });
 }
 
 /// The config file a `config = ".."` option embedded with `include_str!`: its name as
@@ -333,6 +393,20 @@ fn embedded_registry(embedded: EmbeddedConfig) -> Arc<PolicyRegistry> {
         Arc::new(registry)
     });
     Arc::clone(registry)
+}
+
+/// The scope of policy `policy` in an embedded file (`local` if it sets none). A registry
+/// installed with `config::install` is shared by `breaker_redis::share_policies` instead.
+#[cfg(feature = "config")]
+fn embedded_scope(embedded: EmbeddedConfig, policy: &str) -> Scope {
+    use crate::config::{Format, Loader};
+    let EmbeddedConfig { file, text } = embedded;
+    let format = Format::from_path(std::path::Path::new(file))
+        .expect("#[circuit_breaker]: the format was checked at compile time");
+    Loader::text(text, format)
+        .load()
+        .map(|p| p.scope(policy))
+        .unwrap_or_default()
 }
 
 /// The breaker clock of annotated functions: tokio's, so a paused test runtime drives

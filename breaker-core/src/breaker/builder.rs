@@ -23,7 +23,13 @@ pub(crate) struct Shared {
     pub(crate) name: &'static str,
     pub(crate) listeners: Vec<Listener>,
     pub(crate) totals: bool,
+    /// Called with every breaker a factory creates from now on (set once; a fleet backend
+    /// shares keyed breakers with it, see [`BreakerFactory::on_create`]).
+    pub(crate) on_create: std::sync::OnceLock<OnCreate>,
 }
+
+/// What [`BreakerFactory::on_create`] runs.
+type OnCreate = Box<dyn Fn(&CircuitBreaker) + Send + Sync>;
 
 /// The policy values that the success and admission paths read, mirrored from `policy` so those
 /// paths never load the `ArcSwap` (a few nanoseconds and a shared debt list each time).
@@ -155,13 +161,13 @@ fn default_breaker(policy: BreakerPolicy, totals: bool) -> Result<CircuitBreaker
             if shared.totals == totals && *p == policy {
                 // Nothing reloads this block's policy (no factory is handed out), so its
                 // epoch stays 0 and `policy` is the one in force.
-                return Ok(create(shared, None, totals, 0, &policy));
+                return Ok(create(shared, None, totals, 0, &policy, false));
             }
         }
         let factory = BreakerBuilder::new(policy.clone())
             .totals(totals)
             .build_factory()?;
-        let breaker = create(&factory.shared, None, totals, 0, &policy);
+        let breaker = create(&factory.shared, None, totals, 0, &policy, false);
         *last.borrow_mut() = Some((policy, factory.shared));
         Ok(breaker)
     })
@@ -176,16 +182,18 @@ fn create(
     totals: bool,
     epoch: u32,
     policy: &BreakerPolicy,
+    room: bool,
 ) -> CircuitBreaker {
     let window = policy
         .uses_window()
         .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
     let totals = totals.then(Striped::new);
-    let heavy = (window.is_some() || totals.is_some() || key.is_some()).then(|| {
+    let heavy = (room || window.is_some() || totals.is_some() || key.is_some()).then(|| {
         Box::new(Heavy {
             window,
             totals,
             key,
+            fleet: std::sync::OnceLock::new(),
         })
     });
     CircuitBreaker {
@@ -274,7 +282,19 @@ impl BreakerBuilder {
         {
             return default_breaker(self.policy, self.totals);
         }
-        Ok(self.build_factory()?.create())
+        // A named breaker always has room for a fleet hook (`Store::share`): it is one per
+        // policy, not per key, so the few bytes do not add up.
+        let factory = self.build_factory()?;
+        let epoch = factory.shared.hot.window_epoch();
+        let policy = factory.shared.policy.load();
+        Ok(create(
+            &factory.shared,
+            None,
+            factory.shared.totals,
+            epoch,
+            &policy,
+            true,
+        ))
     }
 
     /// Validates the policy and returns a factory that creates any number of breakers sharing
@@ -293,6 +313,7 @@ impl BreakerBuilder {
                 name: intern(self.name.as_deref().unwrap_or("")),
                 listeners: self.listeners,
                 totals: self.totals,
+                on_create: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -328,7 +349,23 @@ impl BreakerFactory {
         // The epoch first: the policy loaded after it has that epoch's shape or a newer one.
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
-        create(&self.shared, key, totals, epoch, &policy)
+        match self.shared.on_create.get() {
+            None => create(&self.shared, key, totals, epoch, &policy, false),
+            Some(f) => {
+                let breaker = create(&self.shared, key, totals, epoch, &policy, true);
+                f(&breaker);
+                breaker
+            }
+        }
+    }
+
+    /// Runs `f` with every breaker this factory (and its clones) creates from now on, before
+    /// it is handed out; such breakers always have room for a fleet hook. Set once: returns
+    /// whether it was set. Hidden and unstable: a fleet backend shares keyed breakers with it
+    /// (`#[circuit_breaker(scope = "shared", key = ..)]`).
+    #[doc(hidden)]
+    pub fn on_create(&self, f: impl Fn(&CircuitBreaker) + Send + Sync + 'static) -> bool {
+        self.shared.on_create.set(Box::new(f)).is_ok()
     }
 
     /// Replaces the policy of every breaker made by this factory, keeping their state: an open

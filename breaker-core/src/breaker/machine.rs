@@ -26,6 +26,7 @@ use super::event::{Transition, TransitionReason};
 use super::permit::{Kind, Ticket};
 use super::policy::{NeutralProbe, MAX_COOLDOWN};
 use super::rejected::{RejectReason, Rejected};
+use super::remote::{FleetProbe, FleetProbeEnd, FleetSlot};
 use super::state::{
     self, later, micros, pack_stamp, span, unpack_stamp, Admit, Decision, Limits, ProbeEnd, State,
     Step, Word,
@@ -46,6 +47,8 @@ pub(crate) struct Heavy {
     /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events and
     /// rejections (shared, so a rejection names it without allocating).
     pub(crate) key: Option<Arc<str>>,
+    /// A fleet-wide backend's hook, set once (`remote.rs`); empty for a local breaker.
+    pub(crate) fleet: std::sync::OnceLock<Box<FleetSlot>>,
 }
 
 /// One breaker's state: the word, its stamps and counters.
@@ -316,7 +319,28 @@ impl Inner {
                         self.stamp(&self.at, next.generation, now_us, Write::Latest);
                     }
                 }
-                Ok(Ticket::new(next.generation, Kind::Probe, slow_start()))
+                let ticket = Ticket::new(next.generation, Kind::Probe, slow_start());
+                match self.fleet() {
+                    None => Ok(ticket),
+                    Some(slot) => self.fleet_probe(slot, ticket),
+                }
+            }
+        }
+    }
+
+    /// A probe slot granted locally, of a hooked breaker: the hook decides whether it runs
+    /// (with a fleet lease, or locally) or is rejected, its local slot released as a
+    /// cancellation.
+    #[cold]
+    fn fleet_probe(&self, slot: &FleetSlot, ticket: Ticket) -> Result<Ticket, Rejected> {
+        match slot.hook.admit_probe(ticket.generation()) {
+            FleetProbe::Leased(token) => {
+                Ok(ticket.with_fleet_token(token.min(FleetProbe::MAX_TOKEN)))
+            }
+            FleetProbe::Local => Ok(ticket),
+            FleetProbe::Reject(reason) => {
+                self.finish(ticket, None);
+                Err(self.reject(reason, None))
             }
         }
     }
@@ -334,9 +358,27 @@ impl Inner {
         });
         match t.kind() {
             Kind::Unrecorded => {}
-            Kind::Closed => self.finish_closed(t, outcome),
+            Kind::Closed => {
+                self.finish_closed(t, outcome);
+                if let Some(slot) = self.fleet() {
+                    self.fleet_finish(slot, t, outcome);
+                }
+            }
             Kind::Probe => self.finish_probe(t, outcome),
         }
+    }
+
+    /// The fleet's counts of a closed call's end: successes and failures (slow ones also as
+    /// slow); ignored and cancelled calls are not counted.
+    #[inline(always)]
+    fn fleet_finish(&self, slot: &FleetSlot, t: Ticket, outcome: Option<Outcome>) {
+        let failure = match outcome {
+            Some(Outcome::Success) => false,
+            Some(Outcome::Failure) => true,
+            _ => return,
+        };
+        let slow = t.start().is_some() && self.is_slow(&t, self.shared.clock.now_nanos());
+        self.fleet_closed(slot, failure, slow);
     }
 
     fn finish_probe(&self, t: Ticket, outcome: Option<Outcome>) {
@@ -359,6 +401,14 @@ impl Inner {
             Some(Outcome::Success) => ProbeEnd::Success,
             _ => ProbeEnd::Neutral,
         };
+        if let (Some(token), Some(slot)) = (t.fleet_token(), self.fleet()) {
+            let fleet_end = match end {
+                ProbeEnd::Success => FleetProbeEnd::Success,
+                ProbeEnd::Failure | ProbeEnd::Slow => FleetProbeEnd::Failure,
+                ProbeEnd::Neutral => FleetProbeEnd::Neutral,
+            };
+            slot.hook.end_probe(token, fleet_end);
+        }
         let raw = self.state.load(Ordering::Acquire);
         let (from, step) = self.update(raw, |w| {
             Some(state::end_probe(
@@ -490,7 +540,14 @@ impl Inner {
                 None
             }
         };
+        let local_trip = from.state == State::Closed && to.state == State::Open;
+        let decided_here = cause.origin.is_none();
         self.emit(from.state, to, reason, now, cooldown, cause);
+        if local_trip && decided_here {
+            if let Some(slot) = self.fleet() {
+                slot.hook.local_trip(g, reason);
+            }
+        }
     }
 
     fn emit(

@@ -99,6 +99,13 @@
 //! update loop and the same `entered`, so stamps, totals, `tracing` and listeners behave as for
 //! a local transition, and the event names who decided it ([`Transition::origin`]).
 //!
+//! The backend reaches every caller of a breaker through a fleet hook the breaker holds (set
+//! once, hidden and unstable: `CircuitBreaker::install_fleet_hook`, `remote.rs`): closed
+//! outcomes are counted in the breaker (a relaxed add and a relaxed load), and only a granted
+//! probe slot, a probe's end and a local trip call the hook. So a `Pipeline`, the tower layers,
+//! a keyed registry and `#[circuit_breaker(scope = "shared")]` run a shared breaker without
+//! knowing it; a breaker without a hook pays one load of an empty cell per closed outcome.
+//!
 //! # Policy reloads
 //! [`BreakerFactory::set_policy`] swaps the policy of every breaker a factory made, keeping
 //! their state. A new window shape (another count, length or bucket count, or the other kind of
@@ -129,7 +136,10 @@ pub use policy::{
 };
 pub use rejected::{RejectReason, Rejected};
 #[doc(hidden)]
-pub use remote::RemoteTransition;
+pub use remote::{
+    install_sharer, share_in_scope, FleetCounts, FleetHook, FleetProbe, FleetProbeEnd, FleetTaken,
+    HookError, RemoteTransition, ScopeError, Sharer,
+};
 pub use snapshot::Snapshot;
 pub use state::State;
 pub use totals::Totals;
@@ -235,7 +245,9 @@ impl CircuitBreaker {
     /// [`OwnedPermit`]s in flight. A keyed registry never evicts a breaker whose count shows a
     /// handle outside the registry. The value may be stale by the time it is read.
     pub(crate) fn handle_count(&self) -> usize {
-        triomphe::Arc::strong_count(&self.inner)
+        // A fleet hook holds one handle (to apply the fleet's transitions); it is not a
+        // handle outside the registry.
+        triomphe::Arc::strong_count(&self.inner) - usize::from(self.inner.fleet().is_some())
     }
 
     /// A point-in-time view of the state and counts.

@@ -46,7 +46,8 @@ pub struct OwnedPermit {
 /// forwarding, which cost more than the rest of the closed path.
 #[derive(Clone, Copy)]
 pub(super) struct Ticket {
-    /// Bits 0..32 the generation, 32..34 the kind, bit 34 done, bit 35 whether `start` is set.
+    /// Bits 0..32 the generation, 32..34 the kind, bit 34 done, bit 35 whether `start` is set,
+    /// 36..64 a probe's fleet lease token plus one (0: none; see `remote.rs`).
     bits: u64,
     start: u64,
 }
@@ -86,6 +87,23 @@ impl Ticket {
     #[inline(always)]
     fn set_done(&mut self) {
         self.bits |= Ticket::DONE;
+    }
+
+    const TOKEN_SHIFT: u32 = 36;
+
+    /// This ticket, carrying fleet lease token `token` (at most 27 bits).
+    pub(super) fn with_fleet_token(mut self, token: u32) -> Ticket {
+        self.bits |= (u64::from(token) + 1) << Ticket::TOKEN_SHIFT;
+        self
+    }
+
+    /// The fleet lease token this ticket carries, if any.
+    #[inline]
+    pub(super) fn fleet_token(&self) -> Option<u32> {
+        match self.bits >> Ticket::TOKEN_SHIFT {
+            0 => None,
+            t => Some((t - 1) as u32),
+        }
     }
 
     #[inline(always)]

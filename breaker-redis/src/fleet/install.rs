@@ -66,13 +66,25 @@ pub enum ShareError {
 
 static INSTALLED: std::sync::OnceLock<Store> = std::sync::OnceLock::new();
 
-/// Installs `store` as the process's store for breakers of scope `shared` or `quorum(k)`
-/// ([`share_scoped`]). Once per process.
+/// Installs `store` as the process's store for breakers of scope `shared` or `quorum(k)`:
+/// [`share_scoped`], and the breakers `breaker-core` makes in such a scope itself:
+/// `#[circuit_breaker(scope = "shared")]` functions (shared at their first call, their keys'
+/// breakers as they are made) and `policy = ".."` functions whose embedded config gives the
+/// policy a shared scope. Once per process; install it before the first call of such a
+/// function (that call panics, naming the fix, if no store is installed).
 ///
 /// # Errors
 /// The store given back if one is installed already.
 pub fn install(store: Store) -> Result<(), Store> {
-    INSTALLED.set(store)
+    INSTALLED.set(store)?;
+    breaker_core::breaker::install_sharer(Box::new(|breaker, scope| {
+        let store = installed().expect("the store is installed before its sharer");
+        store
+            .share_scoped(breaker, scope)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }));
+    Ok(())
 }
 
 /// The installed store, if any.
@@ -155,6 +167,22 @@ pub fn share_policies(
             continue;
         };
         if let Some(shared) = scoped(store, &breaker, scope)? {
+            // Keyed breakers of the policy (a registry over its factory, a `key = ..`
+            // function naming it) are shared as they are made.
+            if let (Some(factory), Some(store)) = (registry.factory(name), store) {
+                let store = store.clone();
+                factory.on_create(move |b| {
+                    if let Err(e) = store.share_scoped(b, scope) {
+                        tracing::error!(
+                            target: "breaker",
+                            breaker = b.name(),
+                            key = b.key(),
+                            error = %e,
+                            "a key's breaker of a shared scope could not be shared; it runs locally"
+                        );
+                    }
+                });
+            }
             out.insert(name.to_owned(), shared);
         }
     }

@@ -1,53 +1,79 @@
-//! A real [`CircuitBreaker`] in the fleet: [`SharedCircuitBreaker`], made by [`Store::share`].
+//! A real [`CircuitBreaker`] in the fleet: [`Store::share`] makes the breaker itself
+//! fleet-wide, and returns a [`SharedCircuitBreaker`] for fleet-wide manual control.
 //!
-//! # Why a wrapper, and what it adds to the local breaker
-//! The local breaker keeps deciding every call from its own state word, in nanoseconds; the
-//! wrapper adds only what the fleet needs, on the paths where it is needed:
+//! # Why a hook in the breaker, and what it adds to the local breaker
+//! `Store::share` installs a fleet hook in the breaker (the core's hidden
+//! `CircuitBreaker::install_fleet_hook`), so every caller of the breaker runs it shared: its
+//! own [`try_acquire`](CircuitBreaker::try_acquire), a `Pipeline` built with it, the tower
+//! layers, a keyed registry over a shared policy's factory, and `#[circuit_breaker(scope =
+//! "shared")]` (through [`install`]). An earlier design wrapped the breaker instead, which
+//! only the wrapper's callers saw. The local breaker keeps deciding every call from its own
+//! state word, in nanoseconds; the hook is consulted only where the fleet needs it:
 //!
-//! - **Closed path**: the local admission, then on the outcome one relaxed add to a counter
-//!   and [`Link::touch`] (one relaxed load after the first call of a flush interval). No remote
-//!   call, no lock, no allocation. The coordinator takes the counts
-//!   ([`SharedBreaker::take_deltas`]) and flushes them with the others in one operation.
-//! - **Local trips** (a failure or slow call after which the local breaker is open in a
-//!   generation it did not get from the fleet) are sent as trips ([`Link::local_trip`]): a
-//!   vote under quorum, the fleet's trip under `shared`.
+//! - **Closed path**: the local admission, unchanged; on the outcome one relaxed add to a
+//!   counter kept in the breaker and one relaxed load of its `active` flag (the hook is
+//!   called, to mark the breaker active with [`Link::touch`], only for the first outcome of a
+//!   flush interval). No remote call, no lock, no allocation, no virtual call. The coordinator
+//!   takes the counts ([`SharedBreaker::take_deltas`]) and flushes them with the others in
+//!   one operation.
+//! - **Local trips** (closed -> open, decided by this replica's rules) are sent as trips
+//!   ([`Link::local_trip`]) with their exact reason: a vote under quorum, the fleet's trip
+//!   under `shared`.
 //! - **Transitions decided anywhere** are applied through the core's one transition path
 //!   (`CircuitBreaker::apply_remote`): listeners, `tracing` events and metrics fire on every
 //!   replica, with the replica that caused them as [`Transition::origin`](breaker_core::breaker::Transition::origin). A transition this
 //!   replica made itself and already is in is not applied twice.
-//! - **Half-open probes need a lease.** When the local breaker would admit a probe, the
-//!   wrapper lets it through only with a lease of the fleet's current generation; without one,
-//!   the local probe is cancelled (neutral, its local slot released), the call is rejected as
+//! - **Half-open probes need a lease.** When the local breaker grants a probe slot, the hook
+//!   lets the probe through only with a lease of the fleet's current generation (kept with
+//!   the permit); without one, the local slot is released (neutral), the call is rejected as
 //!   [`RejectReason::HalfOpenFull`], and the first such call of a half-open period requests
 //!   leases (one request per replica, not per caller; after a denial the next request waits
 //!   the shorter of `probe_lease` and the cooldown, since a returned lease is not pushed). So at most `half_open_probes` probes run
-//!   across the fleet. A probe's end returns its lease with the outcome; a permit dropped
-//!   unrecorded (cancelled, timed out) returns it as neutral, and one dropped while panicking
-//!   as a failure; a lease that is never returned (the replica died) frees itself at its
-//!   expiry. A lease is used locally only until `request time + probe_lease`, which is never
-//!   later than the server's expiry, so a stale lease is never used.
-//! - **Store errors**, per [`OnStoreError`]: degraded `local` and `open`
-//!   probe by the local rules (no lease); `closed(grace)` past its grace rejects every call.
+//!   across the fleet. A probe's end returns its lease with the outcome (a slow success as a
+//!   failure, as the local breaker counts it); a permit dropped unrecorded (cancelled, timed
+//!   out) returns it as neutral, and one dropped while panicking as a failure; a lease that
+//!   is never returned (the replica died) frees itself at its expiry. A lease is used
+//!   locally only until `request time + probe_lease`, which is never later than the server's
+//!   expiry, so a stale lease is never used.
+//! - **Store errors**, per [`OnStoreError`]: degraded `local` and `open` probe by the local
+//!   rules (no lease); `closed(grace)` past its grace rejects every call: the breaker is
+//!   forced open locally (a transition with origin `store-unreachable`; its rejections read
+//!   [`RejectReason::ForcedOpen`], and [`RejectReason::Open`] through
+//!   [`SharedCircuitBreaker::try_acquire`]) until the store is back, when the fleet's state is
+//!   applied again.
 //!
-//! Nothing is held across the user's call: a permit holds a lease (a value), not a lock.
+//! Nothing is held across the user's call: a permit holds a lease token (a value), not a lock.
+//!
+//! # Lifetime
+//! The breaker owns its hook, which owns the registration ([`Link`]) and one handle of the
+//! breaker (to apply the fleet's transitions). Once nothing else holds the breaker (its
+//! clones, permits, pipelines and every [`SharedCircuitBreaker`] are gone), the coordinator's
+//! sweep (a bounded batch per flush, every breaker within 64 flushes) lets that handle go and
+//! the breaker is unregistered. A keyed registry's eviction does not count the hook's handle;
+//! a key made again before the sweep found its old breaker replaces the old registration.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // README: begin
 //! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
+//! use breaker_core::pipeline::Pipeline;
 //! use breaker_redis::{Store, StoreConfig};
 //!
 //! let store = Store::connect(StoreConfig::new("redis://127.0.0.1:6379/", "shop")?).await?;
 //! let breaker = CircuitBreaker::builder(BreakerPolicy::default())
 //!     .name("payments")
 //!     .build()?;
-//! let payments = store.share(&breaker)?; // one breaker for every replica
-//! match payments.try_acquire() {
+//! let payments = store.share(&breaker)?; // from now on one breaker for every replica
+//! match breaker.try_acquire() {
 //!     Ok(permit) => permit.success(), // closed: counted here, flushed in aggregate
 //!     Err(rejected) => println!("{rejected}"), // open somewhere in the fleet, or no probe lease
 //! }
+//! // Every caller of the breaker is shared: a pipeline, the tower layers, ..
+//! let pipeline = Pipeline::builder().breaker(breaker.clone()).build()?;
+//! let paid = pipeline.call(|| async { Ok::<_, std::io::Error>("paid") }).await;
 //! payments.force_open().await?; // every replica rejects until `reset`
 //! // README: end
+//! # let _ = paid;
 //! # Ok(()) }
 //! ```
 //!
@@ -61,8 +87,8 @@
 //!   ([`BreakerId::keyed`]).
 //!
 //! # Files
-//! - `mod.rs`: the fleet-side state of a shared breaker (what the coordinator reads and
-//!   applies) and [`Store::share`].
+//! - `mod.rs`: the fleet-side state of a shared breaker (the hook in the breaker, what the
+//!   coordinator reads and applies) and [`Store::share`].
 //! - `calls.rs`: the calls of a [`SharedCircuitBreaker`] and its [`SharedPermit`].
 //! - `install.rs`: the process's installed store and the scopes of policies
 //!   ([`install`], [`share_scoped`], `share_policies`).
@@ -77,8 +103,8 @@ use crate::protocol::{ForceTarget, Lease, ProbeOutcome, Reason, SharedState};
 use crate::store::{RegisterError, Store};
 use crate::StoreError;
 use breaker_core::breaker::{
-    BreakerPolicy, CircuitBreaker, NeutralProbe, Permit, RejectReason, Rejected, RemoteTransition,
-    SlidingWindow, State, TransitionReason,
+    BreakerPolicy, CircuitBreaker, FleetHook, FleetProbe, FleetProbeEnd, HookError, Permit,
+    RejectReason, Rejected, RemoteTransition, SlidingWindow, State, TransitionReason,
 };
 use breaker_core::classify::Outcome;
 use breaker_core::clock::Clock;
@@ -86,7 +112,7 @@ use breaker_core::clock::Clock;
 use breaker_core::config::{Policies, PolicyRegistry, StoreSettings};
 use breaker_core::scope::{Scope, StoreErrorMode};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -156,38 +182,40 @@ struct Fleet {
     view: RemoteUpdate,
     /// Granted leases with the local instant until which each may be used.
     leases: Vec<(Lease, u64)>,
+    /// Leases held by probes in flight, by the token their permits carry.
+    in_use: Vec<(u32, Lease)>,
+    next_token: u32,
     requested: bool,
     requested_at: u64,
     /// No new request before this local instant in this generation (after a denial).
     retry_at: Option<(u64, u64)>,
     requests: u64,
     mismatches: Vec<PolicyMismatch>,
+    /// The local breaker was forced open because the store is unreachable past the grace of
+    /// `closed(grace)`; the fleet's view is re-applied when it is back.
+    forced_by_store: bool,
 }
 
-/// What the coordinator holds of a shared breaker (not the link: dropping every handle must
-/// unregister it).
+/// The fleet side of a shared breaker: the hook installed in the local breaker
+/// ([`FleetHook`]) and what the coordinator calls ([`SharedBreaker`]).
+///
+/// Ownership: the local breaker owns its hook (this), which owns the [`Link`] (the
+/// registration); the hook holds one handle of the breaker to apply the fleet's transitions.
+/// That cycle is broken by the coordinator's sweep ([`SharedBreaker::release_if_unused`]):
+/// once the hook's handle is the breaker's only one (every user handle, every
+/// [`SharedCircuitBreaker`] and every permit gone), the hook lets it go, the breaker drops
+/// with its hook and the link, and the breaker is unregistered.
 struct Core {
-    breaker: CircuitBreaker,
+    breaker: Mutex<Option<CircuitBreaker>>,
+    link: std::sync::OnceLock<Link>,
     clock: Clock,
     want: u32,
     lease: u64,
     /// How long after a denial in half-open a new lease request waits: the shorter of the
     /// lease and the cooldown (a returned lease is not pushed to the other replicas).
     retry_wait: u64,
-    /// Slow-call threshold in nanoseconds, 0 when the local policy has no slow-call rule.
-    slow_nanos: u64,
-    early_flush: u64,
-    trip_reason: Reason,
-    neutral_as_success: bool,
-    successes: AtomicU64,
-    failures: AtomicU64,
-    slow: AtomicU64,
     status: AtomicU8,
     shared_generation: AtomicU64,
-    /// The local generation entered by the last transition applied from the fleet.
-    remote_local: AtomicU32,
-    /// The local generation of the last local trip sent (`u32::MAX`: none).
-    reported: AtomicU32,
     fleet: Mutex<Fleet>,
 }
 
@@ -196,19 +224,132 @@ impl Core {
         self.fleet.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The local breaker (a handle), unless it has been let go.
+    fn breaker(&self) -> Option<CircuitBreaker> {
+        self.breaker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn apply(&self, update: &RemoteUpdate) {
+        let Some(breaker) = self.breaker() else {
+            return;
+        };
         let origin: Arc<str> = match &update.caused_by {
             Some(r) => Arc::from(r.as_str()),
             None => Arc::from("fleet"),
         };
-        let local = self.breaker.apply_remote(RemoteTransition {
+        // The deadline is a reading of the store's clock: moved to the breaker's (they may
+        // differ: an annotated function's breaker reads tokio's clock).
+        let open_until = update.deadline.map(|d| {
+            let left = d.saturating_sub(self.clock.now_nanos());
+            breaker.now_nanos().saturating_add(left)
+        });
+        breaker.apply_remote(RemoteTransition {
             to: update.state,
             reason: transition_reason(update.reason),
-            open_until: update.deadline,
+            open_until,
             streak: Some(update.streak),
             origin,
         });
-        self.remote_local.store(local, Ordering::Release);
+    }
+
+    /// The lease held by the probe whose permit carries `token`.
+    fn lease_of(&self, token: u32) -> Option<Lease> {
+        self.lock()
+            .in_use
+            .iter()
+            .find(|(t, _)| *t == token)
+            .map(|(_, l)| l.clone())
+    }
+
+    fn lease_requests(&self) -> u64 {
+        self.lock().requests
+    }
+}
+
+impl FleetHook for Core {
+    fn activated(&self) {
+        if let Some(link) = self.link.get() {
+            link.touch();
+        }
+    }
+
+    fn failures_reached(&self, _n: u64) {
+        if let Some(link) = self.link.get() {
+            link.flush_soon();
+        }
+    }
+
+    fn admit_probe(&self, _generation: u32) -> FleetProbe {
+        let Some(link) = self.link.get() else {
+            return FleetProbe::Reject(RejectReason::HalfOpenFull);
+        };
+        match self.status.load(Ordering::Acquire) {
+            HEALTHY => {}
+            DEGRADED_REJECT => return FleetProbe::Reject(RejectReason::Open),
+            // Degraded `local` or `open`: the local rules decide the probe.
+            _ => return FleetProbe::Local,
+        }
+        let now = self.clock.now_nanos();
+        let mut g = self.lock();
+        let generation = g.view.generation;
+        g.leases
+            .retain(|(l, until)| l.generation() == generation && now < *until);
+        if let Some((lease, _)) = g.leases.pop() {
+            let token = g.next_token;
+            g.next_token = if token >= FleetProbe::MAX_TOKEN {
+                0
+            } else {
+                token + 1
+            };
+            g.in_use.push((token, lease));
+            return FleetProbe::Leased(token);
+        }
+        let waiting = g
+            .retry_at
+            .is_some_and(|(gen, at)| gen == generation && now < at);
+        let ask = !g.requested && !waiting;
+        if ask {
+            g.requested = true;
+            g.requested_at = now;
+            g.requests += 1;
+        }
+        drop(g);
+        if ask {
+            link.request_probes(self.want);
+        }
+        // No lease: the breaker releases its local slot (neutral) and rejects the call.
+        FleetProbe::Reject(RejectReason::HalfOpenFull)
+    }
+
+    fn end_probe(&self, token: u32, end: FleetProbeEnd) {
+        let lease = {
+            let mut g = self.lock();
+            let at = g.in_use.iter().position(|(t, _)| *t == token);
+            at.map(|i| g.in_use.swap_remove(i).1)
+        };
+        let (Some(lease), Some(link)) = (lease, self.link.get()) else {
+            return;
+        };
+        let outcome = match end {
+            FleetProbeEnd::Success => ProbeOutcome::Success,
+            FleetProbeEnd::Failure => ProbeOutcome::Failure,
+            FleetProbeEnd::Neutral => ProbeOutcome::Neutral,
+        };
+        link.end_probe(lease, outcome);
+    }
+
+    fn local_trip(&self, _generation: u32, reason: TransitionReason) {
+        let reason = match reason {
+            TransitionReason::ConsecutiveFailures => Reason::ConsecutiveFailures,
+            TransitionReason::SlowCallRate => Reason::SlowCallRate,
+            _ => Reason::FailureRate,
+        };
+        if let Some(link) = self.link.get() {
+            link.local_trip(self.shared_generation.load(Ordering::Acquire), reason);
+        }
     }
 }
 
@@ -228,21 +369,30 @@ fn transition_reason(r: Reason) -> TransitionReason {
 
 impl SharedBreaker for Core {
     fn take_deltas(&self) -> Deltas {
+        let generation = self.shared_generation.load(Ordering::Acquire);
+        let taken = self
+            .breaker()
+            .map(|b| b.take_fleet_counts())
+            .unwrap_or_default();
         Deltas {
-            generation: self.shared_generation.load(Ordering::Acquire),
-            successes: self.successes.swap(0, Ordering::AcqRel),
-            failures: self.failures.swap(0, Ordering::AcqRel),
-            slow: self.slow.swap(0, Ordering::AcqRel),
+            generation,
+            successes: taken.successes,
+            failures: taken.failures,
+            slow: taken.slow,
         }
     }
 
     fn apply_remote(&self, update: &RemoteUpdate) {
+        let Some(breaker) = self.breaker() else {
+            return;
+        };
         {
             let mut g = self.lock();
             if g.view.generation != 0 && update.generation <= g.view.generation {
                 return;
             }
             g.view = update.clone();
+            g.forced_by_store = false;
             g.leases
                 .retain(|(l, _)| l.generation() == update.generation);
             if update.state != State::HalfOpen && update.state != State::Open {
@@ -251,11 +401,9 @@ impl SharedBreaker for Core {
             self.shared_generation
                 .store(update.generation, Ordering::Release);
             // Counts of the older generation are the store's to drop; a new one starts empty.
-            self.successes.store(0, Ordering::Release);
-            self.failures.store(0, Ordering::Release);
-            self.slow.store(0, Ordering::Release);
+            breaker.clear_fleet_counts();
         }
-        let (local, _) = self.breaker.state_and_generation();
+        let (local, _) = breaker.state_and_generation();
         let same = local == update.state;
         // Not applied twice: a transition this replica made and is in; the fleet's closed
         // start when closed here; a half-open fleet when half-open here.
@@ -294,8 +442,8 @@ impl SharedBreaker for Core {
                 // generation, or lost): adopt the fleet's state.
                 let view = g.view.clone();
                 drop(g);
-                let (local, _) = self.breaker.state_and_generation();
-                if view.state == State::Closed && local != State::Closed {
+                let local = self.breaker().map(|b| b.state());
+                if view.state == State::Closed && local.is_some_and(|l| l != State::Closed) {
                     self.apply(&view);
                 }
             }
@@ -304,7 +452,34 @@ impl SharedBreaker for Core {
     }
 
     fn store_status(&self, status: StoreStatus) {
-        self.status.store(status_code(status), Ordering::Release);
+        let code = status_code(status);
+        let before = self.status.swap(code, Ordering::AcqRel);
+        if code == before {
+            return;
+        }
+        let Some(breaker) = self.breaker() else {
+            return;
+        };
+        if code == DEGRADED_REJECT {
+            // Every caller of the breaker rejects (the closed path asks no hook): forced open
+            // locally, named after the store, until the store is back.
+            self.lock().forced_by_store = true;
+            breaker.apply_remote(RemoteTransition {
+                to: State::ForcedOpen,
+                reason: TransitionReason::Manual,
+                open_until: None,
+                streak: None,
+                origin: Arc::from("store-unreachable"),
+            });
+        } else if before == DEGRADED_REJECT {
+            let view = {
+                let mut g = self.lock();
+                std::mem::take(&mut g.forced_by_store).then(|| g.view.clone())
+            };
+            if let Some(view) = view {
+                self.apply(&view);
+            }
+        }
     }
 
     fn policy_mismatch(&self, mismatch: &PolicyMismatch) {
@@ -317,17 +492,33 @@ impl SharedBreaker for Core {
         );
         self.lock().mismatches.push(mismatch.clone());
     }
+
+    fn release_if_unused(&self) -> bool {
+        let released = {
+            let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+            match &*b {
+                Some(breaker) if breaker.all_handles() == 1 => b.take(),
+                _ => None,
+            }
+        };
+        // Dropped outside the lock: the breaker drops its hook (this) and the link with it.
+        released.is_some()
+    }
 }
 
 struct Handle {
     core: Arc<Core>,
-    link: Link,
+    breaker: CircuitBreaker,
     store: Store,
 }
 
-/// A [`CircuitBreaker`] whose state is shared by the fleet through a [`Store`]. Cloning is
-/// cheap; the breaker is unregistered when the last clone is dropped. See the
-/// [module docs](self).
+/// A [`CircuitBreaker`] whose state is shared by the fleet through a [`Store`]: the handle
+/// for fleet-wide manual control and the fleet's view. The breaker itself is shared too
+/// ([`Store::share`] installs the fleet hook in it): its plain
+/// [`try_acquire`](CircuitBreaker::try_acquire), a `Pipeline` or `#[circuit_breaker]` built
+/// with it run it fleet-wide. Cloning is cheap; the breaker is unregistered once every handle
+/// of it (these, the breaker's own clones and its permits) is dropped, at the coordinator's
+/// next sweep. See the [module docs](self).
 #[derive(Clone)]
 pub struct SharedCircuitBreaker {
     h: Arc<Handle>,
@@ -336,7 +527,7 @@ pub struct SharedCircuitBreaker {
 impl fmt::Debug for SharedCircuitBreaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedCircuitBreaker")
-            .field("id", self.h.link.id())
+            .field("id", self.id())
             .field("state", &self.state())
             .field("fleet", &self.h.core.lock().view.state)
             .finish()
@@ -347,13 +538,21 @@ impl Store {
     /// Joins `breaker` to the fleet under its name (and key, for a keyed breaker), with the
     /// fleet-wide rules of its own policy ([`SharedPolicy::from_breaker_policy`]).
     ///
-    /// The breaker should read the store's clock (both default to [`Clock::system`]): shared
-    /// deadlines are converted to the store's clock.
+    /// The breaker itself becomes fleet-wide (its fleet hook is installed): every clone and
+    /// every caller of it (its `try_acquire`, a `Pipeline`, the tower layers) runs it shared,
+    /// whether or not the returned handle is kept. It stays registered until nothing holds
+    /// it (see the [module docs](self#lifetime)).
+    ///
+    /// Shared deadlines arrive as readings of the store's clock and are moved to the
+    /// breaker's own clock when applied, so the two may differ (an annotated function's
+    /// breaker reads tokio's clock, a store [`Clock::system`] by default).
     ///
     /// # Errors
     /// [`RegisterError::Name`] if the breaker has no name or an invalid one,
     /// [`RegisterError::Duplicate`] if it is registered already, [`RegisterError::Policy`] if
-    /// its policy maps to an invalid shared one.
+    /// its policy maps to an invalid shared one, [`RegisterError::NotShareable`] if it is
+    /// shared already (with another store) or was made without room for the hook (by a
+    /// factory with lifetime totals off, no sliding window and no key).
     pub fn share(&self, breaker: &CircuitBreaker) -> Result<SharedCircuitBreaker, RegisterError> {
         let policy = SharedPolicy::from_breaker_policy(&breaker.policy());
         self.share_with(breaker, &policy)
@@ -374,34 +573,24 @@ impl Store {
             BreakerId::keyed(breaker.name(), breaker.key())
         }
         .map_err(RegisterError::Name)?;
-        let local = breaker.policy();
-        let trip_reason = if local.consecutive_failures.is_some() {
-            Reason::ConsecutiveFailures
-        } else {
-            Reason::FailureRate
-        };
+        // No room is told before registering; a breaker shared already is told after (the
+        // same id registered with this store reads as a duplicate registration).
+        if let Err(reason @ HookError::NoRoom) = breaker.fleet_hook_room() {
+            return Err(RegisterError::NotShareable {
+                breaker: breaker.name().to_owned(),
+                reason,
+            });
+        }
         let core = Arc::new(Core {
-            breaker: breaker.clone(),
+            breaker: Mutex::new(Some(breaker.clone())),
+            link: std::sync::OnceLock::new(),
             clock: self.clock().clone(),
             want: policy.half_open_probes,
             lease: u64::try_from(policy.probe_lease.as_nanos()).unwrap_or(u64::MAX),
             retry_wait: u64::try_from(policy.probe_lease.min(policy.cooldown).as_nanos())
                 .unwrap_or(u64::MAX),
-            slow_nanos: local.slow_call.map_or(0, |s| {
-                u64::try_from(s.duration.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .max(1)
-            }),
-            early_flush: u64::from(policy.min_calls.max(1)),
-            trip_reason,
-            neutral_as_success: local.neutral_probe == NeutralProbe::CountAsSuccess,
-            successes: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            slow: AtomicU64::new(0),
             status: AtomicU8::new(status_code(self.status())),
             shared_generation: AtomicU64::new(0),
-            remote_local: AtomicU32::new(u32::MAX),
-            reported: AtomicU32::new(u32::MAX),
             fleet: Mutex::new(Fleet {
                 view: RemoteUpdate {
                     generation: 0,
@@ -413,18 +602,31 @@ impl Store {
                     reason: Reason::Initial,
                 },
                 leases: Vec::new(),
+                in_use: Vec::new(),
+                next_token: 0,
                 requested: false,
                 requested_at: 0,
                 retry_at: None,
                 requests: 0,
                 mismatches: Vec::new(),
+                forced_by_store: false,
             }),
         });
         let link = self.register(id, policy, Arc::clone(&core) as Arc<dyn SharedBreaker>)?;
+        let _ = core.link.set(link);
+        let early = u64::from(policy.min_calls.max(1));
+        // On a refusal (another thread shared it first) `core` drops here with its link,
+        // which unregisters it.
+        breaker
+            .install_fleet_hook(Arc::clone(&core) as Arc<dyn FleetHook>, early)
+            .map_err(|reason| RegisterError::NotShareable {
+                breaker: breaker.name().to_owned(),
+                reason,
+            })?;
         Ok(SharedCircuitBreaker {
             h: Arc::new(Handle {
                 core,
-                link,
+                breaker: breaker.clone(),
                 store: self.clone(),
             }),
         })

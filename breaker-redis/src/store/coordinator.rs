@@ -139,11 +139,14 @@ impl Coordinator {
 
     pub(super) fn unregister(&mut self, idx: u32) {
         if let Some(e) = self.entries.remove(&idx) {
-            self.by_id.remove(&e.target.id);
-            self.ids
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&e.target.id);
+            // Only this registration's: a newer one of the same id may have replaced it.
+            if self.by_id.get(&e.target.id) == Some(&idx) {
+                self.by_id.remove(&e.target.id);
+            }
+            let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+            if ids.get(&e.target.id).is_some_and(|(i, _)| *i == idx) {
+                ids.remove(&e.target.id);
+            }
         }
     }
 

@@ -68,6 +68,15 @@ pub enum RegisterError {
     /// The breaker's name (or key) is not a valid shared breaker id.
     #[error("cannot share this breaker: {0}")]
     Name(crate::names::NameError),
+    /// The breaker cannot take the fleet hook: it is shared already (with another store), or
+    /// it was made without room for one.
+    #[error("cannot share breaker `{breaker}`: {reason}")]
+    NotShareable {
+        /// The breaker's name.
+        breaker: String,
+        /// Why.
+        reason: breaker_core::breaker::HookError,
+    },
 }
 
 enum Command {
@@ -92,7 +101,7 @@ struct Inner {
     config: StoreConfig,
     shared: Arc<Shared>,
     stats: Arc<Stats>,
-    ids: Arc<Mutex<HashSet<BreakerId>>>,
+    ids: Arc<Mutex<Ids>>,
     next_idx: AtomicU32,
     commands: mpsc::UnboundedSender<Command>,
     registrations: mpsc::UnboundedSender<Registration>,
@@ -180,7 +189,7 @@ impl Store {
         use rand::SeedableRng;
         let shared = Arc::new(Shared::new());
         let stats = Arc::new(Stats::default());
-        let ids = Arc::new(Mutex::new(HashSet::new()));
+        let ids = Arc::new(Mutex::new(HashMap::new()));
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let (reg_tx, reg_rx) = mpsc::unbounded_channel();
         let initial = if conn.is_some() {
@@ -219,6 +228,7 @@ impl Store {
             next_flush: now + config.flush_interval,
             early_used: false,
             fresh: Vec::new(),
+            sweep: Vec::new(),
             rng: rand::rngs::SmallRng::from_entropy(),
         };
         let task = tokio::spawn(coordinator.run());
@@ -250,13 +260,20 @@ impl Store {
         breaker: Arc<dyn SharedBreaker>,
     ) -> Result<Link, RegisterError> {
         let compiled = policy.compile()?;
+        let idx = self.inner.next_idx.fetch_add(1, Ordering::Relaxed);
         {
             let mut ids = self.inner.ids.lock().unwrap_or_else(|e| e.into_inner());
-            if !ids.insert(id.clone()) {
-                return Err(RegisterError::Duplicate(id));
+            if let Some((_, old)) = ids.get(&id) {
+                // A registration whose breaker nothing uses any more (a keyed breaker evicted
+                // and made again before the sweep found it) ends now and is replaced; its
+                // link's unregistration, queued, leaves this one alone.
+                let ended = old.upgrade().map_or(true, |b| b.release_if_unused());
+                if !ended {
+                    return Err(RegisterError::Duplicate(id));
+                }
             }
+            ids.insert(id.clone(), (idx, Arc::downgrade(&breaker)));
         }
-        let idx = self.inner.next_idx.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(LinkState {
             idx,
             active: Default::default(),
@@ -463,6 +480,9 @@ fn client(info: redis::ConnectionInfo, cfg: &StoreConfig) -> Result<redis::Clien
     })
 }
 
+/// The registered ids, with the registration in force of each.
+type Ids = HashMap<BreakerId, (u32, Weak<dyn SharedBreaker>)>;
+
 /// A breaker's newest known shared state, with the deadline as a local instant.
 #[derive(Clone, Copy, Debug)]
 struct View {
@@ -529,7 +549,7 @@ struct Coordinator {
     proto: Arc<Protocol>,
     shared: Arc<Shared>,
     stats: Arc<Stats>,
-    ids: Arc<Mutex<HashSet<BreakerId>>>,
+    ids: Arc<Mutex<Ids>>,
     status_tx: watch::Sender<StoreStatus>,
     status: StoreStatus,
     entries: HashMap<u32, Entry>,
@@ -545,5 +565,8 @@ struct Coordinator {
     early_used: bool,
     /// Registered since the last poll: their shared state is read at once.
     fresh: Vec<u32>,
+    /// The breakers still to visit in the current sweep for unused ones (see
+    /// [`SharedBreaker::release_if_unused`]), refilled when empty.
+    sweep: Vec<u32>,
     rng: rand::rngs::SmallRng,
 }

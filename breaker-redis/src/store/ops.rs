@@ -42,8 +42,25 @@ impl Coordinator {
         }
     }
 
+    /// Visits a bounded batch of registered breakers (at least 256, and at least a 64th of
+    /// them, so a full sweep takes at most 64 flushes) and lets those that nothing uses go;
+    /// their links then unregister them.
+    fn sweep_unused(&mut self) {
+        if self.sweep.is_empty() {
+            self.sweep.extend(self.entries.keys().copied());
+        }
+        let n = self.sweep.len().min(256.max(self.entries.len() / 64));
+        let batch: Vec<u32> = self.sweep.drain(self.sweep.len() - n..).collect();
+        for idx in batch {
+            if let Some(b) = self.entries.get(&idx).and_then(|e| e.breaker.upgrade()) {
+                b.release_if_unused();
+            }
+        }
+    }
+
     pub(super) async fn flush(&mut self) -> Result<usize, StoreError> {
         self.drain_registrations();
+        self.sweep_unused();
         let now = self.cfg.clock.now_nanos();
         let mut idxs =
             std::mem::take(&mut *self.shared.active.lock().unwrap_or_else(|e| e.into_inner()));

@@ -10,4 +10,5 @@ mod faults;
 mod fleet;
 mod harness;
 mod model;
+mod pipeline;
 mod protocol;
