@@ -4,6 +4,8 @@
 use crate::sync::process::{self, AtomicUsize};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::cell::Cell;
+#[cfg(not(loom))]
+use std::cell::RefCell;
 use std::sync::OnceLock;
 
 /// Lifetime totals of one breaker. Every admitted call ends in exactly one of `succeeded`,
@@ -51,8 +53,19 @@ struct Stripe([AtomicU64; 7]);
 
 /// The striped counters, allocated at the first counted event: a breaker that is made and
 /// dropped, or never called, costs one null pointer (the default `CircuitBreaker::new` stays
-/// one small block). The stripe count is a process constant ([`stripe_count`]), so the
-/// pointer alone says where the stripes end.
+/// one small block). The stripe count is a process constant ([`stripe_count`], plus one shared
+/// stripe), so the pointer alone says where the stripes end.
+///
+/// # Owned stripes
+/// A counted event is on every call's path, and an atomic read-modify-write (`lock` prefix)
+/// costs more than the rest of the closed path. So a thread *owns* one stripe index for as long
+/// as it lives (claimed from a process-wide table at its first event, released when it exits),
+/// and it is then the only writer of that stripe in every breaker: it adds with a plain load
+/// and store, exact because no other thread writes those counters. The release of a stripe
+/// (release store) happens before its next owner's claim (acquire), so the next owner starts
+/// from the last value written. Threads beyond [`stripe_count`] live at once share the last
+/// stripe and add with `fetch_add`. Under loom every thread takes the shared path (loom runs
+/// its threads on one OS thread, so a thread-local cannot tell them apart).
 pub(crate) struct Striped {
     stripes: AtomicPtr<Stripe>,
 }
@@ -67,27 +80,92 @@ pub(crate) fn stripe_count() -> usize {
             .map(|n| n.get())
             .unwrap_or(1)
             .next_power_of_two()
-            .min(64)
+            .min(MAX_STRIPES)
     })
 }
 
-/// A small per-thread number, assigned on first use, that picks the thread's stripe (shared by
-/// the totals and the time window).
+const MAX_STRIPES: usize = 64;
+
+/// The stripes a breaker's totals allocate: one per owner, and the shared one.
+fn stripes_len() -> usize {
+    stripe_count() + 1
+}
+
+/// Set in [`thread_index`]'s value when the thread owns no stripe (it shares the last one).
+const SHARED: usize = 1 << (usize::BITS - 1);
+
+/// Which stripe indices a live thread owns (0 free, 1 owned).
+#[cfg(not(loom))]
+static OWNED: [AtomicUsize; MAX_STRIPES] = [const { AtomicUsize::new(0) }; MAX_STRIPES];
+
+thread_local! {
+    /// The thread's stripe index (below [`stripe_count`]), or `SHARED | stripe_count()`;
+    /// `usize::MAX` before the first use. No destructor, so it is readable while other
+    /// thread-locals are destroyed.
+    static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Releases the owned stripe index when the thread exits.
+    static OWNER: RefCell<Option<Owner>> = const { RefCell::new(None) };
+}
+
+#[cfg(not(loom))]
+struct Owner(usize);
+
+#[cfg(not(loom))]
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // Events counted from here on (other thread-locals' destructors) share.
+        let _ = INDEX.try_with(|i| i.set(SHARED | stripe_count()));
+        OWNED[self.0].store(0, process::Ordering::Release);
+    }
+}
+
+/// The thread's stripe, assigned on first use, shared by the totals and the time window: an
+/// owned index below [`stripe_count`], or [`SHARED`] set with the shared stripe's index. The
+/// time window masks it to its own stripe count (it always adds with `fetch_add`).
 #[inline]
 pub(crate) fn thread_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
     INDEX.with(|i| {
         let v = i.get();
         if v != usize::MAX {
             return v;
         }
-        let v = NEXT.fetch_add(1, process::Ordering::Relaxed);
-        i.set(v);
-        v
+        first_index(i)
     })
+}
+
+#[cold]
+#[inline(never)]
+fn first_index(cell: &Cell<usize>) -> usize {
+    let v = claim().unwrap_or(SHARED | stripe_count());
+    cell.set(v);
+    v
+}
+
+/// Claims a free stripe index for this thread, registering its release at thread exit.
+#[cfg(not(loom))]
+fn claim() -> Option<usize> {
+    let i = (0..stripe_count()).find(|&i| {
+        OWNED[i]
+            .compare_exchange(0, 1, process::Ordering::Acquire, process::Ordering::Relaxed)
+            .is_ok()
+    })?;
+    match OWNER.try_with(|o| *o.borrow_mut() = Some(Owner(i))) {
+        Ok(()) => Some(i),
+        Err(_) => {
+            // The thread is exiting: it cannot release a claim, so it makes none.
+            OWNED[i].store(0, process::Ordering::Release);
+            None
+        }
+    }
+}
+
+#[cfg(loom)]
+fn claim() -> Option<usize> {
+    None
 }
 
 impl Striped {
@@ -101,41 +179,55 @@ impl Striped {
     #[inline(always)]
     fn stripes(&self) -> Option<&[Stripe]> {
         let p = self.stripes.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer is the start of a boxed slice of `stripe_count()` stripes,
+        // SAFETY: a non-null pointer is the start of a boxed slice of `stripes_len()` stripes,
         // published once with release ordering and freed only in `drop` (`&mut self`).
-        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripe_count()) })
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripes_len()) })
     }
 
     /// Allocates the stripes (or takes the ones another thread published first).
     #[cold]
     #[inline(never)]
-    fn allocate(&self) -> &[Stripe] {
-        let fresh: Box<[Stripe]> = (0..stripe_count())
+    fn allocate(&self) -> *mut Stripe {
+        let fresh: Box<[Stripe]> = (0..stripes_len())
             .map(|_| Stripe(std::array::from_fn(|_| AtomicU64::new(0))))
             .collect();
         let fresh = Box::into_raw(fresh) as *mut Stripe;
-        if let Err(_other) = self.stripes.compare_exchange(
+        match self.stripes.compare_exchange(
             std::ptr::null_mut(),
             fresh,
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            // SAFETY: `fresh` came from `Box::into_raw` above and was never published.
-            drop(unsafe {
-                Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, stripe_count()))
-            });
+            Ok(_) => fresh,
+            Err(other) => {
+                // SAFETY: `fresh` came from `Box::into_raw` above and was never published.
+                drop(unsafe {
+                    Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, stripes_len()))
+                });
+                other
+            }
         }
-        self.stripes().expect("published above")
     }
 
     #[inline]
     pub(crate) fn add(&self, counter: Counter) {
-        let stripes = match self.stripes() {
-            Some(s) => s,
-            None => self.allocate(),
-        };
-        let stripe = &stripes[thread_index() & (stripes.len() - 1)];
-        stripe.0[counter as usize].fetch_add(1, Ordering::Relaxed);
+        let mut p = self.stripes.load(Ordering::Acquire);
+        if p.is_null() {
+            p = self.allocate();
+        }
+        let v = thread_index();
+        // SAFETY: `p` is the start of `stripes_len()` stripes (see `stripes`), and
+        // `v & !SHARED` is at most `stripe_count()`, the last index.
+        let cell = unsafe { &(*p.add(v & !SHARED)).0[counter as usize] };
+        if v & SHARED == 0 {
+            // This thread owns the stripe: it is the only writer (see the type's docs).
+            cell.store(
+                cell.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
+        } else {
+            cell.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn sum(&self) -> Totals {
@@ -168,9 +260,9 @@ impl Drop for Striped {
     fn drop(&mut self) {
         let p = self.stripes.load(Ordering::Acquire);
         if !p.is_null() {
-            // SAFETY: published by `allocate` from a boxed slice of `stripe_count()` stripes;
+            // SAFETY: published by `allocate` from a boxed slice of `stripes_len()` stripes;
             // `&mut self` means no reader is left.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripe_count())) });
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) });
         }
     }
 }
