@@ -654,7 +654,9 @@ fn count_instructions(spec: &str) {
                 let _ = r.call(|| Err::<(), ()>(()));
             }
             match peer {
-                "new" => repeat(&|| drop(black_box(black_box(&b).try_acquire().is_err()))),
+                "new" => repeat(&|| {
+                    black_box(black_box(&b).try_acquire().is_err());
+                }),
                 "failsafe" => repeat(&|| drop(black_box(&f).call(|| Ok::<(), ()>(())))),
                 "recloser" => repeat(&|| drop(black_box(&r).call(|| Ok::<(), ()>(())))),
                 other => panic!("unknown open row `{other}`"),

@@ -16,7 +16,7 @@ use super::event::TransitionReason;
 use super::machine::{Cause, Inner};
 use super::permit::Ticket;
 use super::policy::SlidingWindow;
-use super::ring::CountWindow;
+use super::ring::{CountWindow, Recorded};
 use super::state::{newer, pack_count, unpack_count, Word};
 use super::striped::StripedTimeWindow;
 use super::totals::{self, Counter};
@@ -291,9 +291,10 @@ impl Inner {
             StoreKind::Count(w) => {
                 let now = t.start().map(|_| self.shared.clock.now_nanos());
                 let slow = now.is_some_and(|now| self.is_slow(&t, now));
-                match w.record(t.generation(), failure, slow) {
-                    Some(counts) => self.evaluate(counts, raw, now),
-                    None => self.count(Counter::Late),
+                match w.record_outcome(t.generation(), failure, slow) {
+                    Recorded::Counts(counts) => self.evaluate(counts, raw, now),
+                    Recorded::Healthy => {}
+                    Recorded::Late => self.count(Counter::Late),
                 }
             }
         }
@@ -311,12 +312,12 @@ impl Inner {
         // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
         let reason = if hot
             .failure_rate_percent()
-            .is_some_and(|p| counts.failure_rate() >= p)
+            .is_some_and(|p| counts.failure_rate_at_least(p))
         {
             TransitionReason::FailureRate
         } else if hot
             .slow_rate_percent()
-            .is_some_and(|p| counts.slow_rate() >= p)
+            .is_some_and(|p| counts.slow_rate_at_least(p))
         {
             TransitionReason::SlowCallRate
         } else {

@@ -266,3 +266,36 @@ impl Drop for Striped {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_are_exact_with_more_threads_than_stripes_and_threads_that_come_and_go() {
+        let totals = Striped::new();
+        let threads = 2 * stripe_count() + 3;
+        // Two rounds: the second round's threads take over stripes that exited threads owned.
+        for _ in 0..2 {
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let totals = &totals;
+                    s.spawn(move || {
+                        for i in 0..10_000 {
+                            totals.add(if (i + t) % 4 == 0 {
+                                Counter::Failed
+                            } else {
+                                Counter::Succeeded
+                            });
+                        }
+                    });
+                }
+            });
+        }
+        let sum = totals.sum();
+        let all = 2 * threads as u64 * 10_000;
+        assert_eq!(sum.failed + sum.succeeded, all);
+        assert_eq!(sum.admitted, all);
+        assert_eq!(sum.failed, all / 4);
+    }
+}
