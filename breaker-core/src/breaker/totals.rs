@@ -51,10 +51,12 @@ pub(crate) enum Counter {
 #[repr(align(64))]
 struct Stripe([AtomicU64; 7]);
 
-/// The striped counters, allocated at the first counted event: a breaker that is made and
-/// dropped, or never called, costs one null pointer (the default `CircuitBreaker::new` stays
-/// one small block). The stripe count is a process constant ([`stripe_count`], plus one shared
-/// stripe), so the pointer alone says where the stripes end.
+/// The striped counters, allocated as they are first used: a breaker that is made and dropped,
+/// or never called, costs one null pointer (the default `CircuitBreaker::new` stays one small
+/// block); its first counted event allocates a table of stripe pointers (one per owner and the
+/// shared one: a process constant, [`stripe_count`] + 1, so the pointer alone says where the
+/// table ends), and each stripe is allocated by the first event counted in it, so a breaker
+/// called from one thread holds one stripe (64 bytes) whatever the CPU count.
 ///
 /// # Owned stripes
 /// A counted event is on every call's path, and an atomic read-modify-write (`lock` prefix)
@@ -67,7 +69,7 @@ struct Stripe([AtomicU64; 7]);
 /// stripe and add with `fetch_add`. Under loom every thread takes the shared path (loom runs
 /// its threads on one OS thread, so a thread-local cannot tell them apart).
 pub(crate) struct Striped {
-    stripes: AtomicPtr<Stripe>,
+    table: AtomicPtr<AtomicPtr<Stripe>>,
 }
 
 /// One stripe per CPU rounded up to a power of two, at most 64. Read once per process:
@@ -171,28 +173,35 @@ fn claim() -> Option<usize> {
 impl Striped {
     pub(crate) fn new() -> Striped {
         Striped {
-            stripes: AtomicPtr::new(std::ptr::null_mut()),
+            table: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
-    /// The stripes, if any event was counted.
+    /// The table of stripe pointers, if any event was counted.
     #[inline(always)]
-    fn stripes(&self) -> Option<&[Stripe]> {
-        let p = self.stripes.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer is the start of a boxed slice of `stripes_len()` stripes,
+    fn table(&self) -> Option<&[AtomicPtr<Stripe>]> {
+        let p = self.table.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer is the start of a boxed slice of `stripes_len()` entries,
         // published once with release ordering and freed only in `drop` (`&mut self`).
         (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripes_len()) })
     }
 
-    /// Allocates the stripes (or takes the ones another thread published first).
+    /// The stripes allocated so far.
+    fn stripes(&self) -> impl Iterator<Item = &Stripe> {
+        self.table().unwrap_or(&[]).iter().filter_map(|e| {
+            let s = e.load(Ordering::Acquire);
+            // SAFETY: a non-null entry is a boxed stripe, published once with release ordering
+            // and freed only in `drop`.
+            (!s.is_null()).then(|| unsafe { &*s })
+        })
+    }
+
+    /// Publishes a fresh, empty allocation in `cell`, or takes the one another thread published
+    /// first.
     #[cold]
     #[inline(never)]
-    fn allocate(&self) -> *mut Stripe {
-        let fresh: Box<[Stripe]> = (0..stripes_len())
-            .map(|_| Stripe(std::array::from_fn(|_| AtomicU64::new(0))))
-            .collect();
-        let fresh = Box::into_raw(fresh) as *mut Stripe;
-        match self.stripes.compare_exchange(
+    fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
+        match cell.compare_exchange(
             std::ptr::null_mut(),
             fresh,
             Ordering::AcqRel,
@@ -200,25 +209,50 @@ impl Striped {
         ) {
             Ok(_) => fresh,
             Err(other) => {
-                // SAFETY: `fresh` came from `Box::into_raw` above and was never published.
-                drop(unsafe {
-                    Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, stripes_len()))
-                });
+                free(fresh);
                 other
             }
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn allocate_table(&self) -> *mut AtomicPtr<Stripe> {
+        let fresh: Box<[AtomicPtr<Stripe>]> = (0..stripes_len())
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
+        Self::publish(&self.table, Box::into_raw(fresh) as *mut _, |p| {
+            // SAFETY: `p` came from `Box::into_raw` above and was never published.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) })
+        })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn allocate_stripe(entry: &AtomicPtr<Stripe>) -> *mut Stripe {
+        let fresh = Box::new(Stripe(std::array::from_fn(|_| AtomicU64::new(0))));
+        Self::publish(entry, Box::into_raw(fresh), |p| {
+            // SAFETY: `p` came from `Box::into_raw` above and was never published.
+            drop(unsafe { Box::from_raw(p) })
+        })
+    }
+
     #[inline]
     pub(crate) fn add(&self, counter: Counter) {
-        let mut p = self.stripes.load(Ordering::Acquire);
-        if p.is_null() {
-            p = self.allocate();
+        let mut table = self.table.load(Ordering::Acquire);
+        if table.is_null() {
+            table = self.allocate_table();
         }
         let v = thread_index();
-        // SAFETY: `p` is the start of `stripes_len()` stripes (see `stripes`), and
+        // SAFETY: `table` is the start of `stripes_len()` entries (see `table`), and
         // `v & !SHARED` is at most `stripe_count()`, the last index.
-        let cell = unsafe { &(*p.add(v & !SHARED)).0[counter as usize] };
+        let entry = unsafe { &*table.add(v & !SHARED) };
+        let mut stripe = entry.load(Ordering::Acquire);
+        if stripe.is_null() {
+            stripe = Self::allocate_stripe(entry);
+        }
+        // SAFETY: a published stripe lives until `drop` (`&mut self`).
+        let cell = unsafe { &(*stripe).0[counter as usize] };
         if v & SHARED == 0 {
             // This thread owns the stripe: it is the only writer (see the type's docs).
             cell.store(
@@ -232,7 +266,7 @@ impl Striped {
 
     pub(crate) fn sum(&self) -> Totals {
         let mut t = [0u64; 7];
-        for s in self.stripes().unwrap_or(&[]) {
+        for s in self.stripes() {
             for (acc, c) in t.iter_mut().zip(s.0.iter()) {
                 *acc += c.load(Ordering::Relaxed);
             }
@@ -250,19 +284,28 @@ impl Striped {
         }
     }
 
-    /// Heap bytes of the stripes (0 until the first counted event).
+    /// Heap bytes of the table and the stripes (0 until the first counted event).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.stripes().map_or(0, std::mem::size_of_val)
+        self.table().map_or(0, std::mem::size_of_val)
+            + self.stripes().count() * std::mem::size_of::<Stripe>()
     }
 }
 
 impl Drop for Striped {
     fn drop(&mut self) {
-        let p = self.stripes.load(Ordering::Acquire);
+        let p = self.table.load(Ordering::Acquire);
         if !p.is_null() {
-            // SAFETY: published by `allocate` from a boxed slice of `stripes_len()` stripes;
-            // `&mut self` means no reader is left.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) });
+            // SAFETY: published by `allocate_table` from a boxed slice of `stripes_len()`
+            // entries, each null or a boxed stripe; `&mut self` means no reader is left.
+            let table =
+                unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) };
+            for e in table.iter() {
+                let s = e.load(Ordering::Acquire);
+                if !s.is_null() {
+                    // SAFETY: published by `allocate_stripe` from a `Box`.
+                    drop(unsafe { Box::from_raw(s) });
+                }
+            }
         }
     }
 }
