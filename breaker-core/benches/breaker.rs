@@ -18,11 +18,13 @@
 //! `failsafe/consecutive`, `failsafe/time_window`, `recloser/count_window`, `open/new`,
 //! `open/failsafe`, `open/recloser`, `create/new/<shape>`, `create/failsafe`; shapes:
 //! `consecutive`, `count_window`, `time_window`). One call's cost is the difference between two
-//! call counts divided by the difference of the counts:
+//! call counts divided by the difference of the counts; use a million calls, since the system
+//! clock's calibration at start-up runs a loop whose length varies by a few million
+//! instructions between runs:
 //!
 //! ```text
 //! B=$(ls -t target/release/deps/breaker-* | grep -v '\.d$' | head -1)
-//! for n in 0 100000; do BREAKER_IR=new/count_window,$n valgrind --tool=callgrind \
+//! for n in 0 1000000; do BREAKER_IR=new/count_window,$n valgrind --tool=callgrind \
 //!     --callgrind-out-file=/dev/null $B 2>&1 | grep refs; done
 //! ```
 
