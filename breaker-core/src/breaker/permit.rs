@@ -162,7 +162,7 @@ impl Drop for Permit<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         if !self.ticket.done() {
-            unrecorded(&self.inner, self.ticket);
+            unrecorded(self.inner, self.ticket);
         }
     }
 }

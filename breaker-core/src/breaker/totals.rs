@@ -93,17 +93,20 @@ fn stripes_len() -> usize {
     stripe_count() + 1
 }
 
-/// Set in [`thread_index`]'s value when the thread owns no stripe (it shares the last one).
-const SHARED: usize = 1 << (usize::BITS - 1);
+/// A thread's stripes, packed in one word: bits 0..15 its totals stripe (an owned index below
+/// [`stripe_count`], or `stripe_count()` itself, the shared stripe), bit 15 [`SHARED`], and
+/// from bit 16 its time-window stripe (see [`thread_index`]).
+const SHARED: usize = 1 << 15;
+const SLOT_MASK: usize = SHARED - 1;
+const WINDOW_SHIFT: u32 = 16;
 
 /// Which stripe indices a live thread owns (0 free, 1 owned).
 #[cfg(not(loom))]
 static OWNED: [AtomicUsize; MAX_STRIPES] = [const { AtomicUsize::new(0) }; MAX_STRIPES];
 
 thread_local! {
-    /// The thread's stripe index (below [`stripe_count`]), or `SHARED | stripe_count()`;
-    /// `usize::MAX` before the first use. No destructor, so it is readable while other
-    /// thread-locals are destroyed.
+    /// The thread's stripes (the packed word above); `usize::MAX` before the first use. No
+    /// destructor, so it is readable while other thread-locals are destroyed.
     static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
@@ -120,16 +123,14 @@ struct Owner(usize);
 impl Drop for Owner {
     fn drop(&mut self) {
         // Events counted from here on (other thread-locals' destructors) share.
-        let _ = INDEX.try_with(|i| i.set(SHARED | stripe_count()));
+        let _ = INDEX.try_with(|i| i.set((i.get() & !SLOT_MASK) | SHARED | stripe_count()));
         OWNED[self.0].store(0, process::Ordering::Release);
     }
 }
 
-/// The thread's stripe, assigned on first use, shared by the totals and the time window: an
-/// owned index below [`stripe_count`], or [`SHARED`] set with the shared stripe's index. The
-/// time window masks it to its own stripe count (it always adds with `fetch_add`).
-#[inline]
-pub(crate) fn thread_index() -> usize {
+/// The thread's packed stripes, assigned on first use.
+#[inline(always)]
+fn stripes_of_thread() -> usize {
     INDEX.with(|i| {
         let v = i.get();
         if v != usize::MAX {
@@ -139,10 +140,26 @@ pub(crate) fn thread_index() -> usize {
     })
 }
 
+/// A small per-thread number that picks the thread's stripe of a time window (which masks it
+/// to its stripe count and always adds with `fetch_add`): the owned totals index, or for a
+/// thread that owns none, a number handed out in turn, so that such threads spread over the
+/// window's stripes.
+#[inline]
+pub(crate) fn thread_index() -> usize {
+    stripes_of_thread() >> WINDOW_SHIFT
+}
+
 #[cold]
 #[inline(never)]
 fn first_index(cell: &Cell<usize>) -> usize {
-    let v = claim().unwrap_or(SHARED | stripe_count());
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let v = match claim() {
+        Some(i) => i | i << WINDOW_SHIFT,
+        None => {
+            let turn = NEXT.fetch_add(1, process::Ordering::Relaxed) & (MAX_STRIPES - 1);
+            stripe_count() | SHARED | turn << WINDOW_SHIFT
+        }
+    };
     cell.set(v);
     v
 }
@@ -243,10 +260,10 @@ impl Striped {
         if table.is_null() {
             table = self.allocate_table();
         }
-        let v = thread_index();
+        let v = stripes_of_thread();
         // SAFETY: `table` is the start of `stripes_len()` entries (see `table`), and
-        // `v & !SHARED` is at most `stripe_count()`, the last index.
-        let entry = unsafe { &*table.add(v & !SHARED) };
+        // `v & SLOT_MASK` is at most `stripe_count()`, the last index.
+        let entry = unsafe { &*table.add(v & SLOT_MASK) };
         let mut stripe = entry.load(Ordering::Acquire);
         if stripe.is_null() {
             stripe = Self::allocate_stripe(entry);
