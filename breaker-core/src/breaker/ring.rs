@@ -165,6 +165,25 @@ impl CountWindow {
         slot as usize
     }
 
+    /// Whether the totals, of the closed period whose start moved `moves` times, say the
+    /// window is full of plain successes.
+    #[inline(always)]
+    fn full_of_successes(&self, moves: u64) -> bool {
+        let cur = self.totals.load(Ordering::Acquire);
+        cur >> TAG_SHIFT == moves && cur & FIELDS == self.ring.len() as u64
+    }
+
+    /// Whether a plain success of closed `generation` would be [`Recorded::Healthy`]: the
+    /// window belongs to `generation` and is full of plain successes. The same two loads as
+    /// that path of [`record_outcome`](Self::record_outcome), for a caller that decides
+    /// before calling it (the breaker, inline on its closed path).
+    #[inline(always)]
+    pub(crate) fn is_healthy(&self, generation: u32) -> bool {
+        let cur = self.start.load(Ordering::Acquire);
+        (cur >> GEN_SHIFT) as u32 == generation
+            && self.full_of_successes((cur >> MOVES_SHIFT) & 0xf)
+    }
+
     /// The position where `generation`'s window began and the start's move count, moving
     /// `start` there if `generation` is newer; `None` if a newer period owns the window (a late
     /// outcome).
@@ -221,13 +240,10 @@ impl CountWindow {
             return Recorded::Late;
         };
         let n = self.ring.len() as u64;
-        if !failure && !slow {
+        if !failure && !slow && self.full_of_successes(want) {
             // A full window of successes stays one whatever success it evicts: nothing to
             // write, not even a position (see the module docs).
-            let cur = self.totals.load(Ordering::Acquire);
-            if cur >> TAG_SHIFT == want && cur & FIELDS == n {
-                return Recorded::Healthy;
-            }
+            return Recorded::Healthy;
         }
         let tag = slot_tag(generation);
         let sample = PRESENT
@@ -383,6 +399,8 @@ mod tests {
             reference.record(ok, 0);
         }
         assert_eq!(w.pos.load(Ordering::Relaxed), pos, "no position taken");
+        assert!(w.is_healthy(1));
+        assert!(!w.is_healthy(2), "another closed period's window");
         // A failure still leaves the window `n` outcomes later, as in the sequential ring.
         let failure = Sample {
             failure: true,
@@ -399,6 +417,12 @@ mod tests {
                 i + 1
             );
         }
+        assert!(w.is_healthy(1), "the failure left the window");
+        assert!(matches!(
+            w.record_outcome(1, true, false),
+            Recorded::Counts(_)
+        ));
+        assert!(!w.is_healthy(1), "a failure in the window");
         // A slow success is recorded, not skipped.
         assert!(matches!(w.record_outcome(1, false, true), Recorded::Counts(c) if c.slow == 1));
     }
