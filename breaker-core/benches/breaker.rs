@@ -11,6 +11,22 @@
 //! first, from a counting global allocator; then the API each row goes through; then criterion.
 //! Figures from one run are comparable with each other (ratios); absolute times depend on the
 //! machine and its load.
+//!
+//! Instruction counts, which unlike times do not depend on the machine's load: with
+//! `BREAKER_IR=<row>,<calls>` the binary makes that many calls of one row and exits, for
+//! `valgrind --tool=callgrind` (rows: `new/<shape>`, `factory/<shape>` (totals off),
+//! `failsafe/consecutive`, `failsafe/time_window`, `recloser/count_window`, `open/new`,
+//! `open/failsafe`, `open/recloser`, `create/new/<shape>`, `create/failsafe`; shapes:
+//! `consecutive`, `count_window`, `time_window`). One call's cost is the difference between two
+//! call counts divided by the difference of the counts; use a million calls, since the system
+//! clock's calibration at start-up runs a loop whose length varies by a few million
+//! instructions between runs:
+//!
+//! ```text
+//! B=$(ls -t target/release/deps/breaker-* | grep -v '\.d$' | head -1)
+//! for n in 0 1000000; do BREAKER_IR=new/count_window,$n valgrind --tool=callgrind \
+//!     --callgrind-out-file=/dev/null $B 2>&1 | grep refs; done
+//! ```
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, SlidingWindow};
 use breaker_core::pipeline::Pipeline;
@@ -591,7 +607,77 @@ policies: consecutive = 5 consecutive failures; count_window = 50 % of the last 
     );
 }
 
+/// `BREAKER_IR=<row>,<calls>`: makes the calls of one row and exits (see the module docs).
+fn count_instructions(spec: &str) {
+    let (row, calls) = spec.split_once(',').expect("BREAKER_IR=<row>,<calls>");
+    let calls: u64 = calls.parse().expect("a number of calls");
+    let shape = |name: &str| {
+        SHAPES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("unknown shape `{name}`"))
+            .1()
+    };
+    let repeat = |f: &dyn Fn()| (0..calls).for_each(|_| f());
+    match row.split_once('/').unwrap_or((row, "")) {
+        ("new", s) => {
+            let b = ours(shape(s));
+            repeat(&|| ours_call(black_box(&b)));
+        }
+        ("factory", s) => {
+            let b = ours_factory(shape(s)).create();
+            repeat(&|| ours_call(black_box(&b)));
+        }
+        ("failsafe", "consecutive") => {
+            let f = failsafe_consecutive();
+            repeat(&|| drop(black_box(&f).call(|| Ok::<(), ()>(()))));
+        }
+        ("failsafe", "time_window") => {
+            let f = failsafe_time();
+            repeat(&|| drop(black_box(&f).call(|| Ok::<(), ()>(()))));
+        }
+        ("recloser", "count_window") => {
+            let r = recloser();
+            repeat(&|| drop(black_box(&r).call(|| Ok::<(), ()>(()))));
+        }
+        ("open", peer) => {
+            let b = ours(consecutive());
+            let f = failsafe_consecutive();
+            let r = recloser::Recloser::custom()
+                .error_rate(0.5)
+                .closed_len(10)
+                .open_wait(COOLDOWN)
+                .build();
+            for _ in 0..20 {
+                if let Ok(p) = b.try_acquire() {
+                    p.failure();
+                }
+                let _ = f.call(|| Err::<(), ()>(()));
+                let _ = r.call(|| Err::<(), ()>(()));
+            }
+            match peer {
+                "new" => repeat(&|| {
+                    black_box(black_box(&b).try_acquire().is_err());
+                }),
+                "failsafe" => repeat(&|| drop(black_box(&f).call(|| Ok::<(), ()>(())))),
+                "recloser" => repeat(&|| drop(black_box(&r).call(|| Ok::<(), ()>(())))),
+                other => panic!("unknown open row `{other}`"),
+            }
+        }
+        ("create", "failsafe") => repeat(&|| drop(black_box(failsafe_consecutive()))),
+        ("create", rest) => {
+            let s = rest.strip_prefix("new/").expect("create/new/<shape>");
+            let p = shape(s);
+            repeat(&|| drop(black_box(ours(p.clone()))));
+        }
+        _ => panic!("unknown row `{row}`"),
+    }
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("BREAKER_IR") {
+        return count_instructions(&spec);
+    }
     apis();
     memory_report();
     let mut c = Criterion::default().configure_from_args();

@@ -97,6 +97,43 @@ fn concurrent_failures_trip_once() {
     });
 }
 
+/// A count window full of successes (where a success takes no position and writes nothing)
+/// while a failure is recorded concurrently: in every interleaving the failure makes half of
+/// the last two calls and trips the breaker, once; the racing success never hides it.
+#[test]
+fn a_failure_racing_successes_in_a_healthy_count_window_trips() {
+    use breaker_core::breaker::SlidingWindow;
+    loom::model(|| {
+        let opened = Arc::new(AtomicUsize::new(0));
+        let seen = opened.clone();
+        let b = CircuitBreaker::builder(BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window: SlidingWindow::Count(2),
+            min_calls: 2,
+            ..BreakerPolicy::default()
+        })
+        .clock(Clock::manual(&ManualClock::new()))
+        .totals(false)
+        .on_transition(move |t| {
+            if t.to == State::Open {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .unwrap();
+        b.try_acquire().unwrap().success();
+        b.try_acquire().unwrap().success();
+        let failure = b.try_acquire_owned().unwrap();
+        let success = b.try_acquire().unwrap();
+        let t = thread::spawn(move || failure.record(Outcome::Failure));
+        success.success();
+        t.join().unwrap();
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(opened.load(Ordering::SeqCst), 1);
+    });
+}
+
 /// A probe success racing a probe failure: the breaker ends open or closed, never wedged
 /// half-open with a slot held.
 #[test]

@@ -16,7 +16,7 @@ use super::event::TransitionReason;
 use super::machine::{Cause, Inner};
 use super::permit::Ticket;
 use super::policy::SlidingWindow;
-use super::ring::CountWindow;
+use super::ring::{CountWindow, Recorded};
 use super::state::{newer, pack_count, unpack_count, Word};
 use super::striped::StripedTimeWindow;
 use super::totals::{self, Counter};
@@ -116,6 +116,19 @@ impl WindowSlot {
         (self.first.epoch == shared.hot.window_epoch_relaxed()).then_some(&self.first)
     }
 
+    /// Whether the store in force is the first one, a count window full of plain successes of
+    /// `t`'s closed period (see [`CountWindow::is_healthy`]).
+    #[inline(always)]
+    fn count_window_is_healthy(&self, shared: &Shared, t: Ticket) -> bool {
+        match self.first_in_force(shared) {
+            Some(WindowStore {
+                kind: StoreKind::Count(w),
+                ..
+            }) => w.is_healthy(t.generation()),
+            _ => false,
+        }
+    }
+
     /// The store of the shape in force after a reload changed it: made first (for closed
     /// `generation`) if none of that shape exists yet.
     #[cold]
@@ -205,6 +218,12 @@ impl Inner {
             }
         }
         if let Some(slot) = self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
+            // The healthy steady state of a count window, decided inline: a success (not slow:
+            // a ticket has a start only under a slow-call rule) in a window full of successes
+            // changes nothing and cannot trip (`ring.rs`).
+            if !failure && t.start().is_none() && slot.count_window_is_healthy(&self.shared, t) {
+                return;
+            }
             self.record_window(slot, t, failure, raw);
         }
     }
@@ -260,6 +279,7 @@ impl Inner {
                 .is_some_and(|start| now.saturating_sub(start) >= limit)
     }
 
+    #[inline(never)]
     fn record_window(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
         match slot.first_in_force(&self.shared) {
             Some(store) => self.record_in(store, t, failure, raw),
@@ -291,9 +311,10 @@ impl Inner {
             StoreKind::Count(w) => {
                 let now = t.start().map(|_| self.shared.clock.now_nanos());
                 let slow = now.is_some_and(|now| self.is_slow(&t, now));
-                match w.record(t.generation(), failure, slow) {
-                    Some(counts) => self.evaluate(counts, raw, now),
-                    None => self.count(Counter::Late),
+                match w.record_outcome(t.generation(), failure, slow) {
+                    Recorded::Counts(counts) => self.evaluate(counts, raw, now),
+                    Recorded::Healthy => {}
+                    Recorded::Late => self.count(Counter::Late),
                 }
             }
         }
@@ -311,12 +332,12 @@ impl Inner {
         // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
         let reason = if hot
             .failure_rate_percent()
-            .is_some_and(|p| counts.failure_rate() >= p)
+            .is_some_and(|p| counts.failure_rate_at_least(p))
         {
             TransitionReason::FailureRate
         } else if hot
             .slow_rate_percent()
-            .is_some_and(|p| counts.slow_rate() >= p)
+            .is_some_and(|p| counts.slow_rate_at_least(p))
         {
             TransitionReason::SlowCallRate
         } else {

@@ -174,20 +174,31 @@ impl OwnedPermit {
     permit_methods!();
 }
 
+// The check is inlined and the unrecorded end is not: after `record`, which has just set the
+// `done` bit, the compiler sees the bit and drops the permit with no call at all.
 impl Drop for Permit<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
         if !self.ticket.done() {
-            self.inner.finish(self.ticket, drop_outcome());
+            unrecorded(self.inner, self.ticket);
         }
     }
 }
 
 impl Drop for OwnedPermit {
+    #[inline(always)]
     fn drop(&mut self) {
         if !self.ticket.done() {
-            self.inner.finish(self.ticket, drop_outcome());
+            unrecorded(&self.inner, self.ticket);
         }
     }
+}
+
+/// The end of a permit dropped without an outcome.
+#[cold]
+#[inline(never)]
+fn unrecorded(inner: &Inner, ticket: Ticket) {
+    inner.finish(ticket, drop_outcome());
 }
 
 fn drop_outcome() -> Option<Outcome> {

@@ -5,9 +5,17 @@
 //! the time window; behind a lock, every outcome paid the lock and two threads fought over it.
 //! Here an outcome takes a position with one `fetch_add`, swaps its sample into the ring slot
 //! of that position, and applies the difference between the sample it wrote and the one it
-//! evicted to running totals kept in one word. The steady state of a healthy dependency (a
-//! success evicting a success) writes no total at all, and leaves the slot alone when it
-//! already holds the same sample.
+//! evicted to running totals kept in one word. A sample evicting one with the same flags writes
+//! no total, and leaves the slot alone when it already holds the same sample.
+//!
+//! - **The steady state is read-only.** A success recorded while the totals say the window is
+//!   full of plain successes (`n` calls, no failure, no slow call) changes nothing at all: any
+//!   sample it could evict is a plain success, so the window after it is the same multiset,
+//!   and the order of identical samples cannot be observed (whichever is evicted first, the
+//!   next failure still leaves the window `n` calls later). It takes no position and writes
+//!   nothing; two loads decide it, so a healthy dependency's calls scale with threads as they
+//!   do under the consecutive rule. Under races it is linearised before the writes of threads
+//!   that took a position but had not yet applied their totals.
 //!
 //! - **Generations.** The window belongs to one closed period. `start` holds that period's
 //!   generation, the position where its window began and how many times it moved (4 bits); the
@@ -45,6 +53,8 @@ const SLOT_TAG_MASK: u8 = 0x1f;
 const FIELD_BITS: u32 = 20;
 const FIELD_MASK: u64 = (1 << FIELD_BITS) - 1;
 const TAG_SHIFT: u32 = 60;
+/// The three fields of the totals word.
+const FIELDS: u64 = (1 << TAG_SHIFT) - 1;
 /// A field above this reads as a dip below zero (see the module docs).
 const FIELD_NEGATIVE: u64 = 1 << (FIELD_BITS - 1) | 1 << (FIELD_BITS - 2);
 
@@ -55,10 +65,26 @@ const MOVES_SHIFT: u32 = 36;
 const POS_BITS: u32 = 36;
 const POS_MASK: u64 = (1 << POS_BITS) - 1;
 
+/// What recording an outcome found.
+pub(crate) enum Recorded {
+    /// A newer closed period owns the window: the outcome changed nothing.
+    Late,
+    /// A success recorded in a window full of plain successes (`n` calls, no failure, no slow
+    /// call): nothing changed, and no rule can fire on a window without failures and slow
+    /// calls (thresholds are in `(0, 100]`), so there is nothing to evaluate.
+    Healthy,
+    /// The window's totals after the outcome.
+    Counts(WindowCounts),
+}
+
 pub(crate) struct CountWindow {
     start: AtomicU64,
     pos: AtomicU64,
     totals: AtomicU64,
+    /// A position where a lap of the ring began (a multiple of its length): while a position is
+    /// less than one lap past it, its slot is the difference, found without a division. Any
+    /// thread's value is a correct entry, so it is written with a plain store, once a lap.
+    lap: AtomicU64,
     ring: Box<[AtomicU8]>,
 }
 
@@ -84,13 +110,25 @@ fn decode(word: u64) -> WindowCounts {
     }
 }
 
-/// The calls, failures and slow calls a slot's sample adds.
-fn fields(sample: u8) -> [u64; 3] {
-    [
-        u64::from(sample & PRESENT != 0),
-        u64::from(sample & FAILURE != 0),
-        u64::from(sample & SLOW != 0),
-    ]
+/// The flag bits of a slot's sample (its tag aside).
+const SAMPLE_FLAGS: u8 = PRESENT | FAILURE | SLOW;
+
+/// The fields of totals word `word` (without its move count) after adding
+/// `sample` and subtracting `evicted`, each field wrapping in its 20 bits (a dip below zero
+/// reads as zero, see the module docs).
+#[inline(always)]
+fn apply(word: u64, sample: u8, evicted: Option<u8>) -> u64 {
+    let old = evicted.unwrap_or(0);
+    let mut next = 0;
+    for (i, bit) in [PRESENT, FAILURE, SLOW].into_iter().enumerate() {
+        let shift = i as u32 * FIELD_BITS;
+        let field = (word >> shift) & FIELD_MASK;
+        let field = field
+            .wrapping_add(u64::from(sample & bit != 0))
+            .wrapping_sub(u64::from(old & bit != 0));
+        next |= (field & FIELD_MASK) << shift;
+    }
+    next
 }
 
 impl CountWindow {
@@ -100,12 +138,50 @@ impl CountWindow {
             start: AtomicU64::new(u64::from(generation) << GEN_SHIFT),
             pos: AtomicU64::new(0),
             totals: AtomicU64::new(0),
+            lap: AtomicU64::new(0),
             ring: (0..n.max(1)).map(|_| AtomicU8::new(0)).collect(),
         }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
         self.ring.len()
+    }
+
+    /// The ring slot of position `p`: `p % n`, with a division only once a lap.
+    #[inline(always)]
+    fn slot_of(&self, p: u64, n: u64) -> usize {
+        let d = p.wrapping_sub(self.lap.load(Ordering::Relaxed));
+        if d < n {
+            return d as usize;
+        }
+        self.slot_of_new_lap(p, n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slot_of_new_lap(&self, p: u64, n: u64) -> usize {
+        let slot = p % n;
+        self.lap.store(p - slot, Ordering::Relaxed);
+        slot as usize
+    }
+
+    /// Whether the totals, of the closed period whose start moved `moves` times, say the
+    /// window is full of plain successes.
+    #[inline(always)]
+    fn full_of_successes(&self, moves: u64) -> bool {
+        let cur = self.totals.load(Ordering::Acquire);
+        cur >> TAG_SHIFT == moves && cur & FIELDS == self.ring.len() as u64
+    }
+
+    /// Whether a plain success of closed `generation` would be [`Recorded::Healthy`]: the
+    /// window belongs to `generation` and is full of plain successes. The same two loads as
+    /// that path of [`record_outcome`](Self::record_outcome), for a caller that decides
+    /// before calling it (the breaker, inline on its closed path).
+    #[inline(always)]
+    pub(crate) fn is_healthy(&self, generation: u32) -> bool {
+        let cur = self.start.load(Ordering::Acquire);
+        (cur >> GEN_SHIFT) as u32 == generation
+            && self.full_of_successes((cur >> MOVES_SHIFT) & 0xf)
     }
 
     /// The position where `generation`'s window began and the start's move count, moving
@@ -139,22 +215,43 @@ impl CountWindow {
 
     /// Records one outcome of closed `generation`. Returns the window's totals after it, or
     /// `None` for a late outcome (a newer closed period owns the window).
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn record(
         &self,
         generation: u32,
         failure: bool,
         slow: bool,
     ) -> Option<WindowCounts> {
-        let (start, want) = self.start_of(generation)?;
+        match self.record_outcome(generation, failure, slow) {
+            Recorded::Late => None,
+            Recorded::Healthy => Some(WindowCounts {
+                calls: self.ring.len() as u32,
+                failures: 0,
+                slow: 0,
+            }),
+            Recorded::Counts(c) => Some(c),
+        }
+    }
+
+    /// Records one outcome of closed `generation` (see [`Recorded`]).
+    #[inline(always)]
+    pub(crate) fn record_outcome(&self, generation: u32, failure: bool, slow: bool) -> Recorded {
+        let Some((start, want)) = self.start_of(generation) else {
+            return Recorded::Late;
+        };
+        let n = self.ring.len() as u64;
+        if !failure && !slow && self.full_of_successes(want) {
+            // A full window of successes stays one whatever success it evicts: nothing to
+            // write, not even a position (see the module docs).
+            return Recorded::Healthy;
+        }
         let tag = slot_tag(generation);
         let sample = PRESENT
             | (u8::from(failure) * FAILURE)
             | (u8::from(slow) * SLOW)
             | (tag << SLOT_TAG_SHIFT);
         let p = self.pos.fetch_add(1, Ordering::AcqRel);
-        let n = self.ring.len() as u64;
-        let slot = &self.ring[(p % n) as usize];
+        let slot = &self.ring[self.slot_of(p, n)];
         // Distance from the window's start, on the 36-bit circle; a position taken before the
         // start moved (a straggler) reads as far ahead, and is treated as a first lap.
         let lap = p.wrapping_sub(start) & POS_MASK;
@@ -165,30 +262,30 @@ impl CountWindow {
             slot.swap(sample, Ordering::AcqRel)
         };
         let evicted = !first_lap && old & PRESENT != 0 && old >> SLOT_TAG_SHIFT == tag;
-        let add = fields(sample);
-        let sub = if evicted { fields(old) } else { [0; 3] };
+        // A sample evicting one with the same flags changes no total: the steady state of a
+        // healthy dependency. Decided on the flag bits, with nothing built in memory (values
+        // written field by field and read back whole stall the CPU's store forwarding).
+        let unchanged = evicted && (old ^ sample) & SAMPLE_FLAGS == 0;
         let mut cur = self.totals.load(Ordering::Acquire);
         loop {
             let have = cur >> TAG_SHIFT;
-            let base = if have == want {
-                if add == sub {
-                    return Some(decode(cur)); // nothing changes: no write
-                }
-                unpack(cur)
-            } else if newer4(want, have) {
-                [0; 3] // the first update of this period starts from zero
-            } else {
-                return None;
-            };
-            let mut next = want << TAG_SHIFT;
-            for (i, ((b, a), s)) in base.iter().zip(add).zip(sub).enumerate() {
-                next |= (b.wrapping_add(a).wrapping_sub(s) & FIELD_MASK) << (i as u32 * FIELD_BITS);
+            if have == want && unchanged {
+                return Recorded::Counts(decode(cur)); // nothing changes: no write
             }
+            let next = if have == want {
+                apply(cur, sample, evicted.then_some(old))
+            } else if newer4(want, have) {
+                // The first update of this period starts from zero.
+                apply(0, sample, evicted.then_some(old))
+            } else {
+                return Recorded::Late;
+            };
+            let next = (want << TAG_SHIFT) | next;
             match self
                 .totals
                 .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Some(decode(next)),
+                Ok(_) => return Recorded::Counts(decode(next)),
                 Err(actual) => cur = actual,
             }
         }
@@ -275,6 +372,59 @@ mod tests {
         assert_eq!((c.calls, c.failures), (2, 0));
         let c = w.record(32, true, false).unwrap(); // evicts this period's first success
         assert_eq!((c.calls, c.failures), (2, 1));
+    }
+
+    #[test]
+    fn a_success_in_a_window_full_of_successes_takes_no_position() {
+        let n = 5;
+        let w = CountWindow::new(n, 1);
+        let mut reference = Window::new(SlidingWindow::Count(n));
+        let ok = Sample {
+            failure: false,
+            slow: false,
+        };
+        for _ in 0..n {
+            assert!(matches!(
+                w.record_outcome(1, false, false),
+                Recorded::Counts(_)
+            ));
+            reference.record(ok, 0);
+        }
+        let pos = w.pos.load(Ordering::Relaxed);
+        for _ in 0..1000 {
+            assert!(matches!(
+                w.record_outcome(1, false, false),
+                Recorded::Healthy
+            ));
+            reference.record(ok, 0);
+        }
+        assert_eq!(w.pos.load(Ordering::Relaxed), pos, "no position taken");
+        assert!(w.is_healthy(1));
+        assert!(!w.is_healthy(2), "another closed period's window");
+        // A failure still leaves the window `n` outcomes later, as in the sequential ring.
+        let failure = Sample {
+            failure: true,
+            slow: false,
+        };
+        assert_eq!(w.record(1, true, false), Some(reference.record(failure, 0)));
+        for i in 0..n {
+            let c = w.record(1, false, false).unwrap();
+            assert_eq!(c, reference.record(ok, 0));
+            assert_eq!(
+                c.failures,
+                u32::from(i + 1 < n),
+                "after {} successes",
+                i + 1
+            );
+        }
+        assert!(w.is_healthy(1), "the failure left the window");
+        assert!(matches!(
+            w.record_outcome(1, true, false),
+            Recorded::Counts(_)
+        ));
+        assert!(!w.is_healthy(1), "a failure in the window");
+        // A slow success is recorded, not skipped.
+        assert!(matches!(w.record_outcome(1, false, true), Recorded::Counts(c) if c.slow == 1));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use crate::sync::process::{self, AtomicUsize};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use std::cell::Cell;
+#[cfg(not(loom))]
+use std::cell::RefCell;
 use std::sync::OnceLock;
 
 /// Lifetime totals of one breaker. Every admitted call ends in exactly one of `succeeded`,
@@ -49,12 +51,25 @@ pub(crate) enum Counter {
 #[repr(align(64))]
 struct Stripe([AtomicU64; 7]);
 
-/// The striped counters, allocated at the first counted event: a breaker that is made and
-/// dropped, or never called, costs one null pointer (the default `CircuitBreaker::new` stays
-/// one small block). The stripe count is a process constant ([`stripe_count`]), so the
-/// pointer alone says where the stripes end.
+/// The striped counters, allocated as they are first used: a breaker that is made and dropped,
+/// or never called, costs one null pointer (the default `CircuitBreaker::new` stays one small
+/// block); its first counted event allocates a table of stripe pointers (one per owner and the
+/// shared one: a process constant, [`stripe_count`] + 1, so the pointer alone says where the
+/// table ends), and each stripe is allocated by the first event counted in it, so a breaker
+/// called from one thread holds one stripe (64 bytes) whatever the CPU count.
+///
+/// # Owned stripes
+/// A counted event is on every call's path, and an atomic read-modify-write (`lock` prefix)
+/// costs more than the rest of the closed path. So a thread *owns* one stripe index for as long
+/// as it lives (claimed from a process-wide table at its first event, released when it exits),
+/// and it is then the only writer of that stripe in every breaker: it adds with a plain load
+/// and store, exact because no other thread writes those counters. The release of a stripe
+/// (release store) happens before its next owner's claim (acquire), so the next owner starts
+/// from the last value written. Threads beyond [`stripe_count`] live at once share the last
+/// stripe and add with `fetch_add`. Under loom every thread takes the shared path (loom runs
+/// its threads on one OS thread, so a thread-local cannot tell them apart).
 pub(crate) struct Striped {
-    stripes: AtomicPtr<Stripe>,
+    table: AtomicPtr<AtomicPtr<Stripe>>,
 }
 
 /// One stripe per CPU rounded up to a power of two, at most 64. Read once per process:
@@ -67,80 +82,208 @@ pub(crate) fn stripe_count() -> usize {
             .map(|n| n.get())
             .unwrap_or(1)
             .next_power_of_two()
-            .min(64)
+            .min(MAX_STRIPES)
     })
 }
 
-/// A small per-thread number, assigned on first use, that picks the thread's stripe (shared by
-/// the totals and the time window).
-#[inline]
-pub(crate) fn thread_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+const MAX_STRIPES: usize = 64;
+
+/// The stripes a breaker's totals allocate: one per owner, and the shared one.
+fn stripes_len() -> usize {
+    stripe_count() + 1
+}
+
+/// A thread's stripes, packed in one word: bits 0..15 its totals stripe (an owned index below
+/// [`stripe_count`], or `stripe_count()` itself, the shared stripe), bit 15 [`SHARED`], and
+/// from bit 16 its time-window stripe (see [`thread_index`]).
+const SHARED: usize = 1 << 15;
+const SLOT_MASK: usize = SHARED - 1;
+const WINDOW_SHIFT: u32 = 16;
+
+/// Which stripe indices a live thread owns (0 free, 1 owned).
+#[cfg(not(loom))]
+static OWNED: [AtomicUsize; MAX_STRIPES] = [const { AtomicUsize::new(0) }; MAX_STRIPES];
+
+thread_local! {
+    /// The thread's stripes (the packed word above); `usize::MAX` before the first use. No
+    /// destructor, so it is readable while other thread-locals are destroyed.
+    static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Releases the owned stripe index when the thread exits.
+    static OWNER: RefCell<Option<Owner>> = const { RefCell::new(None) };
+}
+
+#[cfg(not(loom))]
+struct Owner(usize);
+
+#[cfg(not(loom))]
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // Events counted from here on (other thread-locals' destructors) share.
+        let _ = INDEX.try_with(|i| i.set((i.get() & !SLOT_MASK) | SHARED | stripe_count()));
+        OWNED[self.0].store(0, process::Ordering::Release);
     }
+}
+
+/// The thread's packed stripes, assigned on first use.
+#[inline(always)]
+fn stripes_of_thread() -> usize {
     INDEX.with(|i| {
         let v = i.get();
         if v != usize::MAX {
             return v;
         }
-        let v = NEXT.fetch_add(1, process::Ordering::Relaxed);
-        i.set(v);
-        v
+        first_index(i)
     })
+}
+
+/// A small per-thread number that picks the thread's stripe of a time window (which masks it
+/// to its stripe count and always adds with `fetch_add`): the owned totals index, or for a
+/// thread that owns none, a number handed out in turn, so that such threads spread over the
+/// window's stripes.
+#[inline]
+pub(crate) fn thread_index() -> usize {
+    stripes_of_thread() >> WINDOW_SHIFT
+}
+
+#[cold]
+#[inline(never)]
+fn first_index(cell: &Cell<usize>) -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let v = match claim() {
+        Some(i) => i | i << WINDOW_SHIFT,
+        None => {
+            let turn = NEXT.fetch_add(1, process::Ordering::Relaxed) & (MAX_STRIPES - 1);
+            stripe_count() | SHARED | turn << WINDOW_SHIFT
+        }
+    };
+    cell.set(v);
+    v
+}
+
+/// Claims a free stripe index for this thread, registering its release at thread exit.
+#[cfg(not(loom))]
+fn claim() -> Option<usize> {
+    let i = (0..stripe_count()).find(|&i| {
+        OWNED[i]
+            .compare_exchange(0, 1, process::Ordering::Acquire, process::Ordering::Relaxed)
+            .is_ok()
+    })?;
+    match OWNER.try_with(|o| *o.borrow_mut() = Some(Owner(i))) {
+        Ok(()) => Some(i),
+        Err(_) => {
+            // The thread is exiting: it cannot release a claim, so it makes none.
+            OWNED[i].store(0, process::Ordering::Release);
+            None
+        }
+    }
+}
+
+#[cfg(loom)]
+fn claim() -> Option<usize> {
+    None
 }
 
 impl Striped {
     pub(crate) fn new() -> Striped {
         Striped {
-            stripes: AtomicPtr::new(std::ptr::null_mut()),
+            table: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
-    /// The stripes, if any event was counted.
+    /// The table of stripe pointers, if any event was counted.
     #[inline(always)]
-    fn stripes(&self) -> Option<&[Stripe]> {
-        let p = self.stripes.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer is the start of a boxed slice of `stripe_count()` stripes,
+    fn table(&self) -> Option<&[AtomicPtr<Stripe>]> {
+        let p = self.table.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer is the start of a boxed slice of `stripes_len()` entries,
         // published once with release ordering and freed only in `drop` (`&mut self`).
-        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripe_count()) })
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripes_len()) })
     }
 
-    /// Allocates the stripes (or takes the ones another thread published first).
+    /// The stripes allocated so far.
+    fn stripes(&self) -> impl Iterator<Item = &Stripe> {
+        self.table().unwrap_or(&[]).iter().filter_map(|e| {
+            let s = e.load(Ordering::Acquire);
+            // SAFETY: a non-null entry is a boxed stripe, published once with release ordering
+            // and freed only in `drop`.
+            (!s.is_null()).then(|| unsafe { &*s })
+        })
+    }
+
+    /// Publishes a fresh, empty allocation in `cell`, or takes the one another thread published
+    /// first.
     #[cold]
     #[inline(never)]
-    fn allocate(&self) -> &[Stripe] {
-        let fresh: Box<[Stripe]> = (0..stripe_count())
-            .map(|_| Stripe(std::array::from_fn(|_| AtomicU64::new(0))))
-            .collect();
-        let fresh = Box::into_raw(fresh) as *mut Stripe;
-        if let Err(_other) = self.stripes.compare_exchange(
+    fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
+        match cell.compare_exchange(
             std::ptr::null_mut(),
             fresh,
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            // SAFETY: `fresh` came from `Box::into_raw` above and was never published.
-            drop(unsafe {
-                Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, stripe_count()))
-            });
+            Ok(_) => fresh,
+            Err(other) => {
+                free(fresh);
+                other
+            }
         }
-        self.stripes().expect("published above")
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn allocate_table(&self) -> *mut AtomicPtr<Stripe> {
+        let fresh: Box<[AtomicPtr<Stripe>]> = (0..stripes_len())
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
+        Self::publish(&self.table, Box::into_raw(fresh) as *mut _, |p| {
+            // SAFETY: `p` came from `Box::into_raw` above and was never published.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) })
+        })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn allocate_stripe(entry: &AtomicPtr<Stripe>) -> *mut Stripe {
+        let fresh = Box::new(Stripe(std::array::from_fn(|_| AtomicU64::new(0))));
+        Self::publish(entry, Box::into_raw(fresh), |p| {
+            // SAFETY: `p` came from `Box::into_raw` above and was never published.
+            drop(unsafe { Box::from_raw(p) })
+        })
     }
 
     #[inline]
     pub(crate) fn add(&self, counter: Counter) {
-        let stripes = match self.stripes() {
-            Some(s) => s,
-            None => self.allocate(),
-        };
-        let stripe = &stripes[thread_index() & (stripes.len() - 1)];
-        stripe.0[counter as usize].fetch_add(1, Ordering::Relaxed);
+        let mut table = self.table.load(Ordering::Acquire);
+        if table.is_null() {
+            table = self.allocate_table();
+        }
+        let v = stripes_of_thread();
+        // SAFETY: `table` is the start of `stripes_len()` entries (see `table`), and
+        // `v & SLOT_MASK` is at most `stripe_count()`, the last index.
+        let entry = unsafe { &*table.add(v & SLOT_MASK) };
+        let mut stripe = entry.load(Ordering::Acquire);
+        if stripe.is_null() {
+            stripe = Self::allocate_stripe(entry);
+        }
+        // SAFETY: a published stripe lives until `drop` (`&mut self`).
+        let cell = unsafe { &(*stripe).0[counter as usize] };
+        if v & SHARED == 0 {
+            // This thread owns the stripe: it is the only writer (see the type's docs).
+            cell.store(
+                cell.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
+        } else {
+            cell.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn sum(&self) -> Totals {
         let mut t = [0u64; 7];
-        for s in self.stripes().unwrap_or(&[]) {
+        for s in self.stripes() {
             for (acc, c) in t.iter_mut().zip(s.0.iter()) {
                 *acc += c.load(Ordering::Relaxed);
             }
@@ -158,19 +301,61 @@ impl Striped {
         }
     }
 
-    /// Heap bytes of the stripes (0 until the first counted event).
+    /// Heap bytes of the table and the stripes (0 until the first counted event).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.stripes().map_or(0, std::mem::size_of_val)
+        self.table().map_or(0, std::mem::size_of_val)
+            + self.stripes().count() * std::mem::size_of::<Stripe>()
     }
 }
 
 impl Drop for Striped {
     fn drop(&mut self) {
-        let p = self.stripes.load(Ordering::Acquire);
+        let p = self.table.load(Ordering::Acquire);
         if !p.is_null() {
-            // SAFETY: published by `allocate` from a boxed slice of `stripe_count()` stripes;
-            // `&mut self` means no reader is left.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripe_count())) });
+            // SAFETY: published by `allocate_table` from a boxed slice of `stripes_len()`
+            // entries, each null or a boxed stripe; `&mut self` means no reader is left.
+            let table =
+                unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) };
+            for e in table.iter() {
+                let s = e.load(Ordering::Acquire);
+                if !s.is_null() {
+                    // SAFETY: published by `allocate_stripe` from a `Box`.
+                    drop(unsafe { Box::from_raw(s) });
+                }
+            }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_are_exact_with_more_threads_than_stripes_and_threads_that_come_and_go() {
+        let totals = Striped::new();
+        let threads = 2 * stripe_count() + 3;
+        // Two rounds: the second round's threads take over stripes that exited threads owned.
+        for _ in 0..2 {
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let totals = &totals;
+                    s.spawn(move || {
+                        for i in 0..10_000 {
+                            totals.add(if (i + t) % 4 == 0 {
+                                Counter::Failed
+                            } else {
+                                Counter::Succeeded
+                            });
+                        }
+                    });
+                }
+            });
+        }
+        let sum = totals.sum();
+        let all = 2 * threads as u64 * 10_000;
+        assert_eq!(sum.failed + sum.succeeded, all);
+        assert_eq!(sum.admitted, all);
+        assert_eq!(sum.failed, all / 4);
     }
 }

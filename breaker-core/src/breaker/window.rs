@@ -46,6 +46,33 @@ impl WindowCounts {
     pub fn slow_rate(&self) -> f64 {
         percent(self.slow, self.calls)
     }
+
+    /// `self.failure_rate() >= p`, without a division unless the rate is near `p`.
+    #[inline(always)]
+    pub(crate) fn failure_rate_at_least(&self, p: f64) -> bool {
+        percent_at_least(self.failures, self.calls, p)
+    }
+
+    /// `self.slow_rate() >= p`, without a division unless the rate is near `p`.
+    #[inline(always)]
+    pub(crate) fn slow_rate_at_least(&self, p: f64) -> bool {
+        percent_at_least(self.slow, self.calls, p)
+    }
+}
+
+/// `percent(part, whole) >= p`, the same answer bit for bit, for the rules evaluated after every
+/// recorded outcome. A floating-point division costs more than the rest of a count window's
+/// path, so a multiplication first settles every case clearly below `p`: `fl(100 part / whole)`
+/// is at most `(100 part / whole)(1 + u)` and `fl(p whole)` at least `p whole (1 - u)` (`u` =
+/// 2^-53), so `100 part < fl(p whole)(1 - 1e-9)` implies `fl(100 part / whole) < p`. Everything
+/// else (near `p`, above it, an empty window, a value that is not finite) takes the division.
+#[inline(always)]
+fn percent_at_least(part: u32, whole: u32, p: f64) -> bool {
+    let x = f64::from(part) * 100.0;
+    if x < p * f64::from(whole) * (1.0 - 1e-9) {
+        return false;
+    }
+    percent(part, whole) >= p
 }
 
 fn percent(part: u32, whole: u32) -> f64 {
@@ -213,6 +240,34 @@ mod tests {
         failure: true,
         slow: false,
     };
+
+    #[test]
+    fn the_rate_comparison_without_a_division_agrees_with_the_division() {
+        let thresholds = [
+            0.001,
+            1.0,
+            10.0,
+            100.0 / 3.0,
+            33.33,
+            49.999_999_999,
+            50.0,
+            50.000_000_001,
+            66.7,
+            99.99,
+            100.0,
+        ];
+        for p in thresholds {
+            for whole in (0..=300).chain([999_999, 1_000_000]) {
+                for part in (0..=whole.min(300)).chain([whole / 2, whole / 3, whole]) {
+                    assert_eq!(
+                        percent_at_least(part, whole, p),
+                        percent(part, whole) >= p,
+                        "{part} of {whole} against {p}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn count_window_evicts_oldest() {
