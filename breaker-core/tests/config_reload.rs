@@ -6,7 +6,9 @@
 #![cfg(feature = "config")]
 
 use breaker_core::clock::Clock;
-use breaker_core::config::{self, Format, LivePipeline, Loader, Policies, PolicyRegistry};
+#[cfg(any(feature = "metrics", feature = "watch"))]
+use breaker_core::config::Loader;
+use breaker_core::config::{self, Format, LivePipeline, Policies, PolicyRegistry};
 use breaker_core::{Error, State};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

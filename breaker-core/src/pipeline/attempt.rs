@@ -13,7 +13,24 @@ use std::task::{ready, Context, Poll};
 /// breaker uses too). Dropped unrecorded (the caller dropped the call's future, or the
 /// operation panicked), the permit records a cancellation or a failure, and so do the
 /// metrics.
-pub(super) type Held<'p> = Metered<Permit<'p>, &'p BreakerMetrics>;
+pub(super) type Held<'p> = Metered<Permit<'p>, MetricsOf<'p>>;
+
+/// What a held permit keeps of the pipeline's counters: a reference with the `metrics`
+/// feature; without it the counters are zero-sized, so the permit keeps a copy and every
+/// call's future carries no reference it would never read.
+#[cfg(feature = "metrics")]
+pub(super) type MetricsOf<'p> = &'p BreakerMetrics;
+#[cfg(not(feature = "metrics"))]
+pub(super) type MetricsOf<'p> = BreakerMetrics;
+
+/// `metrics` as a held permit keeps it (see [`MetricsOf`]).
+#[inline(always)]
+pub(super) fn metrics_of(metrics: &BreakerMetrics) -> MetricsOf<'_> {
+    #[cfg(feature = "metrics")]
+    return metrics;
+    #[cfg(not(feature = "metrics"))]
+    return metrics.clone();
+}
 
 pin_project_lite::pin_project! {
     /// One invocation of the operation under the earliest enclosing limit.

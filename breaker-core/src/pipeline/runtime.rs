@@ -1,6 +1,6 @@
 //! The pipeline type and its one implementation of a call.
 
-use super::attempt::{Attempt, Held};
+use super::attempt::{metrics_of, Attempt, Held};
 use super::ctx::Ctx;
 use super::retry_run::{error_outcome, RetryRun, Step};
 use super::*;
@@ -353,7 +353,7 @@ impl Pipeline {
         let mut permit = match breaker.try_acquire() {
             Ok(permit) => Held {
                 permit,
-                metrics: &self.metrics,
+                metrics: metrics_of(&self.metrics),
             },
             Err(r) => {
                 self.metrics.rejected(r.reason());

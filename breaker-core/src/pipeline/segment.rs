@@ -40,7 +40,7 @@ macro_rules! segment {
                             Ok(p) => {
                                 permit = Some(Held {
                                     permit: p,
-                                    metrics: &$self.metrics,
+                                    metrics: metrics_of(&$self.metrics),
                                 });
                                 continue;
                             }
