@@ -40,6 +40,16 @@ async fn get(host: &str, fail: bool) -> Result<u32, Down> {
     }
 }
 
+/// A named policy of the installed registry, whose config gives it scope `shared`.
+#[circuit_breaker(crate = breaker_core, policy = "orders")]
+async fn orders(fail: bool) -> Result<u32, Down> {
+    if fail {
+        Err(Down)
+    } else {
+        Ok(3)
+    }
+}
+
 fn config(url: &str, ns: &str, replica: &str) -> StoreConfig {
     StoreConfig::new(url, ns)
         .unwrap()
@@ -141,6 +151,36 @@ async fn an_attributed_function_of_a_shared_scope_is_shared_once_a_store_is_inst
     })
     .await;
     assert_eq!(get("us", false).await.unwrap(), 2, "another key is its own");
+
+    // A `policy = ".."` function of the installed registry: shared by its config's scope.
+    // (The `[store]` table a shared scope needs; this process's store is the one installed.)
+    let text = format!(
+        "[store]\nurl = \"{}\"\nnamespace = \"{ns}\"\n\n[policies.orders]\n\
+         breaker = \"2 consecutive, open 30s\"\nscope = \"shared\"\n",
+        s.url()
+    );
+    let registry = breaker_core::config::PolicyRegistry::load(breaker_core::config::Loader::text(
+        &text,
+        breaker_core::config::Format::Toml,
+    ))
+    .unwrap();
+    assert!(registry.scope("orders").is_shared());
+    breaker_core::config::install(registry).unwrap();
+    let orders_twin = CircuitBreaker::builder(policy(2))
+        .name("orders")
+        .build()
+        .unwrap();
+    drop(other.share(&orders_twin).unwrap());
+    other.sync().await.unwrap();
+    assert_eq!(orders(false).await.unwrap(), 3);
+    store.sync().await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(orders(true).await, Err(Error::Inner(Down)));
+    }
+    eventually("the other replica's `orders` open", || {
+        orders_twin.state() == State::Open
+    })
+    .await;
 
     // The deadline moved to the function's (tokio) clock: rejected with the fleet's rest.
     match checkout(false).await {

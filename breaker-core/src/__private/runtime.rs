@@ -124,7 +124,8 @@ impl Pipeline {
         embedded: Option<EmbeddedConfig>,
     ) -> Pipeline {
         if let Some(registry) = crate::config::installed() {
-            return Pipeline::from_registry(registry, policy, name, "the installed registry");
+            return Pipeline::from_registry(registry, policy, name, "the installed registry")
+                .with_scope(registry.scope(policy));
         }
         let Some(embedded) = embedded else {
             panic!(

@@ -18,6 +18,8 @@ pub const RELOADS_TOTAL: &str = "breaker_config_reloads_total";
 struct Entry {
     policy: Arc<Policy>,
     keys: super::KeyBounds,
+    /// Where its breaker state lives (`scope = ".."`).
+    scope: crate::scope::Scope,
     /// The factory of this name's breakers (when the policy has a breaker); a reload swaps its
     /// policy, so every breaker made from it keeps its state and gets the new thresholds.
     breaker: Option<(BreakerFactory, CircuitBreaker)>,
@@ -167,6 +169,19 @@ impl PolicyRegistry {
             .and_then(|e| e.breaker.as_ref().map(|(_, b)| b.clone()))
     }
 
+    /// Where policy `name`'s breaker state lives (its `scope = ".."`, as loaded; `local` when
+    /// it sets none or there is no such policy). A `policy = ".."` function of a shared scope
+    /// shares its breaker at its first call with the store `breaker_redis::install` installed;
+    /// a reload that changes a policy's scope changes no breaker already made.
+    pub fn scope(&self, name: &str) -> crate::scope::Scope {
+        self.inner
+            .entries
+            .load()
+            .get(name)
+            .map(|e| e.scope)
+            .unwrap_or_default()
+    }
+
     /// The bounds on the breakers of keys that policy `name` sets (`max_keys`, `key_idle`),
     /// as loaded; a `key = ..` function reads them when it makes its first keyed breaker.
     pub fn key_bounds(&self, name: &str) -> super::KeyBounds {
@@ -307,6 +322,7 @@ impl Inner {
                 Arc::new(Entry {
                     policy: Arc::clone(policy),
                     keys: policies.key_bounds(name),
+                    scope: policies.scope(name),
                     breaker,
                 }),
             );
