@@ -66,10 +66,16 @@ impl Coordinator {
             std::mem::take(&mut *self.shared.active.lock().unwrap_or_else(|e| e.into_inner()));
         let fresh: HashSet<u32> = self.fresh.drain(..).collect();
         idxs.extend(fresh.iter().copied());
+        // While the store is degraded, every flush carries every breaker: it is the store's
+        // health probe (whenever the store's own breaker allows one), and its reply re-adopts
+        // the fleet's state, so the replicas agree again within a flush interval of the
+        // store's return even when nothing was counted meanwhile (an open breaker records
+        // nothing, and a trip reported during the outage was lost with it).
+        let degraded = self.status != StoreStatus::Healthy;
         idxs.extend(
             self.entries
                 .iter()
-                .filter(|(_, e)| e.view.watched())
+                .filter(|(_, e)| degraded || e.view.watched())
                 .map(|(i, _)| *i),
         );
         idxs.sort_unstable();
@@ -86,7 +92,7 @@ impl Coordinator {
                 continue;
             };
             let d = breaker.take_deltas();
-            if d.is_empty() && !e.view.watched() && !fresh.contains(&idx) {
+            if d.is_empty() && !e.view.watched() && !fresh.contains(&idx) && !degraded {
                 continue;
             }
             batch.push((idx, d, e.view.high_water(now)));

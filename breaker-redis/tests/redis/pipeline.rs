@@ -278,3 +278,91 @@ async fn a_shared_breaker_is_unregistered_once_nothing_holds_it() {
         "{e}"
     );
 }
+
+/// A hung store (the server stopped with SIGSTOP) never fails or delays a pipeline call over a
+/// shared breaker in `local` mode: closed calls go on at local speed while the store's own
+/// breaker opens, the local rules still trip the breaker, and once the store is back the
+/// replica finds it healthy within a few flush intervals.
+#[tokio::test]
+async fn a_hung_store_never_fails_or_delays_a_pipeline_call() {
+    use breaker_redis::{ReplicaId, StoreConfig, StoreStatus};
+    let s = server!();
+    let ns = unique_ns("pipe-hang");
+    let mut fleet = Vec::new();
+    for r in ["r0", "r1"] {
+        let config = StoreConfig::new(&s.url(), &ns)
+            .unwrap()
+            .replica(ReplicaId::new(r).unwrap())
+            .flush_interval(Duration::from_millis(20))
+            .flush_jitter(0.0)
+            .op_timeout(Duration::from_millis(50))
+            .store_breaker(2, Duration::from_millis(50), Duration::from_millis(200));
+        let store = Store::connect(config).await.unwrap();
+        let breaker = CircuitBreaker::builder(policy(Duration::from_secs(30)))
+            .name("payments")
+            .build()
+            .unwrap();
+        drop(store.share(&breaker).unwrap());
+        let pipeline = Pipeline::builder()
+            .breaker(breaker.clone())
+            .build()
+            .unwrap();
+        store.sync().await.unwrap();
+        fleet.push(Replica {
+            store,
+            breaker,
+            pipeline,
+        });
+    }
+    let ok = |p: &Pipeline| {
+        let p = p.clone();
+        async move { p.call(|| async { Ok::<u32, &'static str>(1) }).await }
+    };
+    s.pause();
+    let start = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut calls = 0;
+    // Calls all through the hang, until the store reads as degraded and some time beyond.
+    while fleet[0].store.status() == StoreStatus::Healthy
+        || start.elapsed() < Duration::from_millis(300)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "the hung store never read as degraded"
+        );
+        let t = Instant::now();
+        assert_eq!(ok(&fleet[0].pipeline).await, Ok(1));
+        slowest = slowest.max(t.elapsed());
+        calls += 1;
+        tokio::task::yield_now().await;
+    }
+    assert!(calls > 100, "{calls} calls");
+    // A call that waited for the hung store would take its operation timeout (50 ms); the
+    // margin below it is for a loaded machine's scheduling, not for the store.
+    assert!(
+        slowest < Duration::from_millis(40),
+        "a call waited for the store: {slowest:?}"
+    );
+    assert_eq!(fleet[0].store.status(), StoreStatus::DegradedLocal);
+    for _ in 0..3 {
+        assert!(matches!(
+            fail(&fleet[0].pipeline).await,
+            Err(Error::Inner("down"))
+        ));
+    }
+    assert!(
+        matches!(
+            ok(&fleet[0].pipeline).await,
+            Err(Error::Rejected(Rejection::Breaker(_)))
+        ),
+        "the local rules still trip it"
+    );
+    // Back: the next flush (every breaker is in it while the store is degraded) is the
+    // store's health probe, so the replica reads healthy again within a few flush intervals,
+    // although its open breaker counts nothing (before: degraded until its own cooldown).
+    s.resume();
+    eventually("the store healthy again", || {
+        fleet[0].store.status() == StoreStatus::Healthy
+    })
+    .await;
+}
