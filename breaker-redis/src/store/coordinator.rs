@@ -177,8 +177,9 @@ impl Coordinator {
                 None,
             );
             self.set_status(StoreStatus::Healthy);
-            // Re-adopt the shared state at once.
+            // Re-adopt the shared state at once, and tell the fleet of the trips it missed.
             self.next_flush = Instant::now();
+            self.resend_unsent_trips();
         }
     }
 

@@ -40,7 +40,7 @@ use crate::link::{
 use crate::names::{BreakerId, Namespace, ReplicaId};
 use crate::policy::{CompiledPolicy, PolicyError, SharedPolicy};
 use crate::protocol::{
-    Code, FlushItem, ForceTarget, HighWater, ItemReply, Protocol, SharedState, Target,
+    Code, FlushItem, ForceTarget, HighWater, ItemReply, Protocol, Reason, SharedState, Target,
 };
 use breaker_core::breaker::State;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -228,6 +228,7 @@ impl Store {
             next_flush: now + config.flush_interval,
             early_used: false,
             fresh: Vec::new(),
+            unsent_trips: Vec::new(),
             sweep: Vec::new(),
             rng: rand::rngs::SmallRng::from_entropy(),
         };
@@ -565,6 +566,10 @@ struct Coordinator {
     early_used: bool,
     /// Registered since the last poll: their shared state is read at once.
     fresh: Vec<u32>,
+    /// Local trips the store never received (it was unreachable, or the operation failed):
+    /// sent again when it is back, one per breaker (the latest), so a trip made during an
+    /// outage reaches the fleet after it (fenced by its generation like any other).
+    unsent_trips: Vec<(u32, u64, Reason)>,
     /// The breakers still to visit in the current sweep for unused ones (see
     /// [`SharedBreaker::release_if_unused`]), refilled when empty.
     sweep: Vec<u32>,

@@ -248,6 +248,7 @@ impl Coordinator {
             return;
         }
         let Some(conn) = self.ready() else {
+            self.keep_unsent(trips);
             let cbs: Vec<_> = acquires
                 .iter()
                 .filter_map(|(i, _)| self.entries[i].breaker.upgrade())
@@ -258,6 +259,7 @@ impl Coordinator {
         };
         enum Done {
             Item(u32, Result<ItemReply, StoreError>),
+            Trip((u32, u64, Reason), Result<ItemReply, StoreError>),
             Acquire(u32, Result<ItemReply, StoreError>),
         }
         let proto = &self.proto;
@@ -276,7 +278,7 @@ impl Coordinator {
             futs.push(Box::pin(async move {
                 let r =
                     tokio::time::timeout(timeout, proto.trip(&mut c, t, generation, reason)).await;
-                Done::Item(idx, timed("trip")(r))
+                Done::Trip((idx, generation, reason), timed("trip")(r))
             }));
         }
         for (idx, want) in acquires {
@@ -322,6 +324,14 @@ impl Coordinator {
                         cbs.push(Call::Grant(b, grant));
                     }
                 }
+                Done::Trip((idx, _, _), Ok(it)) => {
+                    answered = true;
+                    self.absorb(idx, &it, recv, &mut cbs);
+                }
+                Done::Trip(trip, Err(e)) => {
+                    self.record_failure(&e);
+                    self.keep_unsent(vec![trip]);
+                }
                 Done::Item(_, Err(e)) => self.record_failure(&e),
                 Done::Acquire(idx, Err(e)) => {
                     add(&self.stats.acquires, 1);
@@ -337,6 +347,27 @@ impl Coordinator {
             self.record_success();
         }
         cbs.into_iter().for_each(Call::run);
+    }
+
+    /// Keeps `trips` to send when the store is back (the latest of each breaker).
+    fn keep_unsent(&mut self, trips: Vec<(u32, u64, Reason)>) {
+        for trip in trips {
+            self.unsent_trips.retain(|(i, _, _)| *i != trip.0);
+            self.unsent_trips.push(trip);
+        }
+    }
+
+    /// Queues the trips the store never received, now that it answers again.
+    pub(super) fn resend_unsent_trips(&mut self) {
+        for (idx, generation, reason) in std::mem::take(&mut self.unsent_trips) {
+            if self.entries.contains_key(&idx) {
+                self.shared.push(Urgent::Trip {
+                    idx,
+                    generation,
+                    reason,
+                });
+            }
+        }
     }
 
     pub(super) async fn command(&mut self, c: Command) {

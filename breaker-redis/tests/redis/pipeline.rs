@@ -282,7 +282,7 @@ async fn a_shared_breaker_is_unregistered_once_nothing_holds_it() {
 /// A hung store (the server stopped with SIGSTOP) never fails or delays a pipeline call over a
 /// shared breaker in `local` mode: closed calls go on at local speed while the store's own
 /// breaker opens, the local rules still trip the breaker, and once the store is back the
-/// replica finds it healthy within a few flush intervals.
+/// replica finds it healthy within a few flush intervals and the fleet learns of the trip.
 #[tokio::test]
 async fn a_hung_store_never_fails_or_delays_a_pipeline_call() {
     use breaker_redis::{ReplicaId, StoreConfig, StoreStatus};
@@ -359,10 +359,15 @@ async fn a_hung_store_never_fails_or_delays_a_pipeline_call() {
     );
     // Back: the next flush (every breaker is in it while the store is degraded) is the
     // store's health probe, so the replica reads healthy again within a few flush intervals,
-    // although its open breaker counts nothing (before: degraded until its own cooldown).
+    // although its open breaker counts nothing (before: degraded until its own cooldown);
+    // and the trip the store missed is sent then, so the other replica opens too.
     s.resume();
     eventually("the store healthy again", || {
         fleet[0].store.status() == StoreStatus::Healthy
+    })
+    .await;
+    eventually("the trip made during the hang reaches the other replica", || {
+        fleet[1].breaker.state() == State::Open
     })
     .await;
 }
