@@ -154,7 +154,10 @@ pub use config::{OnStoreError, StoreConfig};
 pub use error::StoreError;
 #[cfg(feature = "config")]
 pub use fleet::share_policies;
-pub use fleet::{install, installed, share_scoped, ShareError, SharedCircuitBreaker, SharedPermit};
+pub use fleet::{
+    install, installed, share_scoped, AlreadyInstalled, ShareError, SharedCircuitBreaker,
+    SharedPermit,
+};
 pub use health::StoreStats;
 pub use link::{
     Deltas, Link, PolicyMismatch, ProbeGrant, RemoteUpdate, SharedBreaker, StoreStatus,

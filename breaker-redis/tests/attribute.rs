@@ -182,6 +182,36 @@ async fn an_attributed_function_of_a_shared_scope_is_shared_once_a_store_is_inst
     })
     .await;
 
+    // A registry's pipeline of a shared scope, with no `share_policies`: shared by the
+    // installed store when the pipeline is taken.
+    let refunds_text = text.replace("orders", "refunds");
+    let refunds_registry = breaker_core::config::PolicyRegistry::load(
+        breaker_core::config::Loader::text(&refunds_text, breaker_core::config::Format::Toml),
+    )
+    .unwrap();
+    let refunds = refunds_registry.pipeline("refunds").unwrap();
+    assert!(refunds_registry
+        .breaker("refunds")
+        .unwrap()
+        .has_fleet_hook());
+    let refunds_twin = CircuitBreaker::builder(policy(2))
+        .name("refunds")
+        .build()
+        .unwrap();
+    drop(other.share(&refunds_twin).unwrap());
+    other.sync().await.unwrap();
+    store.sync().await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            refunds.call(|| async { Err::<u32, _>(Down) }).await,
+            Err(Error::Inner(Down))
+        );
+    }
+    eventually("the other replica's `refunds` open", || {
+        refunds_twin.state() == State::Open
+    })
+    .await;
+
     // The deadline moved to the function's (tokio) clock: rejected with the fleet's rest.
     match checkout(false).await {
         Err(Error::Rejected(Rejection::Breaker(r))) => {

@@ -419,6 +419,9 @@ impl Inner {
         let entries = self.entries.load();
         let entry = entries.get(name)?;
         let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
+        if let Some(b) = &breaker {
+            share_as_configured(name, entry.scope, b);
+        }
         let slot = Arc::new(super::live::Slot {
             current: ArcSwap::from_pointee(super::live::build(&entry.policy, breaker, None, None)),
             recorder: std::sync::Mutex::new(None),
@@ -474,5 +477,26 @@ impl std::fmt::Debug for PolicyRegistry {
         f.debug_struct("PolicyRegistry")
             .field("names", &self.names())
             .finish_non_exhaustive()
+    }
+}
+
+/// A registry pipeline of a policy whose scope is shared: shared at once with the store a
+/// fleet backend installed (`breaker_redis::install`), if its breaker is not shared already
+/// (`share_policies`); with neither, a warning names the policy and the two ways to share it,
+/// rather than a breaker that runs local without a word.
+#[cfg(feature = "tokio")]
+fn share_as_configured(name: &str, scope: crate::scope::Scope, breaker: &CircuitBreaker) {
+    if !scope.is_shared() || breaker.has_fleet_hook() {
+        return;
+    }
+    if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
+        tracing::warn!(
+            target: "breaker",
+            policy = name,
+            scope = %scope,
+            "policy `{name}` has scope `{scope}` but its breaker is not shared ({e}); call \
+             `breaker_redis::share_policies` with this registry, or `breaker_redis::install` a \
+             store before taking its pipeline: until then it runs local"
+        );
     }
 }

@@ -74,9 +74,9 @@ static INSTALLED: std::sync::OnceLock<Store> = std::sync::OnceLock::new();
 /// function (that call panics, naming the fix, if no store is installed).
 ///
 /// # Errors
-/// The store given back if one is installed already.
-pub fn install(store: Store) -> Result<(), Store> {
-    INSTALLED.set(store)?;
+/// [`AlreadyInstalled`], holding `store`, if a store is installed already.
+pub fn install(store: Store) -> Result<(), AlreadyInstalled> {
+    INSTALLED.set(store).map_err(AlreadyInstalled)?;
     breaker_core::breaker::install_sharer(Box::new(|breaker, scope| {
         let store = installed().expect("the store is installed before its sharer");
         store
@@ -86,6 +86,12 @@ pub fn install(store: Store) -> Result<(), Store> {
     }));
     Ok(())
 }
+
+/// A second [`install`]: a process has one store for its shared breakers. Holds the store
+/// that was not installed.
+#[derive(Debug, thiserror::Error)]
+#[error("a store is installed already (`breaker_redis::install` is called once per process)")]
+pub struct AlreadyInstalled(pub Store);
 
 /// The installed store, if any.
 pub fn installed() -> Option<&'static Store> {

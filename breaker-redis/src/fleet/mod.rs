@@ -53,10 +53,10 @@
 //! a key made again before the sweep found its old breaker replaces the old registration.
 //!
 //! ```no_run
+//! # use breaker_core as breaker;
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // README: begin
-//! use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
-//! use breaker_core::pipeline::Pipeline;
+//! use breaker::{BreakerPolicy, CircuitBreaker, Pipeline};
 //! use breaker_redis::{Store, StoreConfig};
 //!
 //! let store = Store::connect(StoreConfig::new("redis://127.0.0.1:6379/", "shop")?).await?;
@@ -64,6 +64,7 @@
 //!     .name("payments")
 //!     .build()?;
 //! let payments = store.share(&breaker)?; // from now on one breaker for every replica
+//! store.sync().await?; // read the fleet's state before the first call (a late joiner)
 //! match breaker.try_acquire() {
 //!     Ok(permit) => permit.success(), // closed: counted here, flushed in aggregate
 //!     Err(rejected) => println!("{rejected}"), // open somewhere in the fleet, or no probe lease
@@ -122,7 +123,7 @@ mod install;
 pub use calls::SharedPermit;
 #[cfg(feature = "config")]
 pub use install::share_policies;
-pub use install::{install, installed, share_scoped, ShareError};
+pub use install::{install, installed, share_scoped, AlreadyInstalled, ShareError};
 
 const HEALTHY: u8 = 0;
 const DEGRADED_LOCAL: u8 = 1;

@@ -366,8 +366,9 @@ async fn a_hung_store_never_fails_or_delays_a_pipeline_call() {
         fleet[0].store.status() == StoreStatus::Healthy
     })
     .await;
-    eventually("the trip made during the hang reaches the other replica", || {
-        fleet[1].breaker.state() == State::Open
-    })
+    eventually(
+        "the trip made during the hang reaches the other replica",
+        || fleet[1].breaker.state() == State::Open,
+    )
     .await;
 }
