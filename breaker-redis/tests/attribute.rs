@@ -11,12 +11,14 @@
 #[path = "redis/common.rs"]
 mod common;
 
+use common::eventually;
+
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, RejectReason, State, Transition};
 use breaker_core::{Error, Rejection};
 use breaker_macros::circuit_breaker;
 use breaker_redis::{ReplicaId, Store, StoreConfig};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, PartialEq)]
 struct Down;
@@ -56,17 +58,6 @@ fn config(url: &str, ns: &str, replica: &str) -> StoreConfig {
         .replica(ReplicaId::new(replica).unwrap())
         .flush_interval(Duration::from_secs(3600))
         .flush_jitter(0.0)
-}
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
 }
 
 fn policy(threshold: u32) -> BreakerPolicy {

@@ -548,3 +548,16 @@ async fn pump(
         ctl.forwarded.fetch_add(n as u64, Ordering::AcqRel);
     }
 }
+
+/// Waits (bounded, 3 s) until `cond` holds; returns how long it took.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    start.elapsed()
+}

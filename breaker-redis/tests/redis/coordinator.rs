@@ -26,18 +26,7 @@ pub async fn replica(url: &str, ns: &str, name: &str, clock: Clock) -> Store {
     Store::connect(config(url, ns, name, clock)).await.unwrap()
 }
 
-/// Waits (bounded, 3 s) until `cond` holds; returns how long it took.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    start.elapsed()
-}
+pub use crate::common::eventually;
 
 fn rate_policy() -> SharedPolicy {
     SharedPolicy {

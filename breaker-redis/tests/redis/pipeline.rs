@@ -36,9 +36,18 @@ struct Replica {
 }
 
 async fn replicas(url: &str, ns: &str, n: usize, cooldown: Duration) -> Vec<Replica> {
+    let names: Vec<String> = (0..n).map(|r| format!("r{r}")).collect();
+    let mut stores = Vec::new();
+    for r in &names {
+        stores.push(replica(url, ns, r, Clock::system()).await);
+    }
+    replicas_on(stores, cooldown).await
+}
+
+/// A replica on each of `stores`, with a pipeline over its shared breaker, synced.
+async fn replicas_on(stores: Vec<Store>, cooldown: Duration) -> Vec<Replica> {
     let mut out = Vec::new();
-    for r in 0..n {
-        let store = replica(url, ns, &format!("r{r}"), Clock::system()).await;
+    for store in stores {
         let breaker = CircuitBreaker::builder(policy(cooldown))
             .name("payments")
             .build()
@@ -288,7 +297,7 @@ async fn a_hung_store_never_fails_or_delays_a_pipeline_call() {
     use breaker_redis::{ReplicaId, StoreConfig, StoreStatus};
     let s = server!();
     let ns = unique_ns("pipe-hang");
-    let mut fleet = Vec::new();
+    let mut stores = Vec::new();
     for r in ["r0", "r1"] {
         let config = StoreConfig::new(&s.url(), &ns)
             .unwrap()
@@ -297,23 +306,9 @@ async fn a_hung_store_never_fails_or_delays_a_pipeline_call() {
             .flush_jitter(0.0)
             .op_timeout(Duration::from_millis(50))
             .store_breaker(2, Duration::from_millis(50), Duration::from_millis(200));
-        let store = Store::connect(config).await.unwrap();
-        let breaker = CircuitBreaker::builder(policy(Duration::from_secs(30)))
-            .name("payments")
-            .build()
-            .unwrap();
-        drop(store.share(&breaker).unwrap());
-        let pipeline = Pipeline::builder()
-            .breaker(breaker.clone())
-            .build()
-            .unwrap();
-        store.sync().await.unwrap();
-        fleet.push(Replica {
-            store,
-            breaker,
-            pipeline,
-        });
+        stores.push(Store::connect(config).await.unwrap());
     }
+    let fleet = replicas_on(stores, Duration::from_secs(30)).await;
     let ok = |p: &Pipeline| {
         let p = p.clone();
         async move { p.call(|| async { Ok::<u32, &'static str>(1) }).await }
