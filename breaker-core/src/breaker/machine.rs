@@ -26,7 +26,7 @@ use super::event::{Transition, TransitionReason};
 use super::permit::{Kind, Ticket};
 use super::policy::{NeutralProbe, MAX_COOLDOWN};
 use super::rejected::{RejectReason, Rejected};
-use super::remote::{FleetProbe, FleetProbeEnd, FleetSlot};
+use super::remote::{FleetProbeEnd, FleetSlot};
 use super::state::{
     self, later, micros, pack_stamp, span, unpack_stamp, Admit, Decision, Limits, ProbeEnd, State,
     Step, Word,
@@ -328,23 +328,6 @@ impl Inner {
         }
     }
 
-    /// A probe slot granted locally, of a hooked breaker: the hook decides whether it runs
-    /// (with a fleet lease, or locally) or is rejected, its local slot released as a
-    /// cancellation.
-    #[cold]
-    fn fleet_probe(&self, slot: &FleetSlot, ticket: Ticket) -> Result<Ticket, Rejected> {
-        match slot.hook.admit_probe(ticket.generation()) {
-            FleetProbe::Leased(token) => {
-                Ok(ticket.with_fleet_token(token.min(FleetProbe::MAX_TOKEN)))
-            }
-            FleetProbe::Local => Ok(ticket),
-            FleetProbe::Reject(reason) => {
-                self.finish(ticket, None);
-                Err(self.reject(reason, None))
-            }
-        }
-    }
-
     // --- Ends of calls --------------------------------------------------------------------------
 
     /// Applies a permit's end: `None` is a cancellation.
@@ -366,19 +349,6 @@ impl Inner {
             }
             Kind::Probe => self.finish_probe(t, outcome),
         }
-    }
-
-    /// The fleet's counts of a closed call's end: successes and failures (slow ones also as
-    /// slow); ignored and cancelled calls are not counted.
-    #[inline(always)]
-    fn fleet_finish(&self, slot: &FleetSlot, t: Ticket, outcome: Option<Outcome>) {
-        let failure = match outcome {
-            Some(Outcome::Success) => false,
-            Some(Outcome::Failure) => true,
-            _ => return,
-        };
-        let slow = t.start().is_some() && self.is_slow(&t, self.shared.clock.now_nanos());
-        self.fleet_closed(slot, failure, slow);
     }
 
     fn finish_probe(&self, t: Ticket, outcome: Option<Outcome>) {

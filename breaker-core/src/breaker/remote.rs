@@ -33,10 +33,11 @@
 use super::event::TransitionReason;
 use super::machine::Cause;
 use super::machine::Inner;
-use super::permit::{OwnedPermit, Permit};
+use super::permit::{OwnedPermit, Permit, Ticket};
 use super::rejected::{RejectReason, Rejected};
 use super::state::{State, Word};
 use super::CircuitBreaker;
+use crate::classify::Outcome;
 use crate::scope::Scope;
 use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -385,6 +386,36 @@ impl OwnedPermit {
 }
 
 impl Inner {
+    /// A probe slot granted locally, of a hooked breaker: the hook decides whether it runs
+    /// (with a fleet lease, or locally) or is rejected, its local slot released as a
+    /// cancellation.
+    #[cold]
+    pub(super) fn fleet_probe(&self, slot: &FleetSlot, ticket: Ticket) -> Result<Ticket, Rejected> {
+        match slot.hook.admit_probe(ticket.generation()) {
+            FleetProbe::Leased(token) => {
+                Ok(ticket.with_fleet_token(token.min(FleetProbe::MAX_TOKEN)))
+            }
+            FleetProbe::Local => Ok(ticket),
+            FleetProbe::Reject(reason) => {
+                self.finish(ticket, None);
+                Err(self.reject(reason, None))
+            }
+        }
+    }
+
+    /// The fleet's counts of a closed call's end: successes and failures (slow ones also as
+    /// slow); ignored and cancelled calls are not counted.
+    #[inline(always)]
+    pub(super) fn fleet_finish(&self, slot: &FleetSlot, t: Ticket, outcome: Option<Outcome>) {
+        let failure = match outcome {
+            Some(Outcome::Success) => false,
+            Some(Outcome::Failure) => true,
+            _ => return,
+        };
+        let slow = t.start().is_some() && self.is_slow(&t, self.shared.clock.now_nanos());
+        self.fleet_closed(slot, failure, slow);
+    }
+
     #[inline(always)]
     pub(crate) fn fleet(&self) -> Option<&FleetSlot> {
         self.heavy
@@ -423,358 +454,7 @@ fn activate(slot: &FleetSlot) {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::breaker::{BreakerPolicy, RejectReason, Transition};
-    use crate::clock::{Clock, ManualClock};
-    use std::sync::Mutex;
-    use std::time::Duration;
-
-    fn secs(s: u64) -> Duration {
-        Duration::from_secs(s)
-    }
-
-    fn rig() -> (CircuitBreaker, ManualClock, Arc<Mutex<Vec<Transition>>>) {
-        let time = ManualClock::new();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&seen);
-        let b = CircuitBreaker::builder(BreakerPolicy {
-            consecutive_failures: Some(3),
-            cooldown: secs(10),
-            cooldown_max: secs(10),
-            ..BreakerPolicy::default()
-        })
-        .clock(Clock::manual(&time))
-        .on_transition(move |t| sink.lock().unwrap().push(t.clone()))
-        .build()
-        .unwrap();
-        (b, time, seen)
-    }
-
-    #[test]
-    fn a_remote_trip_opens_until_the_given_deadline_through_the_local_path() {
-        let (b, time, seen) = rig();
-        time.set(secs(100));
-        let in_flight = b.try_acquire().unwrap();
-        let generation = b.apply_remote(RemoteTransition {
-            to: State::Open,
-            reason: TransitionReason::FailureRate,
-            open_until: Some(secs(130).as_nanos() as u64),
-            streak: None,
-            origin: Arc::from("replica-b"),
-        });
-        assert_eq!(generation, 1);
-        let event = seen.lock().unwrap().last().cloned().unwrap();
-        assert_eq!(
-            (event.from, event.to, event.reason, event.generation),
-            (State::Closed, State::Open, TransitionReason::FailureRate, 1)
-        );
-        assert_eq!(event.origin.as_deref(), Some("replica-b"));
-        assert_eq!(
-            event.cooldown,
-            Some(secs(30)),
-            "the remote deadline, not the policy's"
-        );
-        let s = b.snapshot();
-        assert_eq!(
-            (s.retry_after, s.totals.unwrap().opened),
-            (Some(secs(30)), 1)
-        );
-        // A call admitted before the remote trip is late locally.
-        in_flight.failure();
-        assert_eq!(b.snapshot().totals.unwrap().late, 1);
-        time.set(secs(129));
-        let r = b.try_acquire().unwrap_err();
-        assert_eq!(
-            (r.reason(), r.retry_after()),
-            (RejectReason::Open, Some(secs(1)))
-        );
-        // After the deadline: the local lazy promotion, decided here.
-        time.set(secs(130));
-        let probe = b.try_acquire().unwrap();
-        assert!(probe.is_probe());
-        let event = seen.lock().unwrap().last().cloned().unwrap();
-        assert_eq!(
-            (event.to, event.reason, event.origin),
-            (State::HalfOpen, TransitionReason::CooldownElapsed, None)
-        );
-        probe.success();
-        assert_eq!(b.state(), State::Closed);
-    }
-
-    #[test]
-    fn a_remote_close_and_a_remote_force_apply_whatever_the_local_state() {
-        let (b, time, seen) = rig();
-        for _ in 0..3 {
-            b.try_acquire().unwrap().failure();
-        }
-        assert_eq!(b.state(), State::Open);
-        time.set(secs(1));
-        b.apply_remote(RemoteTransition {
-            to: State::Closed,
-            reason: TransitionReason::ProbesSucceeded,
-            open_until: None,
-            streak: None,
-            origin: Arc::from("replica-c"),
-        });
-        assert_eq!(b.state(), State::Closed);
-        assert_eq!(b.snapshot().consecutive_failures, 0);
-        b.apply_remote(RemoteTransition {
-            to: State::ForcedOpen,
-            reason: TransitionReason::Manual,
-            open_until: Some(u64::MAX), // ignored: not an open state
-            streak: None,
-            origin: Arc::from("operator"),
-        });
-        assert_eq!(
-            b.try_acquire().unwrap_err().reason(),
-            RejectReason::ForcedOpen
-        );
-        let events = seen.lock().unwrap();
-        let origins: Vec<_> = events.iter().map(|e| e.origin.as_deref()).collect();
-        assert_eq!(origins, [None, Some("replica-c"), Some("operator")]);
-        assert_eq!(events[2].cooldown, None);
-    }
-
-    #[test]
-    fn a_remote_open_without_a_deadline_uses_the_local_cooldown_for_its_streak() {
-        let time = ManualClock::new();
-        let b = CircuitBreaker::builder(BreakerPolicy {
-            cooldown: secs(10),
-            cooldown_multiplier: 2.0,
-            cooldown_max: secs(100),
-            ..BreakerPolicy::default()
-        })
-        .clock(Clock::manual(&time))
-        .build()
-        .unwrap();
-        time.set(secs(5));
-        b.apply_remote(RemoteTransition {
-            to: State::Open,
-            reason: TransitionReason::ConsecutiveFailures,
-            open_until: None,
-            streak: None,
-            origin: Arc::from("replica-d"),
-        });
-        assert_eq!(b.snapshot().retry_after, Some(secs(10)), "streak 1 locally");
-        b.apply_remote(RemoteTransition {
-            to: State::Open,
-            reason: TransitionReason::ProbeFailed,
-            open_until: None,
-            streak: Some(3),
-            origin: Arc::from("replica-d"),
-        });
-        assert_eq!(
-            b.snapshot().retry_after,
-            Some(secs(40)),
-            "the fleet's streak 3: 10 s * 2^2"
-        );
-        time.set(secs(45));
-        assert!(b.try_acquire().unwrap().is_probe());
-    }
-}
+mod tests;
 
 #[cfg(all(test, not(loom)))]
-mod hook_tests {
-    use super::*;
-    use crate::breaker::{BreakerPolicy, RejectReason};
-    use crate::clock::{Clock, ManualClock};
-    use std::sync::Mutex;
-
-    /// A hook that records every call and answers probes from a script.
-    #[derive(Default)]
-    struct Recorder {
-        calls: Mutex<Vec<String>>,
-        answer: Mutex<Option<FleetProbe>>,
-    }
-
-    impl Recorder {
-        fn take(&self) -> Vec<String> {
-            std::mem::take(&mut *self.calls.lock().unwrap())
-        }
-    }
-
-    impl FleetHook for Recorder {
-        fn activated(&self) {
-            self.calls.lock().unwrap().push("activated".into());
-        }
-        fn failures_reached(&self, n: u64) {
-            self.calls.lock().unwrap().push(format!("failures {n}"));
-        }
-        fn admit_probe(&self, generation: u32) -> FleetProbe {
-            self.calls
-                .lock()
-                .unwrap()
-                .push(format!("probe {generation}"));
-            self.answer.lock().unwrap().unwrap_or(FleetProbe::Local)
-        }
-        fn end_probe(&self, token: u32, end: FleetProbeEnd) {
-            self.calls
-                .lock()
-                .unwrap()
-                .push(format!("end {token} {end:?}"));
-        }
-        fn local_trip(&self, generation: u32, reason: TransitionReason) {
-            self.calls
-                .lock()
-                .unwrap()
-                .push(format!("trip {generation} {reason:?}"));
-        }
-    }
-
-    fn hooked(early: u64) -> (CircuitBreaker, ManualClock, Arc<Recorder>) {
-        let time = ManualClock::new();
-        let b = CircuitBreaker::builder(BreakerPolicy {
-            consecutive_failures: Some(3),
-            cooldown: Duration::from_secs(10),
-            cooldown_max: Duration::from_secs(10),
-            half_open_probes: 1,
-            ..BreakerPolicy::default()
-        })
-        .name("hooked")
-        .clock(Clock::manual(&time))
-        .build()
-        .unwrap();
-        let hook = Arc::new(Recorder::default());
-        b.install_fleet_hook(Arc::clone(&hook) as Arc<dyn FleetHook>, early)
-            .unwrap();
-        (b, time, hook)
-    }
-
-    #[test]
-    fn closed_outcomes_are_counted_and_the_hook_is_called_once_per_take() {
-        let (b, _time, hook) = hooked(2);
-        b.try_acquire().unwrap().success();
-        b.try_acquire().unwrap().success();
-        b.try_acquire().unwrap().ignored();
-        drop(b.try_acquire().unwrap());
-        b.try_acquire().unwrap().failure();
-        assert_eq!(
-            hook.take(),
-            ["activated"],
-            "once, at the first counted outcome"
-        );
-        b.try_acquire().unwrap().failure();
-        assert_eq!(hook.take(), ["failures 2"], "the early bound");
-        let taken = b.take_fleet_counts();
-        assert_eq!(
-            taken,
-            FleetTaken {
-                successes: 2,
-                failures: 2,
-                slow: 0
-            }
-        );
-        assert_eq!(b.take_fleet_counts(), FleetTaken::default());
-        b.try_acquire().unwrap().success();
-        assert_eq!(hook.take(), ["activated"], "again after a take");
-        assert_eq!(
-            b.install_fleet_hook(Arc::clone(&hook) as Arc<dyn FleetHook>, 0),
-            Err(HookError::Installed)
-        );
-    }
-
-    #[test]
-    fn a_local_trip_is_reported_once_with_its_reason_and_a_remote_one_is_not() {
-        let (b, _time, hook) = hooked(0);
-        for _ in 0..3 {
-            b.try_acquire().unwrap().failure();
-        }
-        assert_eq!(
-            hook.take(),
-            ["activated", "trip 1 ConsecutiveFailures"],
-            "the trip, decided here"
-        );
-        b.apply_remote(RemoteTransition {
-            to: State::Closed,
-            reason: TransitionReason::Manual,
-            open_until: None,
-            streak: None,
-            origin: Arc::from("r9"),
-        });
-        b.apply_remote(RemoteTransition {
-            to: State::Open,
-            reason: TransitionReason::FailureRate,
-            open_until: None,
-            streak: None,
-            origin: Arc::from("r9"),
-        });
-        assert!(
-            hook.take().is_empty(),
-            "decided elsewhere: not reported back"
-        );
-    }
-
-    #[test]
-    fn a_probe_runs_only_as_the_hook_decides_and_returns_its_lease_once() {
-        let (b, time, hook) = hooked(0);
-        for _ in 0..3 {
-            b.try_acquire().unwrap().failure();
-        }
-        hook.take();
-        time.advance(Duration::from_secs(10));
-        // Denied: rejected as half-open-full, the local slot released (the next call asks
-        // again instead of finding the slot taken).
-        *hook.answer.lock().unwrap() = Some(FleetProbe::Reject(RejectReason::HalfOpenFull));
-        let r = b.try_acquire().unwrap_err();
-        assert_eq!(r.reason(), RejectReason::HalfOpenFull);
-        assert_eq!(b.snapshot().probes_in_flight, 0);
-        assert_eq!(
-            b.try_acquire().unwrap_err().reason(),
-            RejectReason::HalfOpenFull
-        );
-        assert_eq!(hook.take(), ["probe 2", "probe 2"]);
-        // Leased: the token rides in the permit and comes back once, with the outcome.
-        *hook.answer.lock().unwrap() = Some(FleetProbe::Leased(7));
-        let p = b.try_acquire().unwrap();
-        assert_eq!((p.is_probe(), p.fleet_token()), (true, Some(7)));
-        drop(p); // cancelled
-        *hook.answer.lock().unwrap() = Some(FleetProbe::Leased(8));
-        let p = b.try_acquire().unwrap();
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            let _held = p;
-            panic!("the probe panicked");
-        }));
-        assert_eq!(
-            hook.take(),
-            ["probe 2", "end 7 Neutral", "probe 2", "end 8 Failure"]
-        );
-        assert_eq!(b.state(), State::Open, "the panic failed the probe");
-        time.advance(Duration::from_secs(10));
-        *hook.answer.lock().unwrap() = Some(FleetProbe::Leased(9));
-        b.try_acquire().unwrap().success();
-        assert_eq!(hook.take(), ["probe 4", "end 9 Success"]);
-        assert_eq!(b.state(), State::Closed);
-        // A local probe (store degraded) carries no token and returns nothing.
-        for _ in 0..3 {
-            b.try_acquire().unwrap().failure();
-        }
-        time.advance(Duration::from_secs(10));
-        *hook.answer.lock().unwrap() = Some(FleetProbe::Local);
-        hook.take();
-        let p = b.try_acquire().unwrap();
-        assert_eq!(p.fleet_token(), None);
-        p.success();
-        assert_eq!(hook.take(), ["probe 7"]);
-    }
-
-    #[test]
-    fn a_breaker_without_room_is_refused_and_handle_counts_exclude_the_hook() {
-        let factory = CircuitBreaker::builder(BreakerPolicy {
-            consecutive_failures: Some(3),
-            ..BreakerPolicy::default()
-        })
-        .name("tight")
-        .totals(false)
-        .build_factory()
-        .unwrap();
-        let tight = factory.create();
-        assert_eq!(tight.fleet_hook_room(), Err(HookError::NoRoom));
-        // The hook is taken to hold one handle (a fleet backend's does); this one holds none.
-        let (b, _time, _hook) = hooked(0);
-        assert_eq!((b.handle_count(), b.all_handles()), (0, 1));
-        let held = b.clone();
-        assert_eq!((b.handle_count(), b.all_handles()), (1, 2));
-        drop(held);
-    }
-}
+mod hook_tests;

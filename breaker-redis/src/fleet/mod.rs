@@ -118,6 +118,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod calls;
+mod hook;
 mod install;
 
 pub use calls::SharedPermit;
@@ -267,90 +268,6 @@ impl Core {
 
     fn lease_requests(&self) -> u64 {
         self.lock().requests
-    }
-}
-
-impl FleetHook for Core {
-    fn activated(&self) {
-        if let Some(link) = self.link.get() {
-            link.touch();
-        }
-    }
-
-    fn failures_reached(&self, _n: u64) {
-        if let Some(link) = self.link.get() {
-            link.flush_soon();
-        }
-    }
-
-    fn admit_probe(&self, _generation: u32) -> FleetProbe {
-        let Some(link) = self.link.get() else {
-            return FleetProbe::Reject(RejectReason::HalfOpenFull);
-        };
-        match self.status.load(Ordering::Acquire) {
-            HEALTHY => {}
-            DEGRADED_REJECT => return FleetProbe::Reject(RejectReason::Open),
-            // Degraded `local` or `open`: the local rules decide the probe.
-            _ => return FleetProbe::Local,
-        }
-        let now = self.clock.now_nanos();
-        let mut g = self.lock();
-        let generation = g.view.generation;
-        g.leases
-            .retain(|(l, until)| l.generation() == generation && now < *until);
-        if let Some((lease, _)) = g.leases.pop() {
-            let token = g.next_token;
-            g.next_token = if token >= FleetProbe::MAX_TOKEN {
-                0
-            } else {
-                token + 1
-            };
-            g.in_use.push((token, lease));
-            return FleetProbe::Leased(token);
-        }
-        let waiting = g
-            .retry_at
-            .is_some_and(|(gen, at)| gen == generation && now < at);
-        let ask = !g.requested && !waiting;
-        if ask {
-            g.requested = true;
-            g.requested_at = now;
-            g.requests += 1;
-        }
-        drop(g);
-        if ask {
-            link.request_probes(self.want);
-        }
-        // No lease: the breaker releases its local slot (neutral) and rejects the call.
-        FleetProbe::Reject(RejectReason::HalfOpenFull)
-    }
-
-    fn end_probe(&self, token: u32, end: FleetProbeEnd) {
-        let lease = {
-            let mut g = self.lock();
-            let at = g.in_use.iter().position(|(t, _)| *t == token);
-            at.map(|i| g.in_use.swap_remove(i).1)
-        };
-        let (Some(lease), Some(link)) = (lease, self.link.get()) else {
-            return;
-        };
-        let outcome = match end {
-            FleetProbeEnd::Success => ProbeOutcome::Success,
-            FleetProbeEnd::Failure => ProbeOutcome::Failure,
-            FleetProbeEnd::Neutral => ProbeOutcome::Neutral,
-        };
-        link.end_probe(lease, outcome);
-    }
-
-    fn local_trip(&self, _generation: u32, reason: TransitionReason) {
-        let reason = match reason {
-            TransitionReason::ConsecutiveFailures => Reason::ConsecutiveFailures,
-            TransitionReason::SlowCallRate => Reason::SlowCallRate,
-            _ => Reason::FailureRate,
-        };
-        if let Some(link) = self.link.get() {
-            link.local_trip(self.shared_generation.load(Ordering::Acquire), reason);
-        }
     }
 }
 
