@@ -326,51 +326,6 @@ impl Recorder {
     }
 }
 
-#[cfg(feature = "tokio")]
-impl Recorder {
-    /// Starts recording attempt `attempt` of a call (for the pipeline): finish it with
-    /// [`AttemptRecord::finish`]; dropped unfinished, it records a cancellation.
-    #[inline]
-    pub(crate) fn attempt(&self, attempt: u16) -> AttemptRecord<'_> {
-        AttemptRecord {
-            recorder: self,
-            start: self.start(),
-            attempt,
-            done: false,
-        }
-    }
-}
-
-/// An attempt being recorded; see `Recorder::attempt`.
-#[cfg(feature = "tokio")]
-pub(crate) struct AttemptRecord<'r> {
-    recorder: &'r Recorder,
-    start: u64,
-    attempt: u16,
-    done: bool,
-}
-
-#[cfg(feature = "tokio")]
-impl AttemptRecord<'_> {
-    /// Records how the attempt ended, now.
-    #[inline]
-    pub(crate) fn finish(mut self, outcome: Recorded) {
-        self.done = true;
-        self.recorder
-            .record_attempt(self.start, outcome, None, self.attempt);
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl Drop for AttemptRecord<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.recorder
-                .record_attempt(self.start, Recorded::Cancelled, None, self.attempt);
-        }
-    }
-}
-
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")

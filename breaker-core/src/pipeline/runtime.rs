@@ -477,8 +477,12 @@ impl Pipeline {
         class: &C,
     ) {
         if let Some(r) = &self.recorder {
-            r.attempt(1)
-                .finish(recorded_error::<T, E, C>(refused, class));
+            r.record_attempt(
+                r.start(),
+                recorded_error::<T, E, C>(refused, class),
+                None,
+                1,
+            );
         }
     }
 }
