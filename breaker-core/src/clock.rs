@@ -14,6 +14,18 @@
 //!   breakers and retries forward with `tokio::time::advance`.
 //! - [`Clock::manual`]: a [`ManualClock`] the test sets and advances itself.
 //! - [`Clock::custom`]: any [`MonotonicSource`].
+//! - [`Clock::custom_with_coarse`]: a precise source with a coarse one beside it (below).
+//!
+//! **The coarse clock.** Beside its precise reading, the system clock has a coarse one: the
+//! operating system's `CLOCK_MONOTONIC_COARSE` on Linux and Android, a read of a time the kernel
+//! updates on every tick (no counter instruction, about half the cost of the time-stamp counter
+//! on a virtual machine), as exact as one tick (its resolution, read once per process with
+//! `clock_getres`; 4 ms on a kernel with `HZ=250`). The breaker reads it where a tick of error
+//! cannot change a decision: an open breaker's rejections while the cooldown has more than a
+//! tick and 0.1 % of itself to go (see [`CircuitBreaker`](crate::breaker::CircuitBreaker)'s
+//! open state). Coarse readings are only ever compared with other coarse readings of the same
+//! clock. Elsewhere, and with the tokio, manual and custom clocks, there is no coarse clock and
+//! every decision reads the precise one.
 //!
 //! Readings are nanoseconds since an arbitrary origin. A reading that goes backwards (a
 //! misbehaving source) is never an error: every elapsed-time computation saturates at zero.
@@ -45,11 +57,20 @@ enum Kind {
     Tokio(tokio::time::Instant),
     Manual(Arc<AtomicU64>),
     Custom(Arc<dyn MonotonicSource>),
+    WithCoarse(Arc<WithCoarse>),
+}
+
+struct WithCoarse {
+    precise: Arc<dyn MonotonicSource>,
+    coarse: Arc<dyn MonotonicSource>,
+    resolution: u64,
 }
 
 struct SystemClock {
     clock: quanta::Clock,
     origin: u64,
+    /// The coarse clock's resolution in nanoseconds; 0 where there is no coarse clock.
+    coarse_resolution: u64,
 }
 
 fn system_clock() -> &'static SystemClock {
@@ -57,8 +78,69 @@ fn system_clock() -> &'static SystemClock {
     SYSTEM.get_or_init(|| {
         let clock = quanta::Clock::new();
         let origin = clock.raw();
-        SystemClock { clock, origin }
+        SystemClock {
+            clock,
+            origin,
+            coarse_resolution: coarse::resolution(),
+        }
     })
+}
+
+/// The operating system's coarse monotonic clock, where it has one.
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+mod coarse {
+    /// Nanoseconds since an origin of the system's (boot, on Linux).
+    #[inline]
+    pub(super) fn now() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; `clock_gettime` writes only it.
+        // CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32 and never fails with a
+        // valid pointer (checked once in `resolution`).
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+        (ts.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(ts.tv_nsec as u64)
+    }
+
+    /// The resolution in nanoseconds, 0 if the clock is missing or coarser than 100 ms (then
+    /// it is not used).
+    pub(super) fn resolution() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: as in `now`.
+        let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+        let res = (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64);
+        if rc == 0 && res > 0 && res <= 100_000_000 {
+            res
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(not(all(any(target_os = "linux", target_os = "android"), not(loom))))]
+mod coarse {
+    pub(super) fn now() -> u64 {
+        0
+    }
+    pub(super) fn resolution() -> u64 {
+        0
+    }
+}
+
+/// A coarse reading and how far behind the true time it may be, both in nanoseconds (see the
+/// [module docs](self)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CoarseReading {
+    pub(crate) now: u64,
+    pub(crate) resolution: u64,
 }
 
 impl Clock {
@@ -97,6 +179,48 @@ impl Clock {
         }
     }
 
+    /// A clock over a precise source and a coarse one beside it, which the breaker reads where
+    /// an error of `resolution` cannot change a decision (see the [module docs](self)): the
+    /// system clock's arrangement, with sources of your own (or two [`ManualClock`]s in a test).
+    ///
+    /// `coarse` may have its own origin, but must advance at the rate of `precise` and lag the
+    /// true time by at most `resolution`. A `resolution` of zero or above 100 ms means no coarse
+    /// clock.
+    pub fn custom_with_coarse(
+        precise: Arc<dyn MonotonicSource>,
+        coarse: Arc<dyn MonotonicSource>,
+        resolution: Duration,
+    ) -> Self {
+        let resolution = u64::try_from(resolution.as_nanos()).unwrap_or(u64::MAX);
+        Clock {
+            kind: Kind::WithCoarse(Arc::new(WithCoarse {
+                precise,
+                coarse,
+                resolution: if resolution <= 100_000_000 {
+                    resolution
+                } else {
+                    0
+                },
+            })),
+        }
+    }
+
+    /// The coarse clock's reading, `None` for a clock without one.
+    #[inline]
+    pub(crate) fn coarse(&self) -> Option<CoarseReading> {
+        match &self.kind {
+            Kind::System(sys) if sys.coarse_resolution != 0 => Some(CoarseReading {
+                now: coarse::now(),
+                resolution: sys.coarse_resolution,
+            }),
+            Kind::WithCoarse(w) if w.resolution != 0 => Some(CoarseReading {
+                now: w.coarse.now_nanos(),
+                resolution: w.resolution,
+            }),
+            _ => None,
+        }
+    }
+
     /// The current reading, in nanoseconds since this clock's origin.
     #[inline]
     pub fn now_nanos(&self) -> u64 {
@@ -109,6 +233,7 @@ impl Clock {
             }
             Kind::Manual(nanos) => nanos.load(Ordering::Acquire),
             Kind::Custom(source) => source.now_nanos(),
+            Kind::WithCoarse(w) => w.precise.now_nanos(),
         }
     }
 
@@ -134,6 +259,7 @@ impl fmt::Debug for Clock {
             Kind::Tokio(_) => "tokio",
             Kind::Manual(_) => "manual",
             Kind::Custom(_) => "custom",
+            Kind::WithCoarse(_) => "custom with coarse",
         };
         f.debug_tuple("Clock").field(&name).finish()
     }
@@ -157,6 +283,13 @@ impl fmt::Debug for Clock {
 #[derive(Clone, Debug, Default)]
 pub struct ManualClock {
     nanos: Arc<AtomicU64>,
+}
+
+/// A manual clock as a source, for [`Clock::custom_with_coarse`] in tests.
+impl MonotonicSource for ManualClock {
+    fn now_nanos(&self) -> u64 {
+        self.nanos.load(Ordering::Acquire)
+    }
 }
 
 impl ManualClock {

@@ -28,8 +28,8 @@ use super::policy::{NeutralProbe, MAX_COOLDOWN};
 use super::rejected::{RejectReason, Rejected};
 use super::remote::{FleetProbeEnd, FleetSlot};
 use super::state::{
-    self, later, micros, pack_stamp, span, unpack_stamp, Admit, Decision, Limits, ProbeEnd, State,
-    Step, Word,
+    self, later, micros, pack_stamp, span, unpack_count, unpack_stamp, Admit, Decision, Limits,
+    ProbeEnd, State, Step, Word,
 };
 use super::totals::{Counter, Striped};
 use super::window::WindowCounts;
@@ -88,6 +88,15 @@ pub(crate) enum Write {
     Once,
     /// Keep the later time (the newest probe's admission).
     Latest,
+}
+
+/// The open-state hint's unit: `2^20` ns (about 1.05 ms).
+const HINT_SHIFT: u32 = 20;
+
+/// A coarse reading in hint units, on the 32-bit circle.
+#[inline]
+fn hint_units(coarse_nanos: u64) -> u32 {
+    (coarse_nanos >> HINT_SHIFT) as u32
 }
 
 /// A deterministic draw in `[0, 1)` from a seed, for cooldown jitter (SplitMix64 finaliser).
@@ -250,7 +259,76 @@ impl Inner {
             };
             return Ok(Ticket::new(Word::raw_generation(w), Kind::Closed, start));
         }
-        self.acquire_slow(w)
+        self.acquire_open(w)
+    }
+
+    /// An open breaker's rejections while its cooldown has well over a tick to go: one coarse
+    /// clock read and the hint `entered` left in the consecutive-failure counter (see
+    /// [`Inner::leave_hint`]). Everything else goes the precise way, `acquire_slow`.
+    #[inline(never)]
+    fn acquire_open(&self, raw: u64) -> Result<Ticket, Rejected> {
+        if Word::raw_is_open(raw) {
+            if let Some(c) = self.shared.clock.coarse() {
+                let (g, hint) = unpack_count(self.consecutive.load(Ordering::Acquire));
+                if g == Word::raw_generation(raw) {
+                    let left = hint.wrapping_sub(hint_units(c.now)) as i32;
+                    if left > 0 {
+                        let left =
+                            Duration::from_nanos(u64::from(left.unsigned_abs()) << HINT_SHIFT);
+                        return Err(self.reject(RejectReason::Open, Some(left)));
+                    }
+                }
+            }
+        }
+        self.acquire_slow(raw)
+    }
+
+    /// Leaves the coarse hint of open generation `g`, whose deadline stamp in force is `until`
+    /// (microseconds): the coarse clock's reading at which the cooldown is sure to have more
+    /// than nothing left, in units of `2^HINT_SHIFT` ns, in the consecutive-failure counter (the
+    /// counter of a closed generation, unused while open: a late closed result finds a newer
+    /// generation there and writes nothing, and the next closed period starts it over).
+    ///
+    /// The hint is `coarse + left - margin`, where `left` is the cooldown's rest by the precise
+    /// clock read *after* the coarse one (so a pause between the two reads makes the hint
+    /// earlier, never later) and the margin is the coarse clock's resolution plus 0.1 % of
+    /// `left` (for rate differences between the two clocks). A coarse reading before the hint
+    /// is therefore before the precise deadline: the hint never delays recovery. Without a
+    /// coarse clock, or for a cooldown over `2^31` units (26 days), no hint is left and every
+    /// rejection reads the precise clock.
+    fn leave_hint(&self, g: u32, until: u64) {
+        let Some(c) = self.shared.clock.coarse() else {
+            return;
+        };
+        let left_us = span(micros(self.shared.clock.now_nanos()), until);
+        let Ok(left) = u64::try_from(left_us) else {
+            return;
+        };
+        let left = left.saturating_mul(1_000);
+        let margin = c.resolution.saturating_add(left / 1_024);
+        let Some(ahead) = left.checked_sub(margin) else {
+            return;
+        };
+        if ahead >> HINT_SHIFT >= 1 << 31 {
+            return;
+        }
+        let hint = hint_units(c.now.wrapping_add(ahead));
+        let mut cur = self.consecutive.load(Ordering::Acquire);
+        loop {
+            let (owner, _) = unpack_count(cur);
+            if state::newer(owner, g) {
+                return; // a newer generation owns the counter
+            }
+            match self.consecutive.compare_exchange_weak(
+                cur,
+                state::pack_count(g, hint),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
     }
 
     pub(super) fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
@@ -497,7 +575,9 @@ impl Inner {
                         (later(since, duration_micros(cooldown)), cooldown)
                     }
                 };
-                self.stamp(&self.at, g, until, Write::Once);
+                if let Some(until) = self.stamp(&self.at, g, until, Write::Once) {
+                    self.leave_hint(g, until);
+                }
                 self.count(Counter::Opened);
                 Some(cooldown)
             }
