@@ -273,9 +273,8 @@ impl Inner {
                 if g == Word::raw_generation(raw) {
                     let left = hint.wrapping_sub(hint_units(c.now)) as i32;
                     if left > 0 {
-                        let left =
-                            Duration::from_nanos(u64::from(left.unsigned_abs()) << HINT_SHIFT);
-                        return Err(self.reject(RejectReason::Open, Some(left)));
+                        let left = u64::from(left.unsigned_abs()) << HINT_SHIFT;
+                        return Err(self.reject_nanos(RejectReason::Open, left));
                     }
                 }
             }
@@ -332,7 +331,31 @@ impl Inner {
     }
 
     pub(super) fn reject(&self, reason: RejectReason, retry_after: Option<Duration>) -> Rejected {
+        self.reject_nanos(reason, Rejected::retry_after_nanos(retry_after))
+    }
+
+    /// [`Inner::reject`] with the rest of the cooldown in nanoseconds (`Rejected`'s encoding):
+    /// the open state's path, which has it in no other form.
+    #[inline]
+    fn reject_nanos(&self, reason: RejectReason, retry_after: u64) -> Rejected {
         self.count(Counter::Rejected);
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            self.trace_rejection(reason, retry_after);
+        }
+        Rejected::from_nanos(
+            reason,
+            retry_after,
+            self.shared.name,
+            self.heavy.as_ref().and_then(|h| h.key.clone()),
+        )
+    }
+
+    /// The `tracing` event of a rejection, out of line: the rejection path keeps no frame for
+    /// its fields when nothing listens at debug level.
+    #[cold]
+    #[inline(never)]
+    fn trace_rejection(&self, reason: RejectReason, retry_after: u64) {
+        let retry_after = Rejected::from_nanos(reason, retry_after, "", None).retry_after();
         tracing::debug!(
             target: "breaker",
             breaker = self.shared.name,
@@ -341,12 +364,6 @@ impl Inner {
             retry_after = ?retry_after,
             "call rejected"
         );
-        Rejected::new(
-            reason,
-            retry_after,
-            self.shared.name,
-            self.heavy.as_ref().and_then(|h| h.key.clone()),
-        )
     }
 
     #[cold]

@@ -56,17 +56,24 @@ const _: () = assert!(std::mem::size_of::<Rejected>() == 48);
 const NO_RETRY_AFTER: u64 = u64::MAX;
 
 impl Rejected {
-    pub(super) fn new(
+    /// `retry_after` in the encoding of [`Rejected::from_nanos`].
+    pub(super) fn retry_after_nanos(retry_after: Option<Duration>) -> u64 {
+        retry_after.map_or(NO_RETRY_AFTER, |d| {
+            u64::try_from(d.as_nanos()).map_or(NO_RETRY_AFTER - 1, |n| n.min(NO_RETRY_AFTER - 1))
+        })
+    }
+
+    /// A rejection whose rest of the cooldown is `retry_after` nanoseconds, `u64::MAX` for
+    /// none.
+    #[inline]
+    pub(super) fn from_nanos(
         reason: RejectReason,
-        retry_after: Option<Duration>,
+        retry_after: u64,
         name: &'static str,
         key: Option<Arc<str>>,
     ) -> Rejected {
         Rejected {
-            retry_after: retry_after.map_or(NO_RETRY_AFTER, |d| {
-                u64::try_from(d.as_nanos())
-                    .map_or(NO_RETRY_AFTER - 1, |n| n.min(NO_RETRY_AFTER - 1))
-            }),
+            retry_after,
             name,
             key,
             reason,
