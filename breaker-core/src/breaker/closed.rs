@@ -119,7 +119,7 @@ impl WindowSlot {
     /// Whether the store in force is the first one, a count window full of plain successes of
     /// `t`'s closed period (see [`CountWindow::is_healthy`]).
     #[inline(always)]
-    fn count_window_is_healthy(&self, shared: &Shared, t: Ticket) -> bool {
+    pub(super) fn count_window_is_healthy(&self, shared: &Shared, t: Ticket) -> bool {
         match self.first_in_force(shared) {
             Some(WindowStore {
                 kind: StoreKind::Count(w),

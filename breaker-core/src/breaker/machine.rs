@@ -428,6 +428,52 @@ impl Inner {
     /// Applies a permit's end: `None` is a cancellation.
     #[inline(always)]
     pub(crate) fn finish(&self, t: Ticket, outcome: Option<Outcome>) {
+        if outcome == Some(Outcome::Success) && self.closed_success_in_steady_state(t) {
+            return;
+        }
+        self.finish_any(t, outcome);
+    }
+
+    /// Applies a success of ticket `t` and returns `true` if it is a closed call's that
+    /// changes no state: not slow (no slow-call rule, so no start), of the closed period in
+    /// force, with no consecutive failures to reset, no fleet hook, and no window or a count
+    /// window full of successes. The steady state of a healthy breaker, decided with loads
+    /// (and the totals' add, when they are on); every other end goes through
+    /// [`Inner::finish_any`], which would do the same here.
+    #[inline(always)]
+    fn closed_success_in_steady_state(&self, t: Ticket) -> bool {
+        if t.kind() != Kind::Closed || t.start().is_some() {
+            return false;
+        }
+        let raw = self.state.load(Ordering::Acquire);
+        if !Word::raw_is_closed(raw) || Word::raw_generation(raw) != t.generation() {
+            return false;
+        }
+        if self.shared.hot.consecutive() != 0 {
+            // `bump_consecutive` writes on a success only to reset this period's count.
+            let (g, n) = unpack_count(self.consecutive.load(Ordering::Acquire));
+            if g == t.generation() && n != 0 {
+                return false;
+            }
+        }
+        let Some(h) = &self.heavy else {
+            return true;
+        };
+        let steady = h.fleet.get().is_none()
+            && h.window
+                .as_ref()
+                .is_none_or(|slot| slot.count_window_is_healthy(&self.shared, t));
+        if steady {
+            if let Some(totals) = &h.totals {
+                totals.add(Counter::Succeeded);
+            }
+        }
+        steady
+    }
+
+    /// Applies a permit's end, every case (see [`Inner::finish`]).
+    #[inline(never)]
+    fn finish_any(&self, t: Ticket, outcome: Option<Outcome>) {
         self.count(match outcome {
             Some(Outcome::Success) => Counter::Succeeded,
             Some(Outcome::Failure) => Counter::Failed,
