@@ -462,7 +462,7 @@ impl Inner {
         let steady = h.fleet.get().is_none()
             && h.window
                 .as_ref()
-                .is_none_or(|slot| slot.count_window_is_healthy(&self.shared, t));
+                .map_or(true, |slot| slot.count_window_is_healthy(&self.shared, t));
         if steady {
             if let Some(totals) = &h.totals {
                 totals.add(Counter::Succeeded);
