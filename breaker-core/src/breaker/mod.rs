@@ -33,6 +33,19 @@
 //!   on a 48-bit circle compared in serial arithmetic, so any clock origin works; cooldowns are
 //!   bounded by [`MAX_COOLDOWN`] (365 days) to stay well inside what that arithmetic tells
 //!   apart.
+//! - **An open breaker's rejections read the coarse clock.** With the system clock, a call to
+//!   an open breaker whose cooldown has more than the coarse clock's resolution (a kernel tick,
+//!   4 ms with `HZ=250`) plus 0.1 % of the rest to go is rejected after one read of the
+//!   operating system's coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, a memory read) and a
+//!   compare with a hint the opening left in the consecutive-failure counter; nearer the
+//!   deadline, the precise clock decides as before. The hint is computed from a coarse reading
+//!   taken *before* the precise one and lowered by that margin, so a coarse "not yet" is
+//!   always a precise "not yet": recovery is never later than with the precise clock alone, and
+//!   the rejection's `retry_after` may read up to the margin early. No task or timer is
+//!   involved. Proved by `tests/breaker_open_coarse.rs` (two manual sources: lags of up to the
+//!   resolution and rate errors of 0.05 % either way, the first probe exactly at the precise
+//!   deadline). The tokio, manual and custom clocks have no coarse source
+//!   ([`Clock::custom_with_coarse`](crate::clock::Clock::custom_with_coarse) gives one).
 //!
 //! ```
 //! # use breaker_core as breaker;
