@@ -144,7 +144,7 @@ fn main() {
         }),
     ));
     rows.push((
-        "breaker closed, count window, `CircuitBreaker::new` (totals on)",
+        "breaker closed, count window, `CircuitBreaker::new` (defaults)",
         Box::new(move |t| {
             let b = CircuitBreaker::new(count_window()).unwrap();
             measure(t, millis, &|| ours_call(&b))
