@@ -150,32 +150,72 @@ fn intern(name: &str) -> &'static str {
 /// that alternates policies pays a configuration per breaker, as without the cache; the
 /// policy is kept next to the block, so the check reads no `ArcSwap`). Not under loom: its
 /// atomics must not outlive a model run.
+///
+/// The cache skips validation only for a policy equal to the one remembered, which was
+/// validated when its block was built; any other policy is validated (an invalid one is an
+/// `Err`, whatever is cached). `policy` is borrowed: a hit copies nothing, a miss clones it
+/// once into the new block.
 #[cfg(not(loom))]
-fn default_breaker(policy: BreakerPolicy, totals: bool) -> Result<CircuitBreaker, ValidationError> {
-    use std::cell::RefCell;
-    thread_local! {
-        static LAST: RefCell<Option<(BreakerPolicy, Arc<Shared>)>> = const { RefCell::new(None) };
+#[inline]
+pub(super) fn default_breaker(
+    policy: &BreakerPolicy,
+    totals: bool,
+) -> Result<CircuitBreaker, ValidationError> {
+    let hit = LAST.with(|last| {
+        // A borrow fails only if a listener-free build re-entered this function from inside
+        // itself, which nothing does; then the block is simply not shared.
+        let last = last.try_borrow().ok()?;
+        let (p, shared) = last.as_ref()?;
+        (shared.totals == totals && same_policy(p, policy))
+            // Nothing reloads this block's policy (no factory is handed out), so its epoch
+            // stays 0 and `policy` is the one in force.
+            .then(|| create(shared, None, totals, 0, policy, false))
+    });
+    match hit {
+        Some(breaker) => Ok(breaker),
+        None => default_breaker_miss(policy, totals),
     }
+}
+
+/// Whether `a` and `b` are the same policy, so one validation and one block serve both.
+#[cfg(not(loom))]
+#[inline]
+fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
+    a == b
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// This thread's last default configuration block and the policy it was built from.
+    static LAST: std::cell::RefCell<Option<(BreakerPolicy, Arc<Shared>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// [`default_breaker`] for a policy other than the remembered one: validates it and builds a
+/// new block, remembered from now on.
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn default_breaker_miss(
+    policy: &BreakerPolicy,
+    totals: bool,
+) -> Result<CircuitBreaker, ValidationError> {
+    let factory = BreakerBuilder::new(policy.clone())
+        .totals(totals)
+        .build_factory()?;
+    let breaker = create(&factory.shared, None, totals, 0, policy, false);
     LAST.with(|last| {
-        if let Some((p, shared)) = &*last.borrow() {
-            if shared.totals == totals && *p == policy {
-                // Nothing reloads this block's policy (no factory is handed out), so its
-                // epoch stays 0 and `policy` is the one in force.
-                return Ok(create(shared, None, totals, 0, &policy, false));
-            }
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = Some((policy.clone(), factory.shared));
         }
-        let factory = BreakerBuilder::new(policy.clone())
-            .totals(totals)
-            .build_factory()?;
-        let breaker = create(&factory.shared, None, totals, 0, &policy, false);
-        *last.borrow_mut() = Some((policy, factory.shared));
-        Ok(breaker)
-    })
+    });
+    Ok(breaker)
 }
 
 /// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
 /// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
 /// one; see `BreakerFactory::create_with`).
+#[inline]
 fn create(
     shared: &Arc<Shared>,
     key: Option<Arc<str>>,
@@ -232,7 +272,7 @@ impl BreakerBuilder {
             clock: None,
             name: None,
             listeners: Vec::new(),
-            totals: true,
+            totals: false,
         }
     }
 
@@ -254,11 +294,17 @@ impl BreakerBuilder {
         self
     }
 
-    /// Whether to keep lifetime [`Totals`](super::Totals) (default `true`). Totals are striped
-    /// per thread (64 bytes per stripe, one stripe per CPU rounded up to a power of two, at most
-    /// 64), so counting never contends. The stripes are allocated at the breaker's first
-    /// counted event (a call's end or a rejection), so a breaker never called costs a pointer
-    /// for them; turning totals off saves that memory and one uncontended atomic add per call.
+    /// Whether to keep lifetime [`Totals`](super::Totals) (default `false`: opt in with
+    /// `totals(true)`; [`Snapshot::totals`](super::Snapshot::totals) is `None` without them).
+    /// Totals are striped per thread (64 bytes per stripe, one stripe per CPU rounded up to a
+    /// power of two, at most 64), so counting never contends. The stripes are allocated at the
+    /// breaker's first counted event (a call's end or a rejection), so a breaker never called
+    /// costs a pointer for them.
+    ///
+    /// They are off by default because a breaker with them costs a second heap block
+    /// at creation and, once called, a table of stripe pointers and a stripe per calling thread
+    /// (a consecutive-rule breaker: 64 bytes in one allocation without totals, about 208 bytes
+    /// in four with them), plus a store per call; turn them on where something reads them.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = on;
         self
@@ -280,7 +326,7 @@ impl BreakerBuilder {
             && self.listeners.is_empty()
             && self.name.as_deref().map_or(true, str::is_empty)
         {
-            return default_breaker(self.policy, self.totals);
+            return default_breaker(&self.policy, self.totals);
         }
         // A named breaker always has room for a fleet hook (`Store::share`): it is one per
         // policy, not per key, so the few bytes do not add up.
@@ -407,6 +453,19 @@ impl BreakerFactory {
     /// The name of this factory's breakers.
     pub fn name(&self) -> &'static str {
         self.shared.name
+    }
+
+    /// A breaker like [`create`](Self::create)'s with room for a fleet hook whatever its
+    /// policy and totals (a config registry's named policy shares its one breaker with a
+    /// fleet backend on demand; it is one per policy, so the few bytes do not add up).
+    pub(crate) fn create_shareable(&self) -> CircuitBreaker {
+        let epoch = self.shared.hot.window_epoch();
+        let policy = self.shared.policy.load();
+        let breaker = create(&self.shared, None, self.shared.totals, epoch, &policy, true);
+        if let Some(f) = self.shared.on_create.get() {
+            f(&breaker);
+        }
+        breaker
     }
 
     /// Whether this factory's breakers keep lifetime totals.
