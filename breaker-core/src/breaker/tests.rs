@@ -9,6 +9,7 @@ fn with_clock(policy: BreakerPolicy) -> (CircuitBreaker, ManualClock) {
     let t = ManualClock::new();
     let b = CircuitBreaker::builder(policy)
         .clock(Clock::manual(&t))
+        .totals(true)
         .build()
         .unwrap();
     (b, t)
