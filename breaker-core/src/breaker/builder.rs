@@ -4,7 +4,7 @@
 use super::closed::WindowSlot;
 use super::event::{Listener, Transition};
 use super::machine::{Heavy, Inner};
-use super::policy::{BreakerPolicy, ValidationError};
+use super::policy::{BreakerPolicy, SlowCall, ValidationError};
 use super::state::Word;
 use super::totals::Striped;
 use super::CircuitBreaker;
@@ -154,34 +154,71 @@ fn intern(name: &str) -> &'static str {
 /// The cache skips validation only for a policy equal to the one remembered, which was
 /// validated when its block was built; any other policy is validated (an invalid one is an
 /// `Err`, whatever is cached). `policy` is borrowed: a hit copies nothing, a miss clones it
-/// once into the new block.
+/// once into the new block. A thread whose thread-locals are being destroyed gets a block of
+/// its own per breaker.
 #[cfg(not(loom))]
 #[inline]
 pub(super) fn default_breaker(
     policy: &BreakerPolicy,
     totals: bool,
 ) -> Result<CircuitBreaker, ValidationError> {
-    let hit = LAST.with(|last| {
-        // A borrow fails only if a listener-free build re-entered this function from inside
-        // itself, which nothing does; then the block is simply not shared.
-        let last = last.try_borrow().ok()?;
-        let (p, shared) = last.as_ref()?;
-        (shared.totals == totals && same_policy(p, policy))
-            // Nothing reloads this block's policy (no factory is handed out), so its epoch
-            // stays 0 and `policy` is the one in force.
-            .then(|| create(shared, None, totals, 0, policy, false))
-    });
+    // Only the lookup runs inside `try_with`, so it is small enough to inline.
+    let hit = LAST
+        .try_with(|last| {
+            // A borrow fails only while `default_breaker_miss` replaces the entry, which calls
+            // nothing that builds a breaker; then the block is simply not shared.
+            let last = last.try_borrow().ok()?;
+            let (p, shared) = last.as_ref()?;
+            (shared.totals == totals && same_policy(p, policy)).then(|| Arc::clone(shared))
+        })
+        .ok()
+        .flatten();
     match hit {
-        Some(breaker) => Ok(breaker),
+        // Nothing reloads this block's policy (no factory is handed out), so its epoch stays
+        // 0 and `policy` is the one in force.
+        Some(shared) => Ok(create(shared, None, totals, 0, policy, false)),
         None => default_breaker_miss(policy, totals),
     }
 }
 
-/// Whether `a` and `b` are the same policy, so one validation and one block serve both.
+/// Whether `a` and `b` are the same policy, so one validation and one block serve both: every
+/// field equal, floating-point fields bit for bit (stricter than `==`, which is what makes it
+/// cheap: integer compares; `0.0` and `-0.0` then miss the cache and are validated, and no NaN
+/// is ever cached since validation refuses it). Destructured without `..`, so a new field of
+/// [`BreakerPolicy`] cannot be forgotten here.
 #[cfg(not(loom))]
 #[inline]
 fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
-    a == b
+    let BreakerPolicy {
+        consecutive_failures,
+        failure_rate_percent,
+        slow_call,
+        window,
+        min_calls,
+        cooldown,
+        cooldown_multiplier,
+        cooldown_max,
+        cooldown_jitter,
+        half_open_probes,
+        successes_to_close,
+        max_probe_wait,
+        neutral_probe,
+    } = a;
+    let bits = |p: Option<f64>| p.map(f64::to_bits);
+    let slow = |s: Option<SlowCall>| s.map(|s| (s.duration, s.rate_percent.to_bits()));
+    *consecutive_failures == b.consecutive_failures
+        && *min_calls == b.min_calls
+        && *half_open_probes == b.half_open_probes
+        && *successes_to_close == b.successes_to_close
+        && *cooldown == b.cooldown
+        && *cooldown_max == b.cooldown_max
+        && cooldown_multiplier.to_bits() == b.cooldown_multiplier.to_bits()
+        && cooldown_jitter.to_bits() == b.cooldown_jitter.to_bits()
+        && bits(*failure_rate_percent) == bits(b.failure_rate_percent)
+        && slow(*slow_call) == slow(b.slow_call)
+        && *window == b.window
+        && *max_probe_wait == b.max_probe_wait
+        && *neutral_probe == b.neutral_probe
 }
 
 #[cfg(not(loom))]
@@ -203,8 +240,8 @@ fn default_breaker_miss(
     let factory = BreakerBuilder::new(policy.clone())
         .totals(totals)
         .build_factory()?;
-    let breaker = create(&factory.shared, None, totals, 0, policy, false);
-    LAST.with(|last| {
+    let breaker = create(Arc::clone(&factory.shared), None, totals, 0, policy, false);
+    let _ = LAST.try_with(|last| {
         if let Ok(mut last) = last.try_borrow_mut() {
             *last = Some((policy.clone(), factory.shared));
         }
@@ -217,7 +254,7 @@ fn default_breaker_miss(
 /// one; see `BreakerFactory::create_with`).
 #[inline]
 fn create(
-    shared: &Arc<Shared>,
+    shared: Arc<Shared>,
     key: Option<Arc<str>>,
     totals: bool,
     epoch: u32,
@@ -242,7 +279,7 @@ fn create(
             at: AtomicU64::new(0),
             since: AtomicU64::new(0),
             consecutive: AtomicU64::new(0),
-            shared: Arc::clone(shared),
+            shared,
             heavy,
         }),
     }
@@ -334,7 +371,7 @@ impl BreakerBuilder {
         let epoch = factory.shared.hot.window_epoch();
         let policy = factory.shared.policy.load();
         Ok(create(
-            &factory.shared,
+            Arc::clone(&factory.shared),
             None,
             factory.shared.totals,
             epoch,
@@ -396,9 +433,9 @@ impl BreakerFactory {
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
         match self.shared.on_create.get() {
-            None => create(&self.shared, key, totals, epoch, &policy, false),
+            None => create(Arc::clone(&self.shared), key, totals, epoch, &policy, false),
             Some(f) => {
-                let breaker = create(&self.shared, key, totals, epoch, &policy, true);
+                let breaker = create(Arc::clone(&self.shared), key, totals, epoch, &policy, true);
                 f(&breaker);
                 breaker
             }
@@ -461,7 +498,8 @@ impl BreakerFactory {
     pub(crate) fn create_shareable(&self) -> CircuitBreaker {
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
-        let breaker = create(&self.shared, None, self.shared.totals, epoch, &policy, true);
+        let shared = Arc::clone(&self.shared);
+        let breaker = create(shared, None, self.shared.totals, epoch, &policy, true);
         if let Some(f) = self.shared.on_create.get() {
             f(&breaker);
         }
@@ -488,5 +526,271 @@ impl std::fmt::Debug for BreakerFactory {
             .field("name", &self.shared.name)
             .field("policy", &self.shared.policy.load())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::breaker::{NeutralProbe, SlidingWindow};
+    use std::time::Duration;
+
+    fn shared_of(b: &CircuitBreaker) -> *const Shared {
+        Arc::as_ptr(&b.inner.shared)
+    }
+
+    /// Issue 16: lifetime totals are opt-in, so a breaker from `new` is one block of state.
+    #[test]
+    fn new_keeps_no_totals_and_is_one_block() {
+        let b = CircuitBreaker::new(BreakerPolicy::default()).unwrap();
+        b.try_acquire().unwrap().failure();
+        let _ = b.try_acquire().map(|p| p.success());
+        assert_eq!(b.snapshot().totals, None);
+        assert!(
+            b.inner.heavy.is_none(),
+            "no second heap block without totals"
+        );
+        // The handle, the reference count and the state block.
+        assert_eq!(b.memory_bytes(), 64);
+
+        let built = CircuitBreaker::builder(BreakerPolicy::default())
+            .build()
+            .unwrap();
+        assert_eq!(built.snapshot().totals, None, "the builder's default too");
+
+        let counted = CircuitBreaker::builder(BreakerPolicy::default())
+            .totals(true)
+            .build()
+            .unwrap();
+        counted.try_acquire().unwrap().failure();
+        let t = counted.snapshot().totals.expect("asked for");
+        assert_eq!((t.admitted, t.failed), (1, 1));
+    }
+
+    #[test]
+    fn new_shares_a_block_only_for_the_same_policy_and_totals() {
+        let p = BreakerPolicy {
+            consecutive_failures: Some(7),
+            ..BreakerPolicy::default()
+        };
+        let a = CircuitBreaker::new(p.clone()).unwrap();
+        let b = CircuitBreaker::new(p.clone()).unwrap();
+        assert_eq!(shared_of(&a), shared_of(&b));
+        let counted = CircuitBreaker::builder(p.clone())
+            .totals(true)
+            .build()
+            .unwrap();
+        assert_ne!(shared_of(&a), shared_of(&counted));
+        assert!(counted.snapshot().totals.is_some());
+        let other = CircuitBreaker::new(BreakerPolicy {
+            consecutive_failures: Some(8),
+            ..p.clone()
+        })
+        .unwrap();
+        assert_ne!(shared_of(&a), shared_of(&other));
+        assert_eq!(other.policy().consecutive_failures, Some(8));
+        // Breakers sharing a block still keep their own state.
+        a.try_acquire().unwrap().failure();
+        assert_eq!(
+            (
+                a.snapshot().consecutive_failures,
+                b.snapshot().consecutive_failures
+            ),
+            (1, 0)
+        );
+    }
+
+    #[test]
+    fn an_invalid_policy_is_refused_whatever_is_cached() {
+        let valid = BreakerPolicy::default();
+        let _warm = CircuitBreaker::new(valid.clone()).unwrap();
+        let zero = BreakerPolicy {
+            consecutive_failures: Some(0),
+            ..valid.clone()
+        };
+        let err = CircuitBreaker::new(zero).unwrap_err().to_string();
+        assert!(err.contains("consecutive_failures"), "{err}");
+        // A NaN compares unequal to itself with `==` but equal bit for bit: it is never cached,
+        // so it is refused on every try, not just the first.
+        let nan = BreakerPolicy {
+            cooldown_jitter: f64::NAN,
+            ..valid.clone()
+        };
+        assert!(CircuitBreaker::new(nan.clone()).is_err());
+        assert!(CircuitBreaker::new(nan).is_err());
+        // The cached block is still the valid one.
+        let again = CircuitBreaker::new(valid).unwrap();
+        assert_eq!(shared_of(&_warm), shared_of(&again));
+    }
+
+    /// Every field takes part in the cache's comparison: a policy that differs in any one of
+    /// them is not the same.
+    #[test]
+    fn same_policy_compares_every_field() {
+        let base = BreakerPolicy {
+            failure_rate_percent: Some(50.0),
+            slow_call: Some(SlowCall {
+                duration: Duration::from_secs(1),
+                rate_percent: 80.0,
+            }),
+            max_probe_wait: Some(Duration::from_secs(5)),
+            ..BreakerPolicy::default()
+        };
+        assert!(same_policy(&base, &base.clone()));
+        let changed: Vec<(&str, BreakerPolicy)> = vec![
+            (
+                "consecutive_failures",
+                BreakerPolicy {
+                    consecutive_failures: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "failure_rate_percent",
+                BreakerPolicy {
+                    failure_rate_percent: Some(51.0),
+                    ..base.clone()
+                },
+            ),
+            (
+                "failure_rate_percent none",
+                BreakerPolicy {
+                    failure_rate_percent: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "slow_call duration",
+                BreakerPolicy {
+                    slow_call: Some(SlowCall {
+                        duration: Duration::from_secs(2),
+                        rate_percent: 80.0,
+                    }),
+                    ..base.clone()
+                },
+            ),
+            (
+                "slow_call rate",
+                BreakerPolicy {
+                    slow_call: Some(SlowCall {
+                        duration: Duration::from_secs(1),
+                        rate_percent: 81.0,
+                    }),
+                    ..base.clone()
+                },
+            ),
+            (
+                "slow_call none",
+                BreakerPolicy {
+                    slow_call: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "window count",
+                BreakerPolicy {
+                    window: SlidingWindow::Count(99),
+                    ..base.clone()
+                },
+            ),
+            (
+                "window kind",
+                BreakerPolicy {
+                    window: SlidingWindow::Time {
+                        length: Duration::from_secs(100),
+                        buckets: 10,
+                    },
+                    ..base.clone()
+                },
+            ),
+            (
+                "min_calls",
+                BreakerPolicy {
+                    min_calls: 99,
+                    ..base.clone()
+                },
+            ),
+            (
+                "cooldown",
+                BreakerPolicy {
+                    cooldown: Duration::from_secs(31),
+                    ..base.clone()
+                },
+            ),
+            (
+                "cooldown nanos",
+                BreakerPolicy {
+                    cooldown: Duration::new(30, 1),
+                    ..base.clone()
+                },
+            ),
+            (
+                "cooldown_multiplier",
+                BreakerPolicy {
+                    cooldown_multiplier: 2.0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "cooldown_max",
+                BreakerPolicy {
+                    cooldown_max: Duration::from_secs(60),
+                    ..base.clone()
+                },
+            ),
+            (
+                "cooldown_jitter",
+                BreakerPolicy {
+                    cooldown_jitter: 0.5,
+                    ..base.clone()
+                },
+            ),
+            (
+                "cooldown_jitter sign",
+                BreakerPolicy {
+                    cooldown_jitter: -0.0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "half_open_probes",
+                BreakerPolicy {
+                    half_open_probes: 2,
+                    ..base.clone()
+                },
+            ),
+            (
+                "successes_to_close",
+                BreakerPolicy {
+                    successes_to_close: 2,
+                    ..base.clone()
+                },
+            ),
+            (
+                "max_probe_wait",
+                BreakerPolicy {
+                    max_probe_wait: Some(Duration::from_secs(6)),
+                    ..base.clone()
+                },
+            ),
+            (
+                "max_probe_wait none",
+                BreakerPolicy {
+                    max_probe_wait: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "neutral_probe",
+                BreakerPolicy {
+                    neutral_probe: NeutralProbe::CountAsSuccess,
+                    ..base.clone()
+                },
+            ),
+        ];
+        for (field, p) in changed {
+            assert!(!same_policy(&base, &p), "{field}: differs, yet the same");
+            assert!(!same_policy(&p, &base), "{field}: differs, yet the same");
+        }
     }
 }

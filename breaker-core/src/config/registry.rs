@@ -438,7 +438,9 @@ impl Inner {
     ) -> (BreakerFactory, CircuitBreaker) {
         // Lifetime totals on: a named policy's one breaker is reached through the registry,
         // with no builder to ask for them (its keys' registry turns them off).
-        let mut builder = CircuitBreaker::builder(policy.clone()).name(name).totals(true);
+        let mut builder = CircuitBreaker::builder(policy.clone())
+            .name(name)
+            .totals(true);
         if let Some(clock) = &self.clock {
             builder = builder.clock(clock.clone());
         }
