@@ -11,6 +11,8 @@ use super::CircuitBreaker;
 use crate::clock::Clock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use arc_swap::ArcSwap;
+#[cfg(not(loom))]
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// What all breakers built from one [`BreakerBuilder`] share: the policy (swappable at run
@@ -157,28 +159,32 @@ fn intern(name: &str) -> &'static str {
 /// once into the new block. A thread whose thread-locals are being destroyed gets a block of
 /// its own per breaker.
 #[cfg(not(loom))]
-#[inline]
+#[inline(always)]
 pub(super) fn default_breaker(
     policy: &BreakerPolicy,
     totals: bool,
 ) -> Result<CircuitBreaker, ValidationError> {
-    // Only the lookup runs inside `try_with`, so it is small enough to inline.
-    let hit = LAST
-        .try_with(|last| {
-            // A borrow fails only while `default_breaker_miss` replaces the entry, which calls
-            // nothing that builds a breaker; then the block is simply not shared.
-            let last = last.try_borrow().ok()?;
-            let (p, shared) = last.as_ref()?;
-            (shared.totals == totals && same_policy(p, policy)).then(|| Arc::clone(shared))
-        })
-        .ok()
-        .flatten();
-    match hit {
-        // Nothing reloads this block's policy (no factory is handed out), so its epoch stays
-        // 0 and `policy` is the one in force.
-        Some(shared) => Ok(create(shared, None, totals, 0, policy, false)),
-        None => default_breaker_miss(policy, totals),
+    // The entry is taken out of the thread-local for the check and put back after it, so each
+    // access is a closure small enough to inline, and no borrow flag is kept.
+    if let Some(entry) = LAST.try_with(Cell::take).ok().flatten() {
+        let hit = (entry.shared.totals == totals && same_policy(&entry.policy, policy))
+            // Nothing reloads this block's policy (no factory is handed out), so its epoch
+            // stays 0 and `policy` is the one in force.
+            .then(|| create(Arc::clone(&entry.shared), None, totals, 0, policy, false));
+        // The slot is empty (nothing in between builds a breaker), so nothing is dropped.
+        let _ = LAST.try_with(|last| last.set(Some(entry)));
+        if let Some(breaker) = hit {
+            return Ok(breaker);
+        }
     }
+    default_breaker_miss(policy, totals)
+}
+
+/// This thread's last default configuration block and the policy it was built from.
+#[cfg(not(loom))]
+struct Last {
+    policy: BreakerPolicy,
+    shared: Arc<Shared>,
 }
 
 /// Whether `a` and `b` are the same policy, so one validation and one block serve both: every
@@ -187,7 +193,7 @@ pub(super) fn default_breaker(
 /// is ever cached since validation refuses it). Destructured without `..`, so a new field of
 /// [`BreakerPolicy`] cannot be forgotten here.
 #[cfg(not(loom))]
-#[inline]
+#[inline(always)]
 fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
     let BreakerPolicy {
         consecutive_failures,
@@ -223,9 +229,9 @@ fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    /// This thread's last default configuration block and the policy it was built from.
-    static LAST: std::cell::RefCell<Option<(BreakerPolicy, Arc<Shared>)>> =
-        const { std::cell::RefCell::new(None) };
+    /// This thread's [`Last`] entry (a thread whose thread-locals are being destroyed has
+    /// none: each of its breakers gets a block of its own).
+    static LAST: Cell<Option<Box<Last>>> = const { Cell::new(None) };
 }
 
 /// [`default_breaker`] for a policy other than the remembered one: validates it and builds a
@@ -241,18 +247,20 @@ fn default_breaker_miss(
         .totals(totals)
         .build_factory()?;
     let breaker = create(Arc::clone(&factory.shared), None, totals, 0, policy, false);
-    let _ = LAST.try_with(|last| {
-        if let Ok(mut last) = last.try_borrow_mut() {
-            *last = Some((policy.clone(), factory.shared));
-        }
+    let last = Box::new(Last {
+        policy: policy.clone(),
+        shared: factory.shared,
     });
+    // Replaces (and drops) the previous entry, whose block has no listener: no code of the
+    // user's runs here.
+    let _ = LAST.try_with(|slot| slot.set(Some(last)));
     Ok(breaker)
 }
 
 /// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
 /// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
 /// one; see `BreakerFactory::create_with`).
-#[inline]
+#[inline(always)]
 fn create(
     shared: Arc<Shared>,
     key: Option<Arc<str>>,

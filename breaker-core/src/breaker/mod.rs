@@ -178,7 +178,8 @@ impl CircuitBreaker {
     ///
     /// # Errors
     /// The policy's [`ValidationError`] if it is invalid.
-    #[inline]
+    // Not `#[inline]`: inlined, the by-value policy is copied into the caller's frame before
+    // the cache reads it (152 bytes, a `memcpy` per breaker); called, it is read in place.
     pub fn new(policy: BreakerPolicy) -> Result<CircuitBreaker, ValidationError> {
         #[cfg(not(loom))]
         return builder::default_breaker(&policy, false);
