@@ -4,7 +4,7 @@
 use super::closed::WindowSlot;
 use super::event::{Listener, Transition};
 use super::machine::{Heavy, Inner};
-use super::policy::{BreakerPolicy, SlowCall, ValidationError};
+use super::policy::{BreakerPolicy, ValidationError};
 use super::state::Word;
 use super::totals::Striped;
 use super::CircuitBreaker;
@@ -195,6 +195,7 @@ struct Last {
 #[cfg(not(loom))]
 #[inline(always)]
 fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
+    use super::policy::SlowCall;
     let BreakerPolicy {
         consecutive_failures,
         failure_rate_percent,
@@ -540,7 +541,7 @@ impl std::fmt::Debug for BreakerFactory {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::breaker::{NeutralProbe, SlidingWindow};
+    use crate::breaker::{NeutralProbe, SlidingWindow, SlowCall};
     use std::time::Duration;
 
     fn shared_of(b: &CircuitBreaker) -> *const Shared {
