@@ -173,8 +173,9 @@ impl CircuitBreaker {
     /// totals: `CircuitBreaker::builder(policy).build()`.
     ///
     /// Breakers made this way on one thread in a row with equal policies share one
-    /// configuration block (see [`BreakerBuilder::build`]), so each costs one heap block of
-    /// 56 bytes with the consecutive-failure rule (a sliding window adds its own).
+    /// configuration block (see [`BreakerBuilder::build`]), so each costs one heap block: 64
+    /// bytes with its handle for the consecutive-failure rule (see
+    /// [`memory_bytes`](Self::memory_bytes); a sliding window adds its own).
     ///
     /// # Errors
     /// The policy's [`ValidationError`] if it is invalid.
