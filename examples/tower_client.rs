@@ -94,6 +94,7 @@ async fn main() -> Result<(), BoxError> {
         ..BreakerPolicy::default()
     })
     .name("loopback")
+    .totals(true) // lifetime totals are opt-in; the check at the end reads them
     .on_transition(|t| println!("  transition: {} -> {} ({})", t.from, t.to, t.reason))
     .build()?;
     let layer = BreakerLayer::new(breaker.clone()).with_classifier(HttpClassifier);
@@ -135,14 +136,12 @@ async fn main() -> Result<(), BoxError> {
         )
         .into());
     }
-    if let Some(t) = breaker.snapshot().totals {
-        if t.failed != 3 {
-            return Err(format!(
-                "expected the three 503 responses to count as breaker failures; got {}",
-                t.failed
-            )
-            .into());
-        }
+    let failed = breaker.snapshot().totals.map(|t| t.failed);
+    if failed != Some(3) {
+        return Err(format!(
+            "expected the three 503 responses to count as breaker failures; got {failed:?}"
+        )
+        .into());
     }
     Ok(())
 }

@@ -40,6 +40,7 @@ fn manual(policy: BreakerPolicy) -> (CircuitBreaker, ManualClock) {
     let time = ManualClock::new();
     let b = CircuitBreaker::builder(policy)
         .clock(Clock::manual(&time))
+        .totals(true)
         .build()
         .expect("valid policy");
     (b, time)
@@ -62,6 +63,7 @@ fn events(policy: BreakerPolicy) -> (CircuitBreaker, ManualClock, Arc<Mutex<Vec<
     let sink = Arc::clone(&seen);
     let b = CircuitBreaker::builder(policy)
         .clock(Clock::manual(&time))
+        .totals(true)
         .on_transition(move |t| sink.lock().unwrap().push(t.clone()))
         .build()
         .unwrap();
@@ -123,6 +125,7 @@ async fn settle() {
 async fn br_03_half_open_admission_is_reserved_atomically_and_shared_by_clones() {
     let b = CircuitBreaker::builder(consecutive(1, secs(5.0)))
         .clock(Clock::tokio())
+        .totals(true)
         .build()
         .unwrap();
     trip(&b);
@@ -365,6 +368,7 @@ fn br_12_a_stale_probe_neither_counts_nor_frees_a_slot() {
 async fn br_13_caller_cancellation_is_not_a_failure() {
     let b = CircuitBreaker::builder(rate(50.0, 10, 10, secs(5.0)))
         .clock(Clock::tokio())
+        .totals(true)
         .build()
         .unwrap();
     let invoked = Arc::new(AtomicUsize::new(0));
@@ -510,6 +514,7 @@ fn br_23_the_open_period_follows_the_monotonic_clock_only() {
     });
     let b = CircuitBreaker::builder(consecutive(1, secs(30.0)))
         .clock(Clock::custom(clocks.clone()))
+        .totals(true)
         .build()
         .unwrap();
     trip(&b);

@@ -325,7 +325,7 @@ proptest! {
     #[test]
     fn breaker_agrees_with_the_reference_model(p in policy(), ops in prop::collection::vec(op(), 1..120)) {
         let time = ManualClock::new();
-        let b = CircuitBreaker::builder(p.clone()).clock(Clock::manual(&time)).build().unwrap();
+        let b = CircuitBreaker::builder(p.clone()).clock(Clock::manual(&time)).totals(true).build().unwrap();
         let mut m = Model::new(p);
         let mut held: Vec<(Permit<'_>, ModelPermit)> = Vec::new();
         let mut admitted = 0u64;

@@ -23,6 +23,7 @@ fn breaker(time: &ManualClock, probes: u32) -> CircuitBreaker {
     })
     .name("svc")
     .clock(Clock::manual(time))
+    .totals(true)
     .build()
     .unwrap()
 }

@@ -33,6 +33,7 @@ fn breaker(failures: u32) -> CircuitBreaker {
     })
     .name("http")
     .clock(Clock::tokio())
+    .totals(true)
     .build()
     .unwrap()
 }

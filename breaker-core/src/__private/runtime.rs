@@ -418,11 +418,14 @@ fn default_clock() -> crate::clock::Clock {
 
 /// The builder of an annotated function's breakers: named after the function, with its
 /// metrics, on [`default_clock`], with the listeners registered for its name
-/// ([`annotated::on_transition`]).
+/// ([`annotated::on_transition`]), and with lifetime totals: a program reaches the function's
+/// one breaker only through [`annotated::breaker`], with no builder to ask for them (its keys'
+/// registry turns them off).
 fn breaker_builder(policy: crate::breaker::BreakerPolicy, name: &str) -> BreakerBuilder {
     let builder = CircuitBreaker::builder(policy)
         .name(name)
-        .clock(default_clock());
+        .clock(default_clock())
+        .totals(true);
     annotated::attach(crate::observe::instrument(builder), name)
 }
 

@@ -11,6 +11,8 @@ use super::CircuitBreaker;
 use crate::clock::Clock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use arc_swap::ArcSwap;
+#[cfg(not(loom))]
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// What all breakers built from one [`BreakerBuilder`] share: the policy (swappable at run
@@ -150,34 +152,118 @@ fn intern(name: &str) -> &'static str {
 /// that alternates policies pays a configuration per breaker, as without the cache; the
 /// policy is kept next to the block, so the check reads no `ArcSwap`). Not under loom: its
 /// atomics must not outlive a model run.
+///
+/// The cache skips validation only for a policy equal to the one remembered, which was
+/// validated when its block was built; any other policy is validated (an invalid one is an
+/// `Err`, whatever is cached). `policy` is borrowed: a hit copies nothing, a miss clones it
+/// once into the new block. A thread whose thread-locals are being destroyed gets a block of
+/// its own per breaker.
 #[cfg(not(loom))]
-fn default_breaker(policy: BreakerPolicy, totals: bool) -> Result<CircuitBreaker, ValidationError> {
-    use std::cell::RefCell;
-    thread_local! {
-        static LAST: RefCell<Option<(BreakerPolicy, Arc<Shared>)>> = const { RefCell::new(None) };
-    }
-    LAST.with(|last| {
-        if let Some((p, shared)) = &*last.borrow() {
-            if shared.totals == totals && *p == policy {
-                // Nothing reloads this block's policy (no factory is handed out), so its
-                // epoch stays 0 and `policy` is the one in force.
-                return Ok(create(shared, None, totals, 0, &policy, false));
-            }
+#[inline(always)]
+pub(super) fn default_breaker(
+    policy: &BreakerPolicy,
+    totals: bool,
+) -> Result<CircuitBreaker, ValidationError> {
+    // The entry is taken out of the thread-local for the check and put back after it, so each
+    // access is a closure small enough to inline, and no borrow flag is kept.
+    if let Some(entry) = LAST.try_with(Cell::take).ok().flatten() {
+        let hit = (entry.shared.totals == totals && same_policy(&entry.policy, policy))
+            // Nothing reloads this block's policy (no factory is handed out), so its epoch
+            // stays 0 and `policy` is the one in force.
+            .then(|| create(Arc::clone(&entry.shared), None, totals, 0, policy, false));
+        // The slot is empty (nothing in between builds a breaker), so nothing is dropped.
+        let _ = LAST.try_with(|last| last.set(Some(entry)));
+        if let Some(breaker) = hit {
+            return Ok(breaker);
         }
-        let factory = BreakerBuilder::new(policy.clone())
-            .totals(totals)
-            .build_factory()?;
-        let breaker = create(&factory.shared, None, totals, 0, &policy, false);
-        *last.borrow_mut() = Some((policy, factory.shared));
-        Ok(breaker)
-    })
+    }
+    default_breaker_miss(policy, totals)
+}
+
+/// This thread's last default configuration block and the policy it was built from.
+#[cfg(not(loom))]
+struct Last {
+    policy: BreakerPolicy,
+    shared: Arc<Shared>,
+}
+
+/// Whether `a` and `b` are the same policy, so one validation and one block serve both: every
+/// field equal, floating-point fields bit for bit (stricter than `==`, which is what makes it
+/// cheap: integer compares; `0.0` and `-0.0` then miss the cache and are validated, and no NaN
+/// is ever cached since validation refuses it). Destructured without `..`, so a new field of
+/// [`BreakerPolicy`] cannot be forgotten here.
+#[cfg(not(loom))]
+#[inline(always)]
+fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
+    use super::policy::SlowCall;
+    let BreakerPolicy {
+        consecutive_failures,
+        failure_rate_percent,
+        slow_call,
+        window,
+        min_calls,
+        cooldown,
+        cooldown_multiplier,
+        cooldown_max,
+        cooldown_jitter,
+        half_open_probes,
+        successes_to_close,
+        max_probe_wait,
+        neutral_probe,
+    } = a;
+    let bits = |p: Option<f64>| p.map(f64::to_bits);
+    let slow = |s: Option<SlowCall>| s.map(|s| (s.duration, s.rate_percent.to_bits()));
+    *consecutive_failures == b.consecutive_failures
+        && *min_calls == b.min_calls
+        && *half_open_probes == b.half_open_probes
+        && *successes_to_close == b.successes_to_close
+        && *cooldown == b.cooldown
+        && *cooldown_max == b.cooldown_max
+        && cooldown_multiplier.to_bits() == b.cooldown_multiplier.to_bits()
+        && cooldown_jitter.to_bits() == b.cooldown_jitter.to_bits()
+        && bits(*failure_rate_percent) == bits(b.failure_rate_percent)
+        && slow(*slow_call) == slow(b.slow_call)
+        && *window == b.window
+        && *max_probe_wait == b.max_probe_wait
+        && *neutral_probe == b.neutral_probe
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// This thread's [`Last`] entry (a thread whose thread-locals are being destroyed has
+    /// none: each of its breakers gets a block of its own).
+    static LAST: Cell<Option<Box<Last>>> = const { Cell::new(None) };
+}
+
+/// [`default_breaker`] for a policy other than the remembered one: validates it and builds a
+/// new block, remembered from now on.
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn default_breaker_miss(
+    policy: &BreakerPolicy,
+    totals: bool,
+) -> Result<CircuitBreaker, ValidationError> {
+    let factory = BreakerBuilder::new(policy.clone())
+        .totals(totals)
+        .build_factory()?;
+    let breaker = create(Arc::clone(&factory.shared), None, totals, 0, policy, false);
+    let last = Box::new(Last {
+        policy: policy.clone(),
+        shared: factory.shared,
+    });
+    // Replaces (and drops) the previous entry, whose block has no listener: no code of the
+    // user's runs here.
+    let _ = LAST.try_with(|slot| slot.set(Some(last)));
+    Ok(breaker)
 }
 
 /// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
 /// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
 /// one; see `BreakerFactory::create_with`).
+#[inline(always)]
 fn create(
-    shared: &Arc<Shared>,
+    shared: Arc<Shared>,
     key: Option<Arc<str>>,
     totals: bool,
     epoch: u32,
@@ -202,7 +288,7 @@ fn create(
             at: AtomicU64::new(0),
             since: AtomicU64::new(0),
             consecutive: AtomicU64::new(0),
-            shared: Arc::clone(shared),
+            shared,
             heavy,
         }),
     }
@@ -232,7 +318,7 @@ impl BreakerBuilder {
             clock: None,
             name: None,
             listeners: Vec::new(),
-            totals: true,
+            totals: false,
         }
     }
 
@@ -254,11 +340,20 @@ impl BreakerBuilder {
         self
     }
 
-    /// Whether to keep lifetime [`Totals`](super::Totals) (default `true`). Totals are striped
-    /// per thread (64 bytes per stripe, one stripe per CPU rounded up to a power of two, at most
-    /// 64), so counting never contends. The stripes are allocated at the breaker's first
-    /// counted event (a call's end or a rejection), so a breaker never called costs a pointer
-    /// for them; turning totals off saves that memory and one uncontended atomic add per call.
+    /// Whether to keep lifetime [`Totals`](super::Totals) (default `false`: opt in with
+    /// `totals(true)`; [`Snapshot::totals`](super::Snapshot::totals) is `None` without them).
+    /// Totals are striped per thread (64 bytes per stripe, one stripe per CPU rounded up to a
+    /// power of two, at most 64), so counting never contends. The stripes are allocated at the
+    /// breaker's first counted event (a call's end or a rejection), so a breaker never called
+    /// costs a pointer for them.
+    ///
+    /// They are off by default because a breaker with them costs a second heap block
+    /// at creation and, once called, a table of stripe pointers and a stripe per calling thread
+    /// (a consecutive-rule breaker: 64 bytes in one allocation without totals, about 208 bytes
+    /// in four with them), plus a store per call; turn them on where something reads them.
+    /// The breakers built for a caller who has no builder to ask with keep them: the one a
+    /// `Pipeline` builds from a policy, an annotated function's
+    /// own breaker and a config registry's policy breaker.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = on;
         self
@@ -280,7 +375,7 @@ impl BreakerBuilder {
             && self.listeners.is_empty()
             && self.name.as_deref().map_or(true, str::is_empty)
         {
-            return default_breaker(self.policy, self.totals);
+            return default_breaker(&self.policy, self.totals);
         }
         // A named breaker always has room for a fleet hook (`Store::share`): it is one per
         // policy, not per key, so the few bytes do not add up.
@@ -288,7 +383,7 @@ impl BreakerBuilder {
         let epoch = factory.shared.hot.window_epoch();
         let policy = factory.shared.policy.load();
         Ok(create(
-            &factory.shared,
+            Arc::clone(&factory.shared),
             None,
             factory.shared.totals,
             epoch,
@@ -350,9 +445,9 @@ impl BreakerFactory {
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
         match self.shared.on_create.get() {
-            None => create(&self.shared, key, totals, epoch, &policy, false),
+            None => create(Arc::clone(&self.shared), key, totals, epoch, &policy, false),
             Some(f) => {
-                let breaker = create(&self.shared, key, totals, epoch, &policy, true);
+                let breaker = create(Arc::clone(&self.shared), key, totals, epoch, &policy, true);
                 f(&breaker);
                 breaker
             }
@@ -409,6 +504,20 @@ impl BreakerFactory {
         self.shared.name
     }
 
+    /// A breaker like [`create`](Self::create)'s with room for a fleet hook whatever its
+    /// policy and totals (a config registry's named policy shares its one breaker with a
+    /// fleet backend on demand; it is one per policy, so the few bytes do not add up).
+    pub(crate) fn create_shareable(&self) -> CircuitBreaker {
+        let epoch = self.shared.hot.window_epoch();
+        let policy = self.shared.policy.load();
+        let shared = Arc::clone(&self.shared);
+        let breaker = create(shared, None, self.shared.totals, epoch, &policy, true);
+        if let Some(f) = self.shared.on_create.get() {
+            f(&breaker);
+        }
+        breaker
+    }
+
     /// Whether this factory's breakers keep lifetime totals.
     pub(crate) fn totals(&self) -> bool {
         self.shared.totals
@@ -431,3 +540,6 @@ impl std::fmt::Debug for BreakerFactory {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

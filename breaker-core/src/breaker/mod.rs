@@ -11,20 +11,21 @@
 //! # How
 //! - **Lazy recovery.** There is no timer, task or thread per breaker. Open becomes half-open on
 //!   the request path, when a call arrives after the cooldown, so 10,000 idle breakers cost only
-//!   their memory (64 bytes each with the consecutive-failure rule and totals off).
+//!   their memory (64 bytes each with the consecutive-failure rule and the defaults, lifetime
+//!   totals off).
 //! - **One state word, pure decisions.** The state, the generation, the open streak and the
 //!   half-open probe counts live in one `AtomicU64`. Every decision (admit a call, end a probe,
 //!   trip, a manual change) is a pure function of that word, `now` and the policy's limits
 //!   (`state.rs`), applied by one compare-and-swap loop, so exactly one thread wins each
 //!   transition. Admitting a probe is one compare-and-swap that reserves the slot.
 //! - **One transition path.** The thread that won a transition does what every transition does
-//!   in one function (`entered` in `machine.rs`): the entry stamp and the deadline, the totals,
-//!   the `tracing` event and the [`Listener`]s.
+//!   in one function (`entered` in `machine.rs`): the entry stamp and the deadline, the totals
+//!   (if kept), the `tracing` event and the [`Listener`]s.
 //! - **Generations.** Every [`Permit`] remembers the generation that admitted it. An outcome
-//!   recorded after the state has moved on is *late*: it is counted in
-//!   [`Totals::late`] and changes nothing (cases BR-10, BR-12). The same generation fences the
-//!   stamps written after a transition: a writer that was delayed never overwrites a newer
-//!   generation's deadline.
+//!   recorded after the state has moved on is *late*: it is counted in [`Totals::late`] (if
+//!   the breaker keeps totals) and changes nothing (cases BR-10, BR-12). The same generation
+//!   fences the stamps written after a transition: a writer that was delayed never overwrites
+//!   a newer generation's deadline.
 //! - **RAII permits.** [`CircuitBreaker::try_acquire`] returns a [`Permit`]; recording consumes
 //!   it. A permit dropped without an outcome is a cancellation (neutral, slot released); a
 //!   permit dropped while the thread panics is a failure.
@@ -97,9 +98,9 @@
 //!   yield point, the stress test, and the property test.
 //! - **Stale results ignored.** An outcome from an earlier generation never causes a
 //!   transition, never emits an event and never touches the current generation's counts; it is
-//!   counted as [`Totals::late`]. Proved by cases BR-10, BR-12, BR-04 (hung probe), the unit test
-//!   `permits_from_before_a_manual_change_are_late`, and the loom model
-//!   `concurrent_failures_trip_once`.
+//!   counted as [`Totals::late`] where totals are kept. Proved by cases BR-10, BR-12, BR-04
+//!   (hung probe), the unit test `permits_from_before_a_manual_change_are_late`, and the loom
+//!   model `concurrent_failures_trip_once`.
 //!
 //! # Where the word lives: the seam for shared state
 //! Nothing in the decisions knows that the word is an `AtomicU64`: `state.rs` takes a word, the
@@ -181,11 +182,22 @@ impl CircuitBreaker {
         BreakerBuilder::new(policy)
     }
 
-    /// A breaker with `policy`, the system clock, no name and no listeners.
+    /// A breaker with `policy`, the system clock, no name, no listeners and no lifetime
+    /// totals: `CircuitBreaker::builder(policy).build()`.
+    ///
+    /// Breakers made this way on one thread in a row with equal policies share one
+    /// configuration block (see [`BreakerBuilder::build`]), so each costs one heap block: 64
+    /// bytes with its handle for the consecutive-failure rule (see
+    /// [`memory_bytes`](Self::memory_bytes); a sliding window adds its own).
     ///
     /// # Errors
     /// The policy's [`ValidationError`] if it is invalid.
+    // Not `#[inline]`: inlined, the by-value policy is copied into the caller's frame before
+    // the cache reads it (152 bytes, a `memcpy` per breaker); called, it is read in place.
     pub fn new(policy: BreakerPolicy) -> Result<CircuitBreaker, ValidationError> {
+        #[cfg(not(loom))]
+        return builder::default_breaker(&policy, false);
+        #[cfg(loom)]
         Self::builder(policy).build()
     }
 

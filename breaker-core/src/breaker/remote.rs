@@ -136,7 +136,8 @@ pub enum HookError {
     /// The breaker has a hook already (it is shared already).
     Installed,
     /// The breaker was made without room for a hook: by a [`BreakerFactory`](super::BreakerFactory)
-    /// with lifetime totals off, no sliding window and no key (the 64-byte breaker).
+    /// or [`CircuitBreaker::new`] with lifetime totals off (the default), no sliding window and
+    /// no key (the 64-byte breaker).
     NoRoom,
 }
 
@@ -145,9 +146,10 @@ impl std::fmt::Display for HookError {
         match self {
             HookError::Installed => f.write_str("the breaker is shared already"),
             HookError::NoRoom => f.write_str(
-                "the breaker has no room for sharing: it was made by a factory with lifetime \
-                 totals off, no sliding window and no key; build it with \
-                 `BreakerBuilder::build`, or keep totals on",
+                "the breaker has no room for sharing: it was made without lifetime totals, \
+                 a sliding window or a key, by a factory or `CircuitBreaker::new`; build it \
+                 named with `BreakerBuilder::build`, or turn totals on \
+                 (`BreakerBuilder::totals(true)`)",
             ),
         }
     }

@@ -27,7 +27,9 @@ pub struct Snapshot {
     pub probes_in_flight: u32,
     /// Half-open: successful probes so far.
     pub probe_successes: u32,
-    /// Lifetime totals, if kept.
+    /// Lifetime totals, if kept: `None` unless the breaker was built with
+    /// [`BreakerBuilder::totals(true)`](super::BreakerBuilder::totals) (they are off by
+    /// default) or comes from a [`Registry`](crate::registry::Registry) with `.totals(true)`.
     pub totals: Option<Totals>,
 }
 

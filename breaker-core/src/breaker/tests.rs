@@ -9,6 +9,7 @@ fn with_clock(policy: BreakerPolicy) -> (CircuitBreaker, ManualClock) {
     let t = ManualClock::new();
     let b = CircuitBreaker::builder(policy)
         .clock(Clock::manual(&t))
+        .totals(true)
         .build()
         .unwrap();
     (b, t)
@@ -309,21 +310,21 @@ fn breakers_from_new_share_their_configuration_not_their_state() {
     a.try_acquire().unwrap().failure();
     assert_eq!(a.state(), State::Open);
     assert_eq!(b.state(), State::Closed, "state is per breaker");
-    assert_eq!(b.snapshot().totals, Some(Totals::default()));
+    assert_eq!(b.snapshot().totals, None, "totals are opt-in");
     let c = CircuitBreaker::new(consecutive(2)).unwrap();
     assert_eq!(c.policy().consecutive_failures, Some(2));
     c.try_acquire().unwrap().failure();
     assert_eq!(c.state(), State::Closed);
     let d = CircuitBreaker::builder(consecutive(1))
-        .totals(false)
+        .totals(true)
         .build()
         .unwrap();
     assert_eq!(
         d.snapshot().totals,
-        None,
+        Some(Totals::default()),
         "the totals setting is part of the match"
     );
     let e = CircuitBreaker::new(consecutive(1)).unwrap();
     assert_eq!(e.policy().consecutive_failures, Some(1));
-    assert!(e.snapshot().totals.is_some());
+    assert_eq!(e.snapshot().totals, None);
 }

@@ -8,9 +8,12 @@ use std::cell::Cell;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-/// Lifetime totals of one breaker. Every admitted call ends in exactly one of `succeeded`,
-/// `failed`, `ignored` and `cancelled`; `late` counts those outcomes (already included in the
-/// four) that arrived after the state had moved on and so changed nothing (case BR-10).
+/// Lifetime totals of one breaker, kept only when asked for
+/// ([`BreakerBuilder::totals(true)`](super::BreakerBuilder::totals); off by default) and read
+/// from [`Snapshot::totals`](super::Snapshot::totals). Every admitted call ends in exactly one
+/// of `succeeded`, `failed`, `ignored` and `cancelled`; `late` counts those outcomes (already
+/// included in the four) that arrived after the state had moved on and so changed nothing
+/// (case BR-10).
 ///
 /// A call is counted when it ends, not when it is admitted: counting both ends would put a
 /// second atomic read-modify-write on every call's path, which costs more than the rest of the
@@ -52,8 +55,7 @@ pub(crate) enum Counter {
 struct Stripe([AtomicU64; 7]);
 
 /// The striped counters, allocated as they are first used: a breaker that is made and dropped,
-/// or never called, costs one null pointer (the default `CircuitBreaker::new` stays one small
-/// block); its first counted event allocates a table of stripe pointers (one per owner and the
+/// or never called, costs one null pointer; its first counted event allocates a table of stripe pointers (one per owner and the
 /// shared one: a process constant, [`stripe_count`] + 1, so the pointer alone says where the
 /// table ends), and each stripe is allocated by the first event counted in it, so a breaker
 /// called from one thread holds one stripe (64 bytes) whatever the CPU count.

@@ -436,7 +436,11 @@ impl Inner {
         name: &str,
         policy: &crate::breaker::BreakerPolicy,
     ) -> (BreakerFactory, CircuitBreaker) {
-        let mut builder = CircuitBreaker::builder(policy.clone()).name(name);
+        // Lifetime totals on: a named policy's one breaker is reached through the registry,
+        // with no builder to ask for them (its keys' registry turns them off).
+        let mut builder = CircuitBreaker::builder(policy.clone())
+            .name(name)
+            .totals(true);
         if let Some(clock) = &self.clock {
             builder = builder.clock(clock.clone());
         }
@@ -444,7 +448,7 @@ impl Inner {
         let factory = builder
             .build_factory()
             .expect("loaded policies are validated");
-        let breaker = factory.create();
+        let breaker = factory.create_shareable();
         crate::observe::track(&breaker);
         (factory, breaker)
     }

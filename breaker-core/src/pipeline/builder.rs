@@ -154,8 +154,10 @@ impl PipelineBuilder {
     }
 
     /// A circuit breaker built from `policy` at [`build`](Self::build), with the builder's
-    /// [`clock`](Self::clock). With the `metrics` feature its transitions and state are
-    /// counted ([`observe::instrument`], [`observe::track`]).
+    /// [`clock`](Self::clock) and lifetime totals (`Pipeline::breaker()` then
+    /// `snapshot().totals`; hand in a breaker of your own to choose). With the `metrics`
+    /// feature its transitions and state are counted ([`observe::instrument`],
+    /// [`observe::track`]).
     pub fn breaker_policy(mut self, policy: BreakerPolicy) -> Self {
         self.breaker = Some(BreakerSource::Policy(policy));
         self
@@ -332,10 +334,13 @@ impl PipelineBuilder {
             None => None,
             Some(BreakerSource::Handle(b)) => Some(b),
             Some(BreakerSource::Policy(p)) => {
+                // Lifetime totals on: this breaker is built for the caller, who reads it only
+                // through `Pipeline::breaker`, with no builder to ask for them.
                 let b = observe::instrument(
                     CircuitBreaker::builder(p)
                         .name(self.name.unwrap_or_default())
-                        .clock(self.clock.unwrap_or_default()),
+                        .clock(self.clock.unwrap_or_default())
+                        .totals(true),
                 )
                 .build()
                 .map_err(BuildError::Breaker)?;

@@ -76,10 +76,12 @@ impl<S> RegistryBuilder<S> {
 
     /// Whether the registry's breakers keep lifetime
     /// [`Totals`](crate::breaker::Totals), whatever the factory says (default: as the
-    /// factory was built, see [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals)).
-    /// Totals cost one 64-byte stripe per CPU for every key (see *Memory* in the
-    /// [module docs](super)); `totals(false)` keeps a registry of many keys small while the
-    /// factory's other breakers (a named policy's own breaker) keep theirs.
+    /// factory was built, see [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals),
+    /// which is off unless asked for). Totals cost a stripe table and a 64-byte stripe per
+    /// calling thread for every key (see *Memory* in the [module docs](super)); `totals(false)`
+    /// keeps a registry of many keys small while the factory's other breakers (a named policy's
+    /// own breaker) keep theirs, and `totals(true)` gives the keys totals from a factory
+    /// without them.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = Some(on);
         self

@@ -36,11 +36,14 @@
 //! Per key: the table slot (`size_of::<K>() + 16` bytes plus one control byte, at a load
 //! factor between 7/16 and 7/8), the key's own heap data, and the breaker's
 //! [`memory_bytes`](CircuitBreaker::memory_bytes) (64 bytes with a consecutive-failure rule and
-//! totals off; a count window adds about its length in bytes). **Totals cost memory per key**:
-//! [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals) keeps one 64-byte stripe
-//! per CPU (rounded up to a power of two) for every breaker, so a registry of many keys should
-//! usually build its factory with `.totals(false)`. Measured: 116 bytes per `u64` key with
-//! totals off, 1,000,000 keys (the `registry_scale` test; allocator overhead not counted).
+//! the default, lifetime totals off; a count window adds about its length in bytes). **Totals
+//! cost memory per key**: a factory built with
+//! [`BreakerBuilder::totals(true)`](crate::breaker::BreakerBuilder::totals) keeps a table of
+//! stripe pointers and a 64-byte stripe per calling thread for every breaker, so a registry of
+//! many keys should leave them off, or turn them off for its keys alone with
+//! [`RegistryBuilder::totals(false)`](RegistryBuilder::totals). Measured: 116 bytes per `u64`
+//! key with totals off, 1,000,000 keys (the `registry_scale` test; allocator overhead not
+//! counted).
 //!
 //! ```
 //! # use breaker_core as breaker;

@@ -21,6 +21,7 @@ fn rig() -> (CircuitBreaker, ManualClock, Arc<Mutex<Vec<Transition>>>) {
         ..BreakerPolicy::default()
     })
     .clock(Clock::manual(&time))
+    .totals(true)
     .on_transition(move |t| sink.lock().unwrap().push(t.clone()))
     .build()
     .unwrap();
