@@ -230,7 +230,11 @@ impl StripedTimeWindow {
         let Some(stripe) = self.written(thread_index() & self.stripe_mask as usize) else {
             return false;
         };
-        let b = &stripe[(c & ((1 << SLOT_BITS) - 1)) as usize];
+        let slot = (c & ((1 << SLOT_BITS) - 1)) as usize;
+        debug_assert!(slot < stripe.len());
+        // SAFETY: the cursor's slot is below `buckets`, the stripe's length: it starts at 0
+        // and `locate_slow` writes `index % buckets`.
+        let b = unsafe { stripe.get_unchecked(slot) };
         if b.tag.load(Ordering::Acquire) != want {
             return false;
         }
