@@ -90,7 +90,7 @@ fn system_clock() -> &'static SystemClock {
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 mod coarse {
     /// Nanoseconds since an origin of the system's (boot, on Linux).
-    #[inline]
+    #[inline(always)]
     pub(super) fn now() -> u64 {
         let mut ts = libc::timespec {
             tv_sec: 0,
@@ -206,7 +206,7 @@ impl Clock {
     }
 
     /// The coarse clock's reading, `None` for a clock without one.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn coarse(&self) -> Option<CoarseReading> {
         match &self.kind {
             Kind::System(sys) if sys.coarse_resolution != 0 => Some(CoarseReading {

@@ -10,6 +10,16 @@
 //! the new shape in its [`WindowSlot`]. The check is one relaxed load of the epoch on the
 //! recording path, and only a breaker that has been reshaped pays an `ArcSwap` load per
 //! recorded outcome from then on.
+//!
+//! # The time window's clock
+//! A time window picks its buckets with the breaker's coarse clock where it has one (the
+//! system clock on Linux: `CLOCK_MONOTONIC_COARSE`, a tick of a few milliseconds; see
+//! [`Clock`](crate::clock::Clock)), else with the precise clock, for its whole life: its bucket
+//! indices are only ever compared with readings of that one clock ([`window_now`]). A coarse
+//! reading lags the true time by at most one tick, so a bucket edge moves later by at most one
+//! tick, the same for every call and for [`Snapshot`](super::Snapshot)'s counts. What needs
+//! true durations reads the precise clock: the slow-call rule (a call's start and end both
+//! precise) and a trip's entry stamps and cooldown deadline (the trip reads the clock itself).
 
 use super::builder::Shared;
 use super::event::TransitionReason;
@@ -22,6 +32,7 @@ use super::striped::StripedTimeWindow;
 use super::totals::{self, Counter};
 use super::window::WindowCounts;
 use crate::classify::Outcome;
+use crate::clock::Clock;
 use crate::sync::Ordering;
 use arc_swap::ArcSwapOption;
 use std::sync::Arc;
@@ -71,6 +82,14 @@ impl WindowStore {
     }
 }
 
+/// [`StripedTimeWindow::record_steady_success`] at [`window_now`], out of line: the closed
+/// path that calls it (shared with the count window's inline check) stays small, and this one
+/// is compiled whole, the clock read and the thread's stripe lookup inlined.
+#[inline(never)]
+fn steady_time_success(w: &StripedTimeWindow, clock: &Clock, generation: u32) -> bool {
+    w.record_steady_success(generation, window_now(clock))
+}
+
 /// The window store in force: the first one, borrowed, or one that replaced it.
 enum StoreRef<'a> {
     First(&'a WindowStore),
@@ -92,6 +111,16 @@ impl std::ops::Deref for StoreRef<'_> {
 /// Whether epoch `a` is `b` or newer (wrapping).
 fn at_least(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// A reading for a time window's buckets: the coarse clock's where `clock` has one, else the
+/// precise clock's (see the module docs). Nanoseconds, on that clock's own origin.
+#[inline(always)]
+pub(crate) fn window_now(clock: &Clock) -> u64 {
+    match clock.coarse() {
+        Some(c) => c.now,
+        None => clock.now_nanos(),
+    }
 }
 
 /// A breaker's window: the store built with the breaker, and the one that replaced it after a
@@ -116,16 +145,22 @@ impl WindowSlot {
         (self.first.epoch == shared.hot.window_epoch_relaxed()).then_some(&self.first)
     }
 
-    /// Whether the store in force is the first one, a count window full of plain successes of
-    /// `t`'s closed period (see [`CountWindow::is_healthy`]).
+    /// Whether a plain success (not slow) of `t` needs nothing more, decided inline: the store
+    /// in force is the first one and either a count window full of plain successes of `t`'s
+    /// closed period (see [`CountWindow::is_healthy`]), or a time window in its steady state,
+    /// which then has recorded the success (see [`StripedTimeWindow::record_steady_success`]).
     #[inline(always)]
-    pub(super) fn count_window_is_healthy(&self, shared: &Shared, t: Ticket) -> bool {
+    pub(super) fn plain_success_is_done(&self, shared: &Shared, t: Ticket) -> bool {
         match self.first_in_force(shared) {
             Some(WindowStore {
                 kind: StoreKind::Count(w),
                 ..
             }) => w.is_healthy(t.generation()),
-            _ => false,
+            Some(WindowStore {
+                kind: StoreKind::Time(w),
+                ..
+            }) => steady_time_success(w, &shared.clock, t.generation()),
+            None => false,
         }
     }
 
@@ -160,9 +195,10 @@ impl WindowSlot {
         }
     }
 
-    /// The window's totals for closed `generation` at `now` (zero if no outcome has been
-    /// recorded since the shape last changed).
-    pub(crate) fn counts(&self, shared: &Shared, generation: u32, now: u64) -> WindowCounts {
+    /// The window's totals for closed `generation` now (zero if no outcome has been recorded
+    /// since the shape last changed). A time window reads its own clock ([`window_now`]).
+    pub(crate) fn counts(&self, shared: &Shared, generation: u32) -> WindowCounts {
+        let now = window_now(&shared.clock);
         let epoch = shared.hot.window_epoch();
         if epoch == self.first.epoch {
             return self.first.counts(generation, now);
@@ -218,10 +254,11 @@ impl Inner {
             }
         }
         if let Some(slot) = self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
-            // The healthy steady state of a count window, decided inline: a success (not slow:
-            // a ticket has a start only under a slow-call rule) in a window full of successes
-            // changes nothing and cannot trip (`ring.rs`).
-            if !failure && t.start().is_none() && slot.count_window_is_healthy(&self.shared, t) {
+            // The healthy steady state, decided inline: a success (not slow: a ticket has a
+            // start only under a slow-call rule) in a count window full of successes changes
+            // nothing and cannot trip (`ring.rs`); one in a time window's current bucket after
+            // an evaluation there found enough calls is one increment (`striped.rs`).
+            if !failure && t.start().is_none() && slot.plain_success_is_done(&self.shared, t) {
                 return;
             }
             self.record_window(slot, t, failure, raw);
@@ -295,17 +332,29 @@ impl Inner {
     }
 
     /// Records one closed call's outcome in `store` and evaluates the rate rules. A time
-    /// window reads the clock for its bucket; a count window only under a slow-call rule (a
+    /// window reads its clock for its bucket ([`window_now`]) and the precise clock under a
+    /// slow-call rule; a count window reads the precise clock only under a slow-call rule (a
     /// ticket has a start only then).
     #[inline(always)]
     fn record_in(&self, store: &WindowStore, t: Ticket, failure: bool, raw: u64) {
         match &store.kind {
             StoreKind::Time(w) => {
-                let now = self.shared.clock.now_nanos();
-                let slow = self.is_slow(&t, now);
+                let clock = &self.shared.clock;
+                // `precise`: a precise reading, if one was taken; a trip reads one otherwise.
+                let (now, mut precise) = match clock.coarse() {
+                    Some(c) => (c.now, None),
+                    None => {
+                        let now = clock.now_nanos();
+                        (now, Some(now))
+                    }
+                };
+                if t.start().is_some() && precise.is_none() {
+                    precise = Some(clock.now_nanos());
+                }
+                let slow = precise.is_some_and(|p| self.is_slow(&t, p));
                 let min_calls = self.shared.hot.min_calls();
                 if let Some(counts) = w.record(t.generation(), now, failure, slow, min_calls) {
-                    self.evaluate(counts, raw, Some(now));
+                    self.evaluate(counts, raw, precise);
                 }
             }
             StoreKind::Count(w) => {
@@ -348,5 +397,104 @@ impl Inner {
             ..Cause::default()
         };
         self.trip(raw, reason, cause, now);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::breaker::{BreakerPolicy, CircuitBreaker, SlidingWindow, SlowCall, State};
+    use crate::clock::{Clock, ManualClock};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// 50 % over 10 s in 10 buckets (min 4), 30 s cooldown, on a precise and a coarse manual
+    /// clock; the coarse one starts 1,000 s "later" (its own origin).
+    fn on_two_clocks(slow_call: Option<SlowCall>) -> (CircuitBreaker, ManualClock, ManualClock) {
+        let (precise, coarse) = (ManualClock::new(), ManualClock::new());
+        coarse.set(Duration::from_secs(1000));
+        let clock =
+            Clock::custom_with_coarse(Arc::new(precise.clone()), Arc::new(coarse.clone()), 4 * MS);
+        let policy = BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window: SlidingWindow::Time {
+                length: Duration::from_secs(10),
+                buckets: 10,
+            },
+            min_calls: 4,
+            slow_call,
+            cooldown: Duration::from_secs(30),
+            cooldown_max: Duration::from_secs(30),
+            ..BreakerPolicy::default()
+        };
+        let b = CircuitBreaker::builder(policy)
+            .clock(clock)
+            .build()
+            .unwrap();
+        (b, precise, coarse)
+    }
+
+    #[test]
+    fn a_time_window_picks_buckets_with_the_coarse_clock() {
+        let (b, precise, coarse) = on_two_clocks(None);
+        b.try_acquire().unwrap().failure();
+        for _ in 0..3 {
+            b.try_acquire().unwrap().success();
+        }
+        // Ten seconds on the precise clock only: the window has not moved.
+        precise.advance(Duration::from_secs(10));
+        assert_eq!(b.snapshot().window.calls, 4);
+        // Ten seconds on the coarse clock: the first bucket aged out.
+        coarse.advance(Duration::from_secs(10));
+        assert_eq!(b.snapshot().window.calls, 0);
+        for _ in 0..2 {
+            b.try_acquire().unwrap().success();
+        }
+        assert_eq!(b.snapshot().window.calls, 2);
+    }
+
+    #[test]
+    fn a_trip_from_a_coarse_window_stamps_with_the_precise_clock() {
+        let (b, precise, coarse) = on_two_clocks(None);
+        precise.set(Duration::from_secs(5));
+        for _ in 0..4 {
+            b.try_acquire().unwrap().failure();
+        }
+        let s = b.snapshot();
+        assert_eq!(s.state, State::Open);
+        assert_eq!(s.time_in_state, Duration::ZERO);
+        // The deadline is 30 s after the precise reading (35 s), not after the coarse one.
+        assert_eq!(s.retry_after, Some(Duration::from_secs(30)));
+        precise.advance(Duration::from_secs(30) - MS);
+        coarse.advance(Duration::from_secs(30) - MS);
+        assert!(b.try_acquire().is_err(), "cooldown not over at 35 s - 1 ms");
+        precise.advance(MS);
+        coarse.advance(MS);
+        assert!(b.try_acquire().is_ok(), "cooldown over at 35 s (precise)");
+    }
+
+    #[test]
+    fn slow_calls_are_timed_with_the_precise_clock() {
+        let (b, precise, coarse) = on_two_clocks(Some(SlowCall {
+            duration: Duration::from_secs(1),
+            rate_percent: 50.0,
+        }));
+        b.try_acquire().unwrap().success();
+        // A second on the coarse clock only: not slow.
+        let p = b.try_acquire().unwrap();
+        coarse.advance(Duration::from_secs(1));
+        p.success();
+        assert_eq!(b.snapshot().window.slow, 0);
+        // A second on the precise clock: slow (2 of 4 calls are slow: trips).
+        let p = b.try_acquire().unwrap();
+        let q = b.try_acquire().unwrap();
+        precise.advance(Duration::from_secs(1));
+        p.success();
+        assert_eq!(b.snapshot().window.slow, 1);
+        assert_eq!(b.state(), State::Closed, "3 calls: under the minimum");
+        q.success(); // 2 of 4 calls slow: 50 %
+        assert_eq!(b.state(), State::Open);
     }
 }

@@ -435,11 +435,12 @@ impl Inner {
     }
 
     /// Applies a success of ticket `t` and returns `true` if it is a closed call's that
-    /// changes no state: not slow (no slow-call rule, so no start), of the closed period in
-    /// force, with no consecutive failures to reset, no fleet hook, and no window or a count
-    /// window full of successes. The steady state of a healthy breaker, decided with loads
-    /// (and the totals' add, when they are on); every other end goes through
-    /// [`Inner::finish_any`], which would do the same here.
+    /// changes no state but its counts: not slow (no slow-call rule, so no start), of the
+    /// closed period in force, with no consecutive failures to reset, no fleet hook, and no
+    /// window, a count window full of successes, or a time window in its steady state (which
+    /// has then counted it: `WindowSlot::plain_success_is_done`). The steady state of a healthy
+    /// breaker, decided with loads (and the totals' add, when they are on); every other end
+    /// goes through [`Inner::finish_any`], which would do the same here.
     #[inline(always)]
     fn closed_success_in_steady_state(&self, t: Ticket) -> bool {
         if t.kind() != Kind::Closed || t.start().is_some() {
@@ -462,7 +463,7 @@ impl Inner {
         let steady = h.fleet.get().is_none()
             && h.window
                 .as_ref()
-                .map_or(true, |slot| slot.count_window_is_healthy(&self.shared, t));
+                .map_or(true, |slot| slot.plain_success_is_done(&self.shared, t));
         if steady {
             if let Some(totals) = &h.totals {
                 totals.add(Counter::Succeeded);

@@ -21,6 +21,11 @@ pub enum SlidingWindow {
     /// The last `n` calls. Valid range: `1..=1_000_000`.
     Count(u32),
     /// The calls of the last `length`, in `buckets` buckets.
+    ///
+    /// Buckets are picked with the breaker's coarse clock where it has one (the default
+    /// system clock on Linux reads `CLOCK_MONOTONIC_COARSE`), so a bucket edge may fall up to
+    /// one tick of that clock (a few milliseconds) late; with the tokio, manual and custom
+    /// clocks the edges are exact. Slow calls are always timed with the precise clock.
     Time {
         /// Window length; valid range 1 ms ..= 1 day.
         length: Duration,

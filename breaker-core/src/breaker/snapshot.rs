@@ -54,7 +54,7 @@ impl Inner {
         });
         let (consecutive_failures, window) = if w.state == State::Closed {
             let window = match self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
-                Some(slot) => slot.counts(&self.shared, w.generation, now),
+                Some(slot) => slot.counts(&self.shared, w.generation),
                 None => WindowCounts::default(),
             };
             (self.consecutive_failures(w.generation), window)

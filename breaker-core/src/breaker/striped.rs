@@ -19,13 +19,31 @@
 //! a new closed period or a new bucket resets nothing eagerly. When more threads than stripes
 //! share a stripe, a reset racing an increment can lose that one increment; with one thread per
 //! stripe the counts are exact.
+//!
+//! # Memory
+//! A stripe is allocated by the first outcome recorded in it: a breaker made and never called
+//! holds no stripe, and one called from a single thread holds one. A stripe is its buckets packed
+//! side by side (24 bytes each: a 64-bit tag and three 32-bit counts), the stripe as a whole
+//! aligned to and padded to 64-byte cache lines so that two stripes never share a line; with
+//! 10 buckets a stripe is 256 bytes. The pointers to stripes other than the first live in a table
+//! allocated when a second stripe is first written.
+//!
+//! # Time domain
+//! The window is fed readings of one clock for its whole life (`closed.rs` picks the coarse clock
+//! where the breaker's clock has one, else the precise one); its bucket indices are only ever
+//! compared with readings of that same clock.
 
 use super::totals::thread_index;
 use super::window::WindowCounts;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::alloc::Layout;
+use std::ptr;
 
 const INDEX_BITS: u32 = 40;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+
+/// A stripe's alignment and the unit its size is rounded up to: one cache line.
+const LINE: usize = 64;
 
 #[derive(Default)]
 struct Bucket {
@@ -35,22 +53,20 @@ struct Bucket {
     slow: AtomicU32,
 }
 
-/// Two buckets per cache line, so stripes never share a line.
-#[repr(align(64))]
-#[derive(Default)]
-struct Line([Bucket; 2]);
-
 pub(crate) struct StripedTimeWindow {
     bucket_nanos: u64,
-    buckets: usize,
-    lines_per_stripe: usize,
-    stripe_mask: usize,
-    lines: Box<[Line]>,
-    /// `(tag << 1) | gate_open` of the newest evaluation.
-    last_eval: AtomicU64,
     /// The newest bucket seen, `(index << SLOT_BITS) | slot`: while a reading falls in it, a
     /// call finds its bucket with a multiply and a compare instead of two divisions.
     cursor: AtomicU64,
+    /// `(tag << 1) | gate_open` of the newest evaluation.
+    last_eval: AtomicU64,
+    buckets: u32,
+    stripe_mask: u32,
+    /// Stripe 0: null until its first outcome, then `buckets` buckets (see [`stripe_layout`]).
+    first: AtomicPtr<Bucket>,
+    /// Stripes `1..=stripe_mask`: null until one of them is first written, then a table of
+    /// `stripe_mask` stripe pointers, each null until its stripe's first outcome.
+    rest: AtomicPtr<AtomicPtr<Bucket>>,
 }
 
 const SLOT_BITS: u32 = 24;
@@ -59,31 +75,116 @@ fn tag(generation: u32, index: u64) -> u64 {
     (u64::from(generation) << INDEX_BITS) | (index & INDEX_MASK)
 }
 
+/// The layout of a stripe of `buckets` buckets: packed, aligned to and padded to cache lines.
+fn stripe_layout(buckets: usize) -> Layout {
+    let bytes = (buckets * std::mem::size_of::<Bucket>()).next_multiple_of(LINE);
+    Layout::from_size_align(bytes, LINE).expect("a stripe of at most 2^24 buckets")
+}
+
+/// Publishes `fresh` in the empty `cell`, or frees it (with `free`) and takes the pointer
+/// another thread published first.
+fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
+    match cell.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => fresh,
+        Err(other) => {
+            free(fresh);
+            other
+        }
+    }
+}
+
 impl StripedTimeWindow {
     pub(crate) fn new(bucket_nanos: u64, buckets: u32, stripes: usize) -> Self {
-        let buckets = buckets.max(1) as usize;
         let stripes = stripes.max(1).next_power_of_two();
-        let lines_per_stripe = buckets.div_ceil(2);
-        let lines = (0..stripes * lines_per_stripe)
-            .map(|_| Line::default())
-            .collect();
         StripedTimeWindow {
             bucket_nanos: bucket_nanos.max(1),
-            buckets,
-            lines_per_stripe,
-            stripe_mask: stripes - 1,
-            lines,
-            last_eval: AtomicU64::new(u64::MAX),
             cursor: AtomicU64::new(0),
+            last_eval: AtomicU64::new(u64::MAX),
+            buckets: buckets.max(1),
+            stripe_mask: (stripes - 1) as u32,
+            first: AtomicPtr::new(ptr::null_mut()),
+            rest: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
+    /// Heap bytes of the stripes allocated so far and of the table of further stripes.
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.lines)
+        let table = self.table().map_or(0, std::mem::size_of_val);
+        let stripes = (0..=self.stripe_mask as usize)
+            .filter(|&s| self.written(s).is_some())
+            .count();
+        table + stripes * stripe_layout(self.buckets as usize).size()
     }
 
-    fn bucket(&self, stripe: usize, slot: usize) -> &Bucket {
-        &self.lines[stripe * self.lines_per_stripe + slot / 2].0[slot % 2]
+    /// The table of stripes `1..`, if one of them was written.
+    #[inline(always)]
+    fn table(&self) -> Option<&[AtomicPtr<Bucket>]> {
+        let p = self.rest.load(Ordering::Acquire);
+        // SAFETY: a non-null `rest` is a boxed slice of `stripe_mask` entries, published once
+        // with release ordering and freed only in `drop` (`&mut self`).
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.stripe_mask as usize) })
+    }
+
+    /// Stripe `s`'s buckets, if an outcome was recorded in it.
+    #[inline(always)]
+    fn written(&self, s: usize) -> Option<&[Bucket]> {
+        let cell = if s == 0 {
+            &self.first
+        } else {
+            self.table()?.get(s - 1)?
+        };
+        let p = cell.load(Ordering::Acquire);
+        // SAFETY: a non-null stripe pointer holds `buckets` initialised buckets, published once
+        // with release ordering and freed only in `drop`.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.buckets as usize) })
+    }
+
+    /// Stripe `s`'s buckets, allocated if this is its first outcome.
+    #[inline(always)]
+    fn stripe_to_write(&self, s: usize) -> &[Bucket] {
+        if let Some(stripe) = self.written(s) {
+            return stripe;
+        }
+        self.allocate(s)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn allocate(&self, s: usize) -> &[Bucket] {
+        let cell = if s == 0 {
+            &self.first
+        } else {
+            let mut table = self.rest.load(Ordering::Acquire);
+            if table.is_null() {
+                let n = self.stripe_mask as usize;
+                let fresh: Box<[AtomicPtr<Bucket>]> =
+                    (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect();
+                table = publish(&self.rest, Box::into_raw(fresh) as *mut _, |p| {
+                    // SAFETY: `p` came from `Box::into_raw` above and was never published.
+                    drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) })
+                });
+            }
+            // SAFETY: `table` holds `stripe_mask` entries and `1 <= s <= stripe_mask`.
+            unsafe { &*table.add(s - 1) }
+        };
+        let mut p = cell.load(Ordering::Acquire);
+        if p.is_null() {
+            let n = self.buckets as usize;
+            let layout = stripe_layout(n);
+            // SAFETY: the layout's size is at least one line.
+            let fresh = unsafe { std::alloc::alloc(layout) }.cast::<Bucket>();
+            if fresh.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            for i in 0..n {
+                // SAFETY: the block holds `n` buckets (`stripe_layout`), aligned for them.
+                unsafe { fresh.add(i).write(Bucket::default()) };
+            }
+            // SAFETY (the closure): `fresh` was allocated above and never published.
+            p = publish(cell, fresh, |f| unsafe { free_stripe(f, n) });
+        }
+        // SAFETY: as in `written`.
+        unsafe { std::slice::from_raw_parts(p, self.buckets as usize) }
     }
 
     /// The bucket index of `now` and its slot in the ring.
@@ -101,11 +202,44 @@ impl StripedTimeWindow {
     #[inline(never)]
     fn locate_slow(&self, now: u64) -> (u64, usize) {
         let index = now / self.bucket_nanos;
-        let slot = (index % self.buckets as u64) as usize;
+        let slot = (index % u64::from(self.buckets)) as usize;
         // Any thread's value is a correct cache entry (index and slot travel together).
         self.cursor
             .store((index << SLOT_BITS) | slot as u64, Ordering::Relaxed);
         (index, slot)
+    }
+
+    /// Records a plain success (neither failure nor slow) of closed-state `generation` at `now`
+    /// if it is the steady state: `now` falls in the newest bucket seen, this thread's bucket
+    /// there is already tagged for it, and the newest evaluation was in that bucket and found
+    /// at least `min_calls` calls, so the success needs no evaluation (see the module docs).
+    /// Returns `false`, having changed nothing, otherwise; the caller then calls [`record`].
+    ///
+    /// [`record`]: StripedTimeWindow::record
+    #[inline(always)]
+    pub(crate) fn record_steady_success(&self, generation: u32, now: u64) -> bool {
+        let c = self.cursor.load(Ordering::Relaxed);
+        let index = c >> SLOT_BITS;
+        if now.wrapping_sub(index.wrapping_mul(self.bucket_nanos)) >= self.bucket_nanos {
+            return false;
+        }
+        let want = tag(generation, index);
+        if self.last_eval.load(Ordering::Acquire) != (want << 1) | 1 {
+            return false;
+        }
+        let Some(stripe) = self.written(thread_index() & self.stripe_mask as usize) else {
+            return false;
+        };
+        let slot = (c & ((1 << SLOT_BITS) - 1)) as usize;
+        debug_assert!(slot < stripe.len());
+        // SAFETY: the cursor's slot is below `buckets`, the stripe's length: it starts at 0
+        // and `locate_slow` writes `index % buckets`.
+        let b = unsafe { stripe.get_unchecked(slot) };
+        if b.tag.load(Ordering::Acquire) != want {
+            return false;
+        }
+        b.calls.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Records one outcome of closed-state `generation` at `now`. Returns the window totals if
@@ -119,9 +253,24 @@ impl StripedTimeWindow {
         slow: bool,
         min_calls: u32,
     ) -> Option<WindowCounts> {
+        let stripe = thread_index() & self.stripe_mask as usize;
+        self.record_in_stripe(stripe, generation, now, failure, slow, min_calls)
+    }
+
+    /// [`record`](StripedTimeWindow::record) in stripe `stripe` (at most `stripe_mask`).
+    #[inline(always)]
+    fn record_in_stripe(
+        &self,
+        stripe: usize,
+        generation: u32,
+        now: u64,
+        failure: bool,
+        slow: bool,
+        min_calls: u32,
+    ) -> Option<WindowCounts> {
         let (index, slot) = self.locate(now);
         let want = tag(generation, index);
-        let b = self.bucket(thread_index() & self.stripe_mask, slot);
+        let b = &self.stripe_to_write(stripe)[slot];
         let have = b.tag.load(Ordering::Acquire);
         if have != want {
             // A bucket from an earlier lap or generation: claim and clear it. If the tag is
@@ -157,17 +306,16 @@ impl StripedTimeWindow {
         Some(counts)
     }
 
-    /// The totals of closed-state `generation` as of `now`.
+    /// The totals of closed-state `generation` as of `now` (a reading of the window's clock).
     pub(crate) fn counts(&self, generation: u32, now: u64) -> WindowCounts {
         self.sum(generation, now / self.bucket_nanos)
     }
 
     fn sum(&self, generation: u32, index: u64) -> WindowCounts {
-        let oldest = index.saturating_sub(self.buckets as u64 - 1);
+        let oldest = index.saturating_sub(u64::from(self.buckets) - 1);
         let mut c = WindowCounts::default();
-        for stripe in 0..=self.stripe_mask {
-            for slot in 0..self.buckets {
-                let b = self.bucket(stripe, slot);
+        for stripe in 0..=self.stripe_mask as usize {
+            for b in self.written(stripe).unwrap_or(&[]) {
                 let t = b.tag.load(Ordering::Acquire);
                 let i = t & INDEX_MASK;
                 if (t >> INDEX_BITS) as u32 == generation && i >= oldest && i <= index {
@@ -178,6 +326,41 @@ impl StripedTimeWindow {
             }
         }
         c
+    }
+}
+
+/// Drops and frees a stripe of `n` buckets.
+///
+/// # Safety
+/// `p` is a stripe of `n` initialised buckets allocated with `stripe_layout(n)`, not used after.
+unsafe fn free_stripe(p: *mut Bucket, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        ptr::drop_in_place(ptr::slice_from_raw_parts_mut(p, n));
+        std::alloc::dealloc(p.cast(), stripe_layout(n));
+    }
+}
+
+impl Drop for StripedTimeWindow {
+    fn drop(&mut self) {
+        let n = self.buckets as usize;
+        let mut free = |cell: &AtomicPtr<Bucket>| {
+            let p = cell.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: published by `allocate` (`n` buckets, `stripe_layout(n)`); `&mut self`
+                // means no reader is left.
+                unsafe { free_stripe(p, n) };
+            }
+        };
+        free(&self.first);
+        let t = self.rest.load(Ordering::Acquire);
+        if !t.is_null() {
+            // SAFETY: published by `allocate` from a boxed slice of `stripe_mask` entries.
+            let table = unsafe {
+                Box::from_raw(ptr::slice_from_raw_parts_mut(t, self.stripe_mask as usize))
+            };
+            table.iter().for_each(&mut free);
+        }
     }
 }
 
@@ -265,5 +448,71 @@ mod tests {
             w.record(1, S, false, false, 2).is_some(),
             "new bucket: evaluate"
         );
+    }
+
+    #[test]
+    fn stripes_are_allocated_by_their_first_outcome() {
+        let w = StripedTimeWindow::new(S, 10, 4);
+        assert_eq!(w.heap_bytes(), 0, "no stripe before the first outcome");
+        w.record_in_stripe(0, 1, 0, true, false, 1);
+        assert_eq!(
+            w.heap_bytes(),
+            256,
+            "one stripe: 10 buckets of 24 bytes, in lines"
+        );
+        w.record_in_stripe(0, 1, 0, false, false, 1);
+        assert_eq!(w.heap_bytes(), 256);
+        w.record_in_stripe(3, 1, S, false, true, 1);
+        assert_eq!(
+            w.heap_bytes(),
+            2 * 256 + 3 * 8,
+            "and a table of three stripe pointers"
+        );
+        assert!(
+            w.record_in_stripe(2, 1, S, false, false, 1).is_none(),
+            "gate open"
+        );
+        assert_eq!(w.heap_bytes(), 3 * 256 + 3 * 8);
+        let want = WindowCounts {
+            calls: 4,
+            failures: 1,
+            slow: 1,
+        };
+        assert_eq!(w.counts(1, S), want);
+        assert_eq!(stripe_layout(1).size(), 64);
+        assert_eq!(stripe_layout(8).size(), 192);
+    }
+
+    #[test]
+    fn stripes_first_written_from_two_threads_count_every_outcome() {
+        for _ in 0..50 {
+            let w = StripedTimeWindow::new(S, 10, 4);
+            std::thread::scope(|s| {
+                for stripe in [1, 2] {
+                    let w = &w;
+                    s.spawn(move || {
+                        for i in 0..1000u64 {
+                            w.record_in_stripe(stripe, 1, (i % 3) * S, i % 2 == 0, false, 5);
+                        }
+                    });
+                }
+            });
+            assert_eq!(w.heap_bytes(), 2 * 256 + 3 * 8, "one table, two stripes");
+            let c = w.counts(1, 2 * S);
+            assert_eq!((c.calls, c.failures, c.slow), (2000, 1000, 0));
+        }
+    }
+
+    #[test]
+    fn the_steady_success_is_recorded_only_in_the_steady_state() {
+        let w = StripedTimeWindow::new(S, 10, 1);
+        assert!(!w.record_steady_success(1, 0), "no stripe yet");
+        w.record(1, 0, false, false, 2);
+        assert!(!w.record_steady_success(1, 0), "gate closed");
+        w.record(1, 0, false, false, 2);
+        assert!(w.record_steady_success(1, 0), "gate open, same bucket");
+        assert!(!w.record_steady_success(2, 0), "another generation");
+        assert!(!w.record_steady_success(1, S), "another bucket");
+        assert_eq!(w.counts(1, 0).calls, 3);
     }
 }

@@ -146,7 +146,7 @@ fn stripes_of_thread() -> usize {
 /// to its stripe count and always adds with `fetch_add`): the owned totals index, or for a
 /// thread that owns none, a number handed out in turn, so that such threads spread over the
 /// window's stripes.
-#[inline]
+#[inline(always)]
 pub(crate) fn thread_index() -> usize {
     stripes_of_thread() >> WINDOW_SHIFT
 }
