@@ -221,6 +221,7 @@ enum ApiError {
 #[tokio::test(start_paused = true)]
 async fn br_45_fallback_never_called_for_ignored_errors() {
     let p = Pipeline::builder()
+        .totals(true)
         .breaker_policy(BreakerPolicy {
             consecutive_failures: Some(1),
             cooldown: secs(30),
@@ -284,6 +285,7 @@ async fn br_45_fallback_never_called_for_ignored_errors() {
 
     // With FallbackOn::Rejection, a failure is returned as is.
     let strict = Pipeline::builder()
+        .totals(true)
         .fallback_on(FallbackOn::Rejection)
         .build()
         .unwrap();
@@ -309,6 +311,7 @@ async fn br_46_timeout_drops_the_inner_future() {
     })
     .unwrap();
     let p = Pipeline::builder()
+        .totals(true)
         .breaker_policy(BreakerPolicy {
             consecutive_failures: Some(1),
             cooldown: secs(5),

@@ -80,6 +80,7 @@ async fn scripted(calls: &AtomicU32, script: Script) -> Result<Resp, std::io::Er
 #[tokio::test(start_paused = true)]
 async fn an_ok_503_is_a_breaker_failure_and_still_the_callers_response() {
     let p = Pipeline::builder()
+        .totals(true)
         .breaker_policy(consecutive(2))
         .clock(Clock::tokio())
         .build()
@@ -230,6 +231,7 @@ async fn a_non_idempotent_call_makes_one_attempt_for_an_ok_too() {
 #[tokio::test(start_paused = true)]
 async fn a_breaker_outside_retry_counts_a_given_up_ok_as_one_failure() {
     let p = Pipeline::builder()
+        .totals(true)
         .breaker_policy(consecutive(2))
         .clock(Clock::tokio())
         .retry(fixed(3, Duration::ZERO))

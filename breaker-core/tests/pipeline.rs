@@ -63,6 +63,7 @@ async fn failing_call(p: &Pipeline, calls: &AtomicU32) -> Result<(), Error<Boom>
 #[tokio::test(start_paused = true)]
 async fn br_42_retry_outside_breaker_counts_attempts_and_stops_on_rejection() {
     let p = Pipeline::builder()
+        .totals(true)
         .breaker_policy(consecutive(5))
         .clock(Clock::tokio())
         .retry(no_delay(3))
@@ -108,6 +109,7 @@ async fn br_42_retry_outside_breaker_counts_attempts_and_stops_on_rejection() {
 #[tokio::test(start_paused = true)]
 async fn br_42_breaker_outside_retry_counts_logical_calls() {
     let p = Pipeline::builder()
+        .totals(true)
         .breaker_policy(consecutive(5))
         .clock(Clock::tokio())
         .retry(no_delay(3))
@@ -330,6 +332,7 @@ async fn timeout_is_a_breaker_failure_in_every_order_and_drop_is_a_cancellation(
         [Layer::Timeout, Layer::Breaker],
     ] {
         let p = Pipeline::builder()
+            .totals(true)
             .breaker_policy(consecutive(5))
             .clock(Clock::tokio())
             .timeout(secs(1))
@@ -576,10 +579,12 @@ fn build_errors_name_the_field_and_a_long_constant_cooldown_is_valid() {
 #[tokio::test(start_paused = true)]
 async fn breaker_only_pipeline_behaves_as_the_general_path() {
     let direct = Pipeline::builder()
+        .totals(true)
         .breaker_policy(consecutive(2))
         .build()
         .unwrap();
     let general = Pipeline::builder()
+        .totals(true)
         .breaker_policy(consecutive(2))
         .timeout(Duration::from_secs(3600))
         .build()

@@ -116,6 +116,7 @@ pub struct PipelineBuilder {
     breaker: Option<BreakerSource>,
     name: Option<String>,
     clock: Option<Clock>,
+    totals: bool,
     retry: Option<RetryPolicy>,
     budget: Option<RetryBudget>,
     timeout: Option<Duration>,
@@ -154,8 +155,7 @@ impl PipelineBuilder {
     }
 
     /// A circuit breaker built from `policy` at [`build`](Self::build), with the builder's
-    /// [`clock`](Self::clock) and lifetime totals (`Pipeline::breaker()` then
-    /// `snapshot().totals`; hand in a breaker of your own to choose). With the `metrics`
+    /// [`clock`](Self::clock), [`name`](Self::name) and [`totals`](Self::totals). With the `metrics`
     /// feature its transitions and state are counted ([`observe::instrument`],
     /// [`observe::track`]).
     pub fn breaker_policy(mut self, policy: BreakerPolicy) -> Self {
@@ -169,6 +169,14 @@ impl PipelineBuilder {
     /// name either way.
     pub fn breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.breaker = Some(BreakerSource::Handle(breaker));
+        self
+    }
+
+    /// Whether a breaker built from a policy keeps lifetime totals (default off, as for every
+    /// breaker; read them with `Pipeline::breaker()` then `snapshot().totals`). See
+    /// [`BreakerBuilder::totals`](crate::breaker::BreakerBuilder::totals) for what they cost.
+    pub fn totals(mut self, on: bool) -> Self {
+        self.totals = on;
         self
     }
 
@@ -334,13 +342,11 @@ impl PipelineBuilder {
             None => None,
             Some(BreakerSource::Handle(b)) => Some(b),
             Some(BreakerSource::Policy(p)) => {
-                // Lifetime totals on: this breaker is built for the caller, who reads it only
-                // through `Pipeline::breaker`, with no builder to ask for them.
                 let b = observe::instrument(
                     CircuitBreaker::builder(p)
                         .name(self.name.unwrap_or_default())
                         .clock(self.clock.unwrap_or_default())
-                        .totals(true),
+                        .totals(self.totals),
                 )
                 .build()
                 .map_err(BuildError::Breaker)?;
