@@ -351,9 +351,9 @@ impl BreakerBuilder {
     /// at creation and, once called, a table of stripe pointers and a stripe per calling thread
     /// (a consecutive-rule breaker: 64 bytes in one allocation without totals, about 208 bytes
     /// in four with them), plus a store per call; turn them on where something reads them.
-    /// The breakers built for a caller who has no builder to ask with keep them: the one a
-    /// `Pipeline` builds from a policy, an annotated function's
-    /// own breaker and a config registry's policy breaker.
+    /// The breakers built for a caller who has no builder to ask with keep them: an annotated
+    /// function's own breaker and a config registry's policy breaker. A `Pipeline` that builds
+    /// its breaker from a policy asks with `PipelineBuilder::totals`.
     pub fn totals(mut self, on: bool) -> Self {
         self.totals = on;
         self
