@@ -460,10 +460,12 @@ impl Inner {
         let Some(h) = &self.heavy else {
             return true;
         };
+        // A `match`, not `Option::map_or`: that one is not always inlined.
         let steady = h.fleet.get().is_none()
-            && h.window
-                .as_ref()
-                .map_or(true, |slot| slot.plain_success_is_done(&self.shared, t));
+            && match &h.window {
+                None => true,
+                Some(slot) => slot.plain_success_is_done(&self.shared, t),
+            };
         if steady {
             if let Some(totals) = &h.totals {
                 totals.add(Counter::Succeeded);
