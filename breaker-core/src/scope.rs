@@ -118,7 +118,19 @@ impl FromStr for Scope {
         let mut e =
             DslError::new(s, at..at + t.len(), format!("unknown scope `{t}`")).expected(SCOPES);
         if let Some(m) = crate::dsl::error_suggest(word, &["local", "shared", "quorum"]) {
-            e = e.help(format!("did you mean `{m}`?"));
+            // A quorum needs its count in parentheses: `quorum 3` means `quorum(3)`.
+            let help = if m == "quorum" {
+                let digits: String = t
+                    .chars()
+                    .skip_while(|c| !c.is_ascii_digit())
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                let k = if digits.is_empty() { "k" } else { &digits };
+                format!("did you mean `quorum({k})`?")
+            } else {
+                format!("did you mean `{m}`?")
+            };
+            e = e.help(help);
         }
         Err(e)
     }
@@ -217,6 +229,19 @@ mod tests {
         );
         let e = "quorum(two)".parse::<Scope>().unwrap_err();
         assert_eq!((e.fragment.as_str(), e.span.clone()), ("two", 7..10));
+        // The count goes in parentheses.
+        let e = "quorum 3".parse::<Scope>().unwrap_err();
+        assert!(
+            e.describe().ends_with("did you mean `quorum(3)`?"),
+            "{}",
+            e.describe()
+        );
+        let e = "quorum".parse::<Scope>().unwrap_err();
+        assert!(
+            e.describe().ends_with("did you mean `quorum(k)`?"),
+            "{}",
+            e.describe()
+        );
     }
 
     #[test]
