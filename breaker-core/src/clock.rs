@@ -22,10 +22,12 @@
 //! on a virtual machine), as exact as one tick (its resolution, read once per process with
 //! `clock_getres`; 4 ms on a kernel with `HZ=250`). The breaker reads it where a tick of error
 //! cannot change a decision: an open breaker's rejections while the cooldown has more than a
-//! tick and 0.1 % of itself to go (see [`CircuitBreaker`](crate::breaker::CircuitBreaker)'s
-//! open state). Coarse readings are only ever compared with other coarse readings of the same
-//! clock. Elsewhere, and with the tokio, manual and custom clocks, there is no coarse clock and
-//! every decision reads the precise one.
+//! tick and 0.1 % of itself to go (see the [`breaker`](crate::breaker) module's invariants), and
+//! a time window's buckets, whose edges then fall up to a tick late
+//! ([`SlidingWindow::Time`](crate::breaker::SlidingWindow::Time)). Coarse readings are only
+//! ever compared with other coarse readings of the same clock; slow-call timing, stamps and
+//! deadlines read the precise one. The tokio, manual and custom clocks have no coarse clock, so
+//! there every decision reads the precise one.
 //!
 //! Readings are nanoseconds since an arbitrary origin. A reading that goes backwards (a
 //! misbehaving source) is never an error: every elapsed-time computation saturates at zero.
