@@ -214,3 +214,22 @@ fn without_a_coarse_source_the_precise_clock_decides_every_rejection() {
     precise.set(Duration::from_secs(30));
     assert!(b.try_acquire().is_ok());
 }
+
+#[test]
+fn an_expired_hint_is_never_read_as_a_live_one() {
+    // Nothing calls the breaker for weeks after its cooldown: the first call must still be a
+    // probe, whatever the hint's arithmetic makes of the time that passed (a hint on a 32-bit
+    // circle of ~1 ms units would read 40 days later as 12 days still to go).
+    for days in [27, 40, 51, 60, 400] {
+        let f = Fixture::new(1);
+        f.trip();
+        f.at(Duration::from_secs(days * 86_400), Duration::ZERO);
+        let probe = f.breaker.try_acquire();
+        assert!(
+            probe.is_ok(),
+            "{days} days after the trip: {:?}",
+            probe.err()
+        );
+        assert_eq!(f.breaker.state(), State::HalfOpen);
+    }
+}

@@ -93,10 +93,33 @@ pub(crate) enum Write {
 /// The open-state hint's unit: `2^20` ns (about 1.05 ms).
 const HINT_SHIFT: u32 = 20;
 
-/// A coarse reading in hint units, on the 32-bit circle.
+/// The hint's width: 40 bits of units, a circle of about 36 years.
+const HINT_MASK: u64 = (1 << 40) - 1;
+
+/// The furthest a hint is ever left ahead: `2^31` units, about 26 days. A hint found further
+/// ahead is one that expired more than `2^40 - 2^31` units ago (no call reached the breaker
+/// for 36 years) and is ignored.
+const HINT_AHEAD_MAX: u64 = 1 << 31;
+
+/// A coarse reading in hint units, on the 40-bit circle.
 #[inline]
-fn hint_units(coarse_nanos: u64) -> u32 {
-    (coarse_nanos >> HINT_SHIFT) as u32
+fn hint_units(coarse_nanos: u64) -> u64 {
+    (coarse_nanos >> HINT_SHIFT) & HINT_MASK
+}
+
+/// The counter word of open generation `g` holding `hint`: the generation where a closed
+/// period's is (`state::pack_count`), the hint's low 32 bits as the count and its high 8 bits
+/// in the generation field's top byte, which `state::unpack_count` masks off.
+#[inline]
+fn pack_hint(g: u32, hint: u64) -> u64 {
+    ((hint >> 32) << 56) | (u64::from(g & state::GEN_MASK) << 32) | (hint & 0xffff_ffff)
+}
+
+/// The generation and hint of a counter word (see [`pack_hint`]).
+#[inline]
+fn unpack_hint(w: u64) -> (u32, u64) {
+    let (g, low) = unpack_count(w);
+    (g, ((w >> 56) << 32) | u64::from(low))
 }
 
 /// A deterministic draw in `[0, 1)` from a seed, for cooldown jitter (SplitMix64 finaliser).
@@ -269,12 +292,11 @@ impl Inner {
     fn acquire_open(&self, raw: u64) -> Result<Ticket, Rejected> {
         if Word::raw_is_open(raw) {
             if let Some(c) = self.shared.clock.coarse() {
-                let (g, hint) = unpack_count(self.consecutive.load(Ordering::Acquire));
+                let (g, hint) = unpack_hint(self.consecutive.load(Ordering::Acquire));
                 if g == Word::raw_generation(raw) {
-                    let left = hint.wrapping_sub(hint_units(c.now)) as i32;
-                    if left > 0 {
-                        let left = u64::from(left.unsigned_abs()) << HINT_SHIFT;
-                        return Err(self.reject_nanos(RejectReason::Open, left));
+                    let left = hint.wrapping_sub(hint_units(c.now)) & HINT_MASK;
+                    if left > 0 && left <= HINT_AHEAD_MAX {
+                        return Err(self.reject_nanos(RejectReason::Open, left << HINT_SHIFT));
                     }
                 }
             }
@@ -294,7 +316,10 @@ impl Inner {
     /// `left` (for rate differences between the two clocks). A coarse reading before the hint
     /// is therefore before the precise deadline: the hint never delays recovery. Without a
     /// coarse clock, or for a cooldown over `2^31` units (26 days), no hint is left and every
-    /// rejection reads the precise clock.
+    /// rejection reads the precise clock. The hint is 40 bits of units, so an expired one is
+    /// never mistaken for a live one unless no call reached the breaker for 36 years (the first
+    /// call after the deadline moves the breaker on, which retires the hint with its
+    /// generation).
     fn leave_hint(&self, g: u32, until: u64) {
         let Some(c) = self.shared.clock.coarse() else {
             return;
@@ -308,7 +333,7 @@ impl Inner {
         let Some(ahead) = left.checked_sub(margin) else {
             return;
         };
-        if ahead >> HINT_SHIFT >= 1 << 31 {
+        if ahead >> HINT_SHIFT >= HINT_AHEAD_MAX {
             return;
         }
         let hint = hint_units(c.now.wrapping_add(ahead));
@@ -320,7 +345,7 @@ impl Inner {
             }
             match self.consecutive.compare_exchange_weak(
                 cur,
-                state::pack_count(g, hint),
+                pack_hint(g, hint),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {

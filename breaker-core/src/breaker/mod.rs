@@ -42,7 +42,10 @@
 //!   deadline, the precise clock decides as before. The hint is computed from a coarse reading
 //!   taken *before* the precise one and lowered by that margin, so a coarse "not yet" is
 //!   always a precise "not yet": recovery is never later than with the precise clock alone, and
-//!   the rejection's `retry_after` may read up to the margin early. No task or timer is
+//!   the rejection's `retry_after` may read up to the margin early. The first call after the
+//!   deadline moves the breaker on and retires the hint with its generation; the hint is 40
+//!   bits of ~1 ms units, so even a breaker no call reaches for years never reads an expired
+//!   hint as a live one (`an_expired_hint_is_never_read_as_a_live_one`). No task or timer is
 //!   involved. Proved by `tests/breaker_open_coarse.rs` (two manual sources: lags of up to the
 //!   resolution and rate errors of 0.05 % either way, the first probe exactly at the precise
 //!   deadline). The tokio, manual and custom clocks have no coarse source

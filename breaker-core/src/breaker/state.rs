@@ -231,7 +231,9 @@ pub(crate) fn pack_count(generation: u32, count: u32) -> u64 {
 
 #[inline]
 pub(crate) fn unpack_count(w: u64) -> (u32, u32) {
-    ((w >> 32) as u32, w as u32)
+    // Generations are 24 bits; the top 8 bits of the field carry the high bits of an open
+    // state's coarse-clock hint (`machine.rs`, `pack_hint`), which share this word.
+    (((w >> 32) as u32) & GEN_MASK, w as u32)
 }
 
 /// Whether generation `a` is newer than `b`, in 24-bit wrapping arithmetic.
