@@ -16,7 +16,8 @@
 //! `BREAKER_IR=<row>,<calls>` the binary makes that many calls of one row and exits, for
 //! `valgrind --tool=callgrind` (rows: `new/<shape>`, `factory/<shape>` (totals off),
 //! `failsafe/consecutive`, `failsafe/time_window`, `recloser/count_window`, `open/new`,
-//! `open/failsafe`, `open/recloser`, `create/new/<shape>`, `create/failsafe`; shapes:
+//! `open/failsafe`, `open/recloser`, `async/new/<shape>` (a breaker-only `Pipeline::call`),
+//! `async/failsafe`, `async/recloser`, `create/new/<shape>`, `create/failsafe`; shapes:
 //! `consecutive`, `count_window`, `time_window`). One call's cost is the difference between two
 //! call counts divided by the difference of the counts; use a million calls, since the system
 //! clock's calibration at start-up runs a loop whose length varies by a few million
@@ -670,6 +671,26 @@ fn count_instructions(spec: &str) {
                 "failsafe" => repeat(&|| drop(black_box(&f).call(|| Ok::<(), ()>(())))),
                 "recloser" => repeat(&|| drop(black_box(&r).call(|| Ok::<(), ()>(())))),
                 other => panic!("unknown open row `{other}`"),
+            }
+        }
+        ("async", peer) => {
+            let rt = runtime();
+            let _guard = rt.enter();
+            let n = calls;
+            match peer.split_once('/').unwrap_or((peer, "")) {
+                ("new", s) => {
+                    let p = ours_pipeline(shape(s));
+                    timed(&rt, n, || p.call(op));
+                }
+                ("failsafe", "") => {
+                    let f = failsafe_consecutive();
+                    timed(&rt, n, || failsafe::futures::CircuitBreaker::call(&f, op()));
+                }
+                ("recloser", "") => {
+                    let r = recloser::AsyncRecloser::from(recloser());
+                    timed(&rt, n, || r.call(op()));
+                }
+                _ => panic!("unknown async row `{peer}`"),
             }
         }
         ("create", "failsafe") => repeat(&|| drop(black_box(failsafe_consecutive()))),

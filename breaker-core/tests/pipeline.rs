@@ -572,6 +572,77 @@ fn build_errors_name_the_field_and_a_long_constant_cooldown_is_valid() {
     assert!(std::error::Error::source(&growing).is_none());
 }
 
+/// Both paths record each admitted call's outcome exactly once however it ends: at its first
+/// poll, after pending, by an error after pending, or by a panic in the operation (in the
+/// closure, in the future's first poll, after pending), which is a failure.
+#[tokio::test(start_paused = true)]
+async fn every_admitted_call_is_recorded_once_however_it_ends() {
+    let direct = Pipeline::builder()
+        .totals(true)
+        .breaker_policy(consecutive(10))
+        .build()
+        .unwrap();
+    let general = Pipeline::builder()
+        .totals(true)
+        .breaker_policy(consecutive(10))
+        .timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    for p in [direct, general] {
+        assert_eq!(p.call(|| async { Ok::<u32, Boom>(1) }).await.unwrap(), 1);
+        let later = p
+            .call(|| async {
+                tokio::task::yield_now().await;
+                Ok::<u32, Boom>(2)
+            })
+            .await;
+        assert_eq!(later.unwrap(), 2);
+        let failed_later = p
+            .call(|| async {
+                tokio::task::yield_now().await;
+                Err::<u32, Boom>(Boom)
+            })
+            .await;
+        assert!(matches!(failed_later, Err(Error::Inner(Boom))));
+        let spawned = |pipeline: Pipeline, pend: bool| {
+            tokio::spawn(async move {
+                pipeline
+                    .call(move || async move {
+                        if pend {
+                            tokio::task::yield_now().await;
+                        }
+                        panic!("the operation panics");
+                        #[allow(unreachable_code)]
+                        Ok::<u32, Boom>(0)
+                    })
+                    .await
+            })
+        };
+        assert!(spawned(p.clone(), false).await.unwrap_err().is_panic());
+        assert!(spawned(p.clone(), true).await.unwrap_err().is_panic());
+        let in_closure = p.clone();
+        let closure_panics = tokio::spawn(async move {
+            in_closure
+                .call(|| -> std::future::Ready<Result<u32, Boom>> { panic!("the closure panics") })
+                .await
+        });
+        assert!(closure_panics.await.unwrap_err().is_panic());
+        let totals = p.breaker().unwrap().snapshot().totals.unwrap();
+        assert_eq!(
+            (
+                totals.succeeded,
+                totals.failed,
+                totals.cancelled,
+                totals.rejected
+            ),
+            (2, 4, 0, 0),
+            "{:?}",
+            p.order()
+        );
+        assert_eq!(p.breaker().unwrap().state(), State::Closed);
+    }
+}
+
 /// A pipeline of one breaker takes a shorter path than one with more layers; both must give
 /// the same results, the same breaker state and totals, and neither may call the operation
 /// once the breaker rejects. (A timeout far beyond the test keeps the second pipeline on the

@@ -80,10 +80,11 @@
 //!
 //! # Calling
 //! [`Pipeline::call`] takes a closure that returns a *fresh* future per attempt. Nothing on the
-//! success path is boxed or allocated: the layers are interpreted by one `async fn`, so a call
-//! is one future whose size is known at compile time, and the timer of a timeout is armed only
-//! if the attempt does not complete in its first poll (timers and waits are boxed on that slow
-//! path, so they do not grow every call's future).
+//! success path is boxed or allocated: the layers are interpreted by one `async fn` (a pipeline
+//! of one breaker and nothing else, by a small future of its own that the compiler can inline
+//! into the caller), so a call is one future whose size is known at compile time, and the
+//! timer of a timeout is armed only if the attempt does not complete in its first poll (timers
+//! and waits are boxed on that slow path, so they do not grow every call's future).
 //!
 //! ```
 //! # use breaker_core as breaker;
