@@ -180,3 +180,27 @@ fn breakers_created_after_a_reshape_get_the_new_shape() {
         "a count window does not age"
     );
 }
+
+/// Threads that notice a reshape at once all record into the one new window: the store made by
+/// the thread that lost the race to install it is dropped, never written (50 rounds, each
+/// thread's outcomes counted exactly).
+#[test]
+fn threads_noticing_a_reshape_at_once_share_one_new_window() {
+    for round in 0..50 {
+        let (factory, b, _clock) = factory(rate(SlidingWindow::Count(10), 10));
+        record(&b, 0, 3);
+        factory
+            .set_policy(rate(SlidingWindow::Count(1000), 1000))
+            .unwrap();
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    start.wait();
+                    record(&b, 0, 100);
+                });
+            }
+        });
+        assert_eq!(b.snapshot().window.calls, 200, "round {round}");
+    }
+}

@@ -34,8 +34,8 @@ use super::window::WindowCounts;
 use crate::classify::Outcome;
 use crate::clock::Clock;
 use crate::sync::Ordering;
-use arc_swap::ArcSwapOption;
-use std::sync::Arc;
+use arc_swap::ArcSwap;
+use std::sync::{Arc, OnceLock};
 
 /// A sliding window of one shape, built for one window epoch.
 pub(crate) struct WindowStore {
@@ -127,14 +127,17 @@ pub(crate) fn window_now(clock: &Clock) -> u64 {
 /// reload changed the shape.
 pub(crate) struct WindowSlot {
     first: WindowStore,
-    reshaped: ArcSwapOption<WindowStore>,
+    /// Set at the first reshape. Not an `ArcSwapOption`: an empty one still costs its drop a
+    /// walk of `arc_swap`'s debt list (about 400 instructions, more than the rest of creating
+    /// and dropping a breaker with a window); an empty `OnceLock` costs nothing.
+    reshaped: OnceLock<ArcSwap<WindowStore>>,
 }
 
 impl WindowSlot {
     pub(crate) fn new(shape: SlidingWindow, epoch: u32) -> WindowSlot {
         WindowSlot {
             first: WindowStore::new(shape, epoch, 0),
-            reshaped: ArcSwapOption::empty(),
+            reshaped: OnceLock::new(),
         }
     }
 
@@ -174,25 +177,37 @@ impl WindowSlot {
             return StoreRef::First(&self.first);
         }
         loop {
-            let cur = self.reshaped.load();
-            if let Some(store) = cur.as_ref().filter(|s| at_least(s.epoch, epoch)) {
-                return StoreRef::Reshaped(Arc::clone(store));
-            }
-            // Loaded after the epoch: this policy has the epoch's shape or a newer one.
-            let shape = shared.policy.load().window;
-            let fresh = Arc::new(WindowStore::new(shape, epoch, generation));
-            let prev = self
-                .reshaped
-                .compare_and_swap(&cur, Some(Arc::clone(&fresh)));
-            let won = match (prev.as_ref(), cur.as_ref()) {
-                (Some(p), Some(c)) => Arc::ptr_eq(p, c),
-                (None, None) => true,
-                _ => false,
+            let Some(swap) = self.reshaped.get() else {
+                // The first reshape: whoever sets the cell returns its store; the others go
+                // round and check its epoch.
+                let fresh = Self::fresh_store(shared, epoch, generation);
+                let mut mine = false;
+                self.reshaped.get_or_init(|| {
+                    mine = true;
+                    ArcSwap::new(Arc::clone(&fresh))
+                });
+                if mine {
+                    return StoreRef::Reshaped(fresh);
+                }
+                continue;
             };
-            if won {
+            let cur = swap.load();
+            if at_least(cur.epoch, epoch) {
+                return StoreRef::Reshaped(Arc::clone(&cur));
+            }
+            let fresh = Self::fresh_store(shared, epoch, generation);
+            let prev = swap.compare_and_swap(&cur, Arc::clone(&fresh));
+            if Arc::ptr_eq(&prev, &cur) {
                 return StoreRef::Reshaped(fresh);
             }
         }
+    }
+
+    /// A new, empty store of the policy's shape, for window `epoch`.
+    fn fresh_store(shared: &Shared, epoch: u32, generation: u32) -> Arc<WindowStore> {
+        // Loaded after the epoch: this policy has the epoch's shape or a newer one.
+        let shape = shared.policy.load().window;
+        Arc::new(WindowStore::new(shape, epoch, generation))
     }
 
     /// The window's totals for closed `generation` now (zero if no outcome has been recorded
@@ -203,7 +218,7 @@ impl WindowSlot {
         if epoch == self.first.epoch {
             return self.first.counts(generation, now);
         }
-        match self.reshaped.load().as_ref() {
+        match self.reshaped.get().map(|swap| swap.load_full()) {
             Some(store) if at_least(store.epoch, epoch) => store.counts(generation, now),
             _ => WindowCounts::default(),
         }
@@ -212,11 +227,9 @@ impl WindowSlot {
     /// Heap bytes of the window's stores.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.first.heap_bytes()
-            + self
-                .reshaped
-                .load()
-                .as_ref()
-                .map_or(0, |s| std::mem::size_of::<WindowStore>() + s.heap_bytes())
+            + self.reshaped.get().map_or(0, |swap| {
+                std::mem::size_of::<WindowStore>() + swap.load().heap_bytes()
+            })
     }
 }
 
