@@ -8,6 +8,7 @@ use crate::clock::Clock;
 use crate::policy::Policy;
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 /// The name of the counter of reloads, by `result` (`"ok"` or `"error"`), with the `metrics`
@@ -22,7 +23,19 @@ struct Entry {
     scope: crate::scope::Scope,
     /// The factory of this name's breakers (when the policy has a breaker); a reload swaps its
     /// policy, so every breaker made from it keeps its state and gets the new thresholds.
-    breaker: Option<(BreakerFactory, CircuitBreaker)>,
+    breaker: Option<PolicyBreaker>,
+}
+
+/// A policy's breaker, kept by every reload that keeps a breaker in the policy.
+#[derive(Clone)]
+struct PolicyBreaker {
+    factory: BreakerFactory,
+    breaker: CircuitBreaker,
+    /// Set by the first warning that this breaker, of a shared scope, is not shared: one
+    /// warning per breaker, not one per pipeline taken (a service may take one per request).
+    /// Only pipelines (feature `tokio`) read it.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    warned: Arc<AtomicBool>,
 }
 
 /// What a successful reload changed, by policy name (sorted).
@@ -166,7 +179,7 @@ impl PolicyRegistry {
             .entries
             .load()
             .get(name)
-            .and_then(|e| e.breaker.as_ref().map(|(_, b)| b.clone()))
+            .and_then(|e| e.breaker.as_ref().map(|b| b.breaker.clone()))
     }
 
     /// Where policy `name`'s breaker state lives (its `scope = ".."`, as loaded; `local` when
@@ -200,7 +213,7 @@ impl PolicyRegistry {
             .entries
             .load()
             .get(name)
-            .and_then(|e| e.breaker.as_ref().map(|(f, _)| f.clone()))
+            .and_then(|e| e.breaker.as_ref().map(|b| b.factory.clone()))
     }
 
     /// A pipeline of the policy `name` that follows reloads (see [`super::LivePipeline`]),
@@ -308,11 +321,11 @@ impl Inner {
                 Some(_) => {}
             }
             let breaker = match (&policy.breaker, previous.and_then(|e| e.breaker.as_ref())) {
-                (Some(bp), Some((factory, breaker))) => {
-                    factory
+                (Some(bp), Some(kept)) => {
+                    kept.factory
                         .set_policy(bp.clone())
                         .expect("loaded policies are validated");
-                    Some((factory.clone(), breaker.clone()))
+                    Some(kept.clone())
                 }
                 (Some(bp), None) => Some(self.new_breaker(name, bp)),
                 (None, _) => None,
@@ -335,8 +348,8 @@ impl Inner {
         // A breaker no entry keeps any more leaves the state gauge.
         for (name, entry) in old.iter() {
             let kept = next.get(name).is_some_and(|e| e.breaker.is_some());
-            if let (Some((_, breaker)), false) = (&entry.breaker, kept) {
-                crate::observe::untrack(breaker);
+            if let (Some(b), false) = (&entry.breaker, kept) {
+                crate::observe::untrack(&b.breaker);
             }
         }
         #[cfg(feature = "tokio")]
@@ -348,7 +361,7 @@ impl Inner {
                 continue;
             }
             let bulkhead = slot.current.load().bulkhead().cloned();
-            let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
+            let breaker = entry.breaker.as_ref().map(|b| b.breaker.clone());
             let recorder = slot
                 .recorder
                 .lock()
@@ -418,10 +431,10 @@ impl Inner {
         let mut users = self.lock_users();
         let entries = self.entries.load();
         let entry = entries.get(name)?;
-        let breaker = entry.breaker.as_ref().map(|(_, b)| b.clone());
-        if let Some(b) = &breaker {
+        if let Some(b) = &entry.breaker {
             share_as_configured(name, entry.scope, b);
         }
+        let breaker = entry.breaker.as_ref().map(|b| b.breaker.clone());
         let slot = Arc::new(super::live::Slot {
             current: ArcSwap::from_pointee(super::live::build(&entry.policy, breaker, None, None)),
             recorder: std::sync::Mutex::new(None),
@@ -431,11 +444,7 @@ impl Inner {
         Some(super::LivePipeline { slot })
     }
 
-    fn new_breaker(
-        &self,
-        name: &str,
-        policy: &crate::breaker::BreakerPolicy,
-    ) -> (BreakerFactory, CircuitBreaker) {
+    fn new_breaker(&self, name: &str, policy: &crate::breaker::BreakerPolicy) -> PolicyBreaker {
         // Lifetime totals on: a named policy's one breaker is reached through the registry,
         // with no builder to ask for them (its keys' registry turns them off).
         let mut builder = CircuitBreaker::builder(policy.clone())
@@ -450,7 +459,11 @@ impl Inner {
             .expect("loaded policies are validated");
         let breaker = factory.create_shareable();
         crate::observe::track(&breaker);
-        (factory, breaker)
+        PolicyBreaker {
+            factory,
+            breaker,
+            warned: Arc::new(AtomicBool::new(false)),
+        }
     }
 }
 
@@ -487,13 +500,22 @@ impl std::fmt::Debug for PolicyRegistry {
 /// A registry pipeline of a policy whose scope is shared: shared at once with the store a
 /// fleet backend installed (`breaker_redis::install`), if its breaker is not shared already
 /// (`share_policies`); with neither, a warning names the policy and the two ways to share it,
-/// rather than a breaker that runs local without a word.
+/// rather than a breaker that runs local without a word. The warning comes once per breaker
+/// (the first pipeline taken that cannot share it); every take still tries to share it, so a
+/// store installed later is picked up.
 #[cfg(feature = "tokio")]
-fn share_as_configured(name: &str, scope: crate::scope::Scope, breaker: &CircuitBreaker) {
+fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &PolicyBreaker) {
+    let breaker = &policy_breaker.breaker;
     if !scope.is_shared() || breaker.has_fleet_hook() {
         return;
     }
     if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
+        if policy_breaker
+            .warned
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
         tracing::warn!(
             target: "breaker",
             policy = name,

@@ -139,7 +139,15 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] if the first connection cannot be made; see [`Store::start`] to start
-    /// degraded and connect in the background instead.
+    /// degraded and connect in the background instead:
+    /// - as soon as the first attempt fails, its error: [`StoreError::Unavailable`] (`op`
+    ///   `"connect"`, the client's words in `message`, credentials removed) when the store
+    ///   cannot be reached (connection refused or reset, an unknown host, a failed TLS
+    ///   handshake), or what the server answered (a wrong password, say);
+    /// - [`StoreError::Timeout`] (`op` `"connect"`, `after` the connect timeout) when the
+    ///   store is slow: connecting, the handshake and loading the scripts did not finish
+    ///   within the connect timeout;
+    /// - [`StoreError::Config`] for a URL or TLS settings the client cannot use.
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -411,6 +419,14 @@ fn degraded_status(mode: OnStoreError) -> StoreStatus {
 
 /// One connection: RESP3 (pub/sub on the same connection), reconnecting, resubscribing, the
 /// library loaded, under the connect timeout.
+///
+/// The first attempt is made alone, without the connection manager's retries: the manager
+/// retries a failed connect twice with backoff (1 s, then 0.5 s, each plus up to as much
+/// jitter), so a refused connection used to read as a `Timeout` at the end of a connect
+/// timeout shorter than that (1 s by default). A failed first attempt is returned at once, as
+/// what it is (`Unavailable` for a refusal); a made one loads the library and is closed, and
+/// the manager then makes the connection it keeps, with its reconnection (backoff,
+/// resubscription) for every loss after start-up.
 async fn connect(
     cfg: StoreConfig,
     proto: Arc<Protocol>,
@@ -432,15 +448,23 @@ async fn connect(
         .set_max_delay(500)
         .set_push_sender(push_tx)
         .set_automatic_resubscription();
+    // No timeouts of its own: the connect timeout bounds the connect, the handshake and the
+    // load, so a slow store reads as `Timeout { op: "connect", after: connect_timeout }`.
+    let first = redis::AsyncConnectionConfig::new();
     let channel = proto.namespace_keys().channel.clone();
     let fut = async {
+        let mut probe = client
+            .get_multiplexed_async_connection_with_config(&first)
+            .await
+            .map_err(|e| cfg.redactor.error(op, &e))?;
+        proto.load(&mut probe).await?;
+        drop(probe);
         let mut m = ConnectionManager::new_with_config(client, mcfg)
             .await
             .map_err(|e| cfg.redactor.error(op, &e))?;
         m.subscribe(&channel)
             .await
             .map_err(|e| cfg.redactor.error(op, &e))?;
-        proto.load(&mut m).await?;
         Ok(m)
     };
     match tokio::time::timeout(cfg.connect_timeout, fut).await {

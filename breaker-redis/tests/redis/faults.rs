@@ -391,6 +391,74 @@ async fn a_replica_started_while_the_store_is_down_connects_later() {
     flush_until_ok(&st, &f).await;
 }
 
+/// A port on loopback where nothing listens (bound by the OS, then closed).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A refused connection at start-up reads as that, at once: `Unavailable` with the client's
+/// words (credentials removed), not a `Timeout` at the end of the connect timeout (30 s here).
+/// No server needed.
+#[tokio::test]
+async fn a_refused_connection_at_start_up_is_unavailable_at_once() {
+    let ns = unique_ns("refused");
+    let url = format!("redis://svc:pw-Xk42-secret@127.0.0.1:{}/", closed_port());
+    let cfg = config(&url, &ns, "a", Clock::system()).connect_timeout(Duration::from_secs(30));
+    let start = Instant::now();
+    let e = Store::connect(cfg).await.unwrap_err();
+    let took = start.elapsed();
+    match &e {
+        StoreError::Unavailable { op, message } => {
+            assert_eq!(*op, "connect");
+            assert!(
+                message.to_ascii_lowercase().contains("connection refused"),
+                "{message}"
+            );
+        }
+        other => panic!("expected `Unavailable` for a refused connection, got {other:?}"),
+    }
+    assert!(!format!("{e} {e:?}").contains("Xk42"), "{e:?}");
+    // A refusal on loopback is known in well under a millisecond; the connection manager's
+    // retries alone sleep 1.5 s or more (1 s, then 0.5 s, plus jitter) before they give up.
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+
+    // With the default connect timeout (1 s), which those retries outlast: still the refusal.
+    let cfg = config(&url, &unique_ns("refused"), "b", Clock::system());
+    let e = Store::connect(cfg).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Unavailable { op: "connect", message }
+            if message.to_ascii_lowercase().contains("connection refused")),
+        "{e:?}"
+    );
+}
+
+/// A store that accepts the connection and never answers is slow, not refused: `Timeout` at
+/// the connect timeout. On tokio's paused clock (the 30 s pass at once).
+#[tokio::test(start_paused = true)]
+async fn a_store_that_never_answers_at_start_up_is_a_timeout() {
+    // Listening (the kernel completes the handshake) but never accepting or answering.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://127.0.0.1:{}/", silent.local_addr().unwrap().port());
+    let cfg = config(&url, &unique_ns("silent"), "a", Clock::system())
+        .connect_timeout(Duration::from_secs(30));
+    let start = tokio::time::Instant::now();
+    let e = Store::connect(cfg).await.unwrap_err();
+    assert_eq!(
+        e,
+        StoreError::Timeout {
+            op: "connect",
+            after: Duration::from_secs(30)
+        }
+    );
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(30) && took < Duration::from_secs(31),
+        "{took:?}"
+    );
+    drop(silent);
+}
+
 /// The process-wide log sink: one global subscriber for the whole test binary (a thread-local
 /// one misses events whose callsites other test threads registered first). Every test's log
 /// lines land here, so the credential check covers them all.
