@@ -491,6 +491,10 @@ pin_project_lite::pin_project! {
     /// stays a local while the operation's first poll runs, and moves into the state only when
     /// that poll returns `Pending`. A panic in `op` or in that first poll drops the local, which
     /// records a failure, as the guard in the state does later.
+    ///
+    /// Polled again after it returned `Ready` (which the `Future` contract leaves open), it
+    /// panics after a call that ran, and after a rejection asks the breaker again: a guard
+    /// (`op` in an `Option`) cost 15 instructions a call, more than a tenth of the call.
     pub(crate) struct BreakerOnly<'a, F, Fut, C: ?Sized> {
         pipeline: &'a Pipeline,
         breaker: &'a CircuitBreaker,
