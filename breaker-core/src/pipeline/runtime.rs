@@ -493,7 +493,9 @@ pin_project_lite::pin_project! {
     /// records a failure, as the guard in the state does later.
     ///
     /// Polled again after it returned `Ready` (which the `Future` contract leaves open), it
-    /// panics after a call that ran, and after a rejection asks the breaker again: a guard
+    /// polls the operation's finished future again after a call that ran (an `async` block
+    /// panics; otherwise the missing permit does), and after a rejection asks the breaker
+    /// again: a guard
     /// (`op` in an `Option`) cost 15 instructions a call, more than a tenth of the call.
     pub(crate) struct BreakerOnly<'a, F, Fut, C: ?Sized> {
         pipeline: &'a Pipeline,
