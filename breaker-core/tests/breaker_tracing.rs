@@ -5,58 +5,17 @@
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
 use breaker_core::clock::{Clock, ManualClock};
 use breaker_core::registry::Registry;
-use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing::Level;
 
-/// Records every event as `LEVEL message k=v k=v ...` (fields in emission order).
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>);
-
-struct Line(String, String);
-
-impl Visit for Line {
-    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        } else {
-            self.1.push_str(&format!(" {}={:?}", field.name(), value));
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.1.push_str(&format!(" {}={}", field.name(), value));
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut line = Line(String::new(), String::new());
-        event.record(&mut line);
-        let level = *event.metadata().level();
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{level} {}{}", line.0, line.1));
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
+#[path = "support/events.rs"]
+mod events;
+use events::Capture;
 
 #[test]
 fn transitions_and_rejections_emit_exact_events_with_name_and_key() {
-    let capture = Capture::default();
+    let capture = Capture::all();
     let time = ManualClock::new();
     let factory = CircuitBreaker::builder(BreakerPolicy {
         consecutive_failures: Some(2),
@@ -80,7 +39,7 @@ fn transitions_and_rejections_emit_exact_events_with_name_and_key() {
         time.set(Duration::from_secs(5));
         b.try_acquire().unwrap().success();
     });
-    let lines = capture.0.lock().unwrap().clone();
+    let lines = capture.lines();
     assert_eq!(
         lines,
         [
@@ -96,7 +55,7 @@ fn transitions_and_rejections_emit_exact_events_with_name_and_key() {
 /// has no `origin` field at all (above).
 #[test]
 fn a_remote_transition_names_its_origin() {
-    let capture = Capture::default();
+    let capture = Capture::all();
     let time = ManualClock::new();
     let b = CircuitBreaker::builder(BreakerPolicy::default())
         .name("inventory")
@@ -113,7 +72,7 @@ fn a_remote_transition_names_its_origin() {
             origin: Arc::from("replica-b"),
         });
     });
-    let lines = capture.0.lock().unwrap().clone();
+    let lines = capture.lines();
     assert_eq!(
         lines,
         [format!("{} circuit breaker state transition breaker=inventory key= from=closed to=open reason=failure_rate generation=1 consecutive_failures=0 window_calls=0 window_failures=0 window_slow=0 cooldown=Some(20s) origin=replica-b", Level::INFO)]

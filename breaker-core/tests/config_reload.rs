@@ -197,7 +197,7 @@ fn every_reload_is_an_event_and_a_metric() {
     let registry = PolicyRegistry::load(Loader::file(&path).no_env()).unwrap();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let events = Capture::default();
+    let events = reload_events();
     metrics::with_local_recorder(&recorder, || {
         tracing::subscriber::with_default(events.clone(), || {
             std::fs::write(&path, "[policies.p]\ntimeout = \"2s\"\n").unwrap();
@@ -221,7 +221,7 @@ fn every_reload_is_an_event_and_a_metric() {
         .collect();
     counts.sort();
     assert_eq!(counts, [("error".to_owned(), 1), ("ok".to_owned(), 1)]);
-    let events = events.0.lock().unwrap().clone();
+    let events = events.lines();
     assert_eq!(
         events,
         [
@@ -285,53 +285,14 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Records every event as `LEVEL message k=v ...`.
 #[cfg(feature = "metrics")]
-#[derive(Clone, Default)]
-struct Capture(Arc<std::sync::Mutex<Vec<String>>>);
-
+#[path = "support/events.rs"]
+mod events;
 #[cfg(feature = "metrics")]
-mod capture {
-    use super::Capture;
-    use std::fmt::Debug;
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Event, Metadata, Subscriber};
+use events::Capture;
 
-    struct Line(String, String);
-
-    impl Visit for Line {
-        fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-            if field.name() == "message" {
-                self.0 = format!("{value:?}");
-            } else {
-                self.1.push_str(&format!(" {}={:?}", field.name(), value));
-            }
-        }
-        fn record_str(&mut self, field: &Field, value: &str) {
-            self.1.push_str(&format!(" {}={}", field.name(), value));
-        }
-    }
-
-    impl Subscriber for Capture {
-        fn enabled(&self, m: &Metadata<'_>) -> bool {
-            m.target() == "breaker::config"
-        }
-        fn new_span(&self, _: &Attributes<'_>) -> Id {
-            Id::from_u64(1)
-        }
-        fn record(&self, _: &Id, _: &Record<'_>) {}
-        fn record_follows_from(&self, _: &Id, _: &Id) {}
-        fn event(&self, event: &Event<'_>) {
-            let mut line = Line(String::new(), String::new());
-            event.record(&mut line);
-            let level = *event.metadata().level();
-            self.0
-                .lock()
-                .unwrap()
-                .push(format!("{level} {}{}", line.0, line.1));
-        }
-        fn enter(&self, _: &Id) {}
-        fn exit(&self, _: &Id) {}
-    }
+/// Every event of the config reloads, as `LEVEL message k=v ...`.
+#[cfg(feature = "metrics")]
+fn reload_events() -> Capture {
+    Capture::new(|m| m.target() == "breaker::config")
 }

@@ -10,12 +10,9 @@
 use breaker_core::breaker::CircuitBreaker;
 use breaker_core::config::{self, Format, Policies, PolicyRegistry};
 use breaker_core::scope::Scope;
-use std::fmt::Debug;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use std::sync::Arc;
+use tracing::Level;
 
 const SHARED: &str = r#"[store]
 url = "redis://127.0.0.1:6379"
@@ -44,7 +41,7 @@ const WARNING: &str = "WARN breaker policy `search` has scope `shared` but its b
 #[test]
 fn a_breaker_that_runs_local_is_warned_of_once_and_still_shared_at_each_take() {
     let registry = PolicyRegistry::from_policies(policies(SHARED));
-    let events = Capture::default();
+    let events = warnings();
     tracing::subscriber::with_default(events.clone(), || {
         // Three pipelines taken (and kept): one warning.
         let taken: Vec<_> = (0..3)
@@ -89,49 +86,11 @@ fn a_breaker_that_runs_local_is_warned_of_once_and_still_shared_at_each_take() {
     });
 }
 
-/// Records every `warn` or more severe event as `LEVEL target message k=v ...`.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>);
+#[path = "support/events.rs"]
+mod events;
+use events::Capture;
 
-impl Capture {
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-}
-
-struct Line(String, String);
-
-impl Visit for Line {
-    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        } else {
-            self.1.push_str(&format!(" {}={:?}", field.name(), value));
-        }
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.1.push_str(&format!(" {}={}", field.name(), value));
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, m: &Metadata<'_>) -> bool {
-        *m.level() <= Level::WARN
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut line = Line(String::new(), String::new());
-        event.record(&mut line);
-        let m = event.metadata();
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{} {} {}{}", m.level(), m.target(), line.0, line.1));
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+/// Every `warn` or more severe event, as `LEVEL target message k=v ...`.
+fn warnings() -> Capture {
+    Capture::new(|m| *m.level() <= Level::WARN).with_target()
 }

@@ -572,22 +572,30 @@ fn build_errors_name_the_field_and_a_long_constant_cooldown_is_valid() {
     assert!(std::error::Error::source(&growing).is_none());
 }
 
+/// The pipeline breaker's lifetime totals: (succeeded, failed, cancelled, rejected).
+fn outcomes(p: &Pipeline) -> (u64, u64, u64, u64) {
+    let t = p.breaker().unwrap().snapshot().totals.unwrap();
+    (t.succeeded, t.failed, t.cancelled, t.rejected)
+}
+
+/// Two pipelines of `policy` with lifetime totals: one breaker alone (the direct path) and the
+/// same with a timeout far beyond any test (the general path, with no outcome changed).
+fn both_paths(policy: BreakerPolicy) -> [Pipeline; 2] {
+    let builder = || {
+        Pipeline::builder()
+            .totals(true)
+            .breaker_policy(policy.clone())
+    };
+    let general = builder().timeout(Duration::from_secs(3600));
+    [builder().build().unwrap(), general.build().unwrap()]
+}
+
 /// Both paths record each admitted call's outcome exactly once however it ends: at its first
 /// poll, after pending, by an error after pending, or by a panic in the operation (in the
 /// closure, in the future's first poll, after pending), which is a failure.
 #[tokio::test(start_paused = true)]
 async fn every_admitted_call_is_recorded_once_however_it_ends() {
-    let direct = Pipeline::builder()
-        .totals(true)
-        .breaker_policy(consecutive(10))
-        .build()
-        .unwrap();
-    let general = Pipeline::builder()
-        .totals(true)
-        .breaker_policy(consecutive(10))
-        .timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
+    let [direct, general] = both_paths(consecutive(10));
     for p in [direct, general] {
         assert_eq!(p.call(|| async { Ok::<u32, Boom>(1) }).await.unwrap(), 1);
         let later = p
@@ -627,18 +635,7 @@ async fn every_admitted_call_is_recorded_once_however_it_ends() {
                 .await
         });
         assert!(closure_panics.await.unwrap_err().is_panic());
-        let totals = p.breaker().unwrap().snapshot().totals.unwrap();
-        assert_eq!(
-            (
-                totals.succeeded,
-                totals.failed,
-                totals.cancelled,
-                totals.rejected
-            ),
-            (2, 4, 0, 0),
-            "{:?}",
-            p.order()
-        );
+        assert_eq!(outcomes(&p), (2, 4, 0, 0), "{:?}", p.order());
         assert_eq!(p.breaker().unwrap().state(), State::Closed);
     }
 }
@@ -649,17 +646,7 @@ async fn every_admitted_call_is_recorded_once_however_it_ends() {
 /// general path without changing any outcome.)
 #[tokio::test(start_paused = true)]
 async fn breaker_only_pipeline_behaves_as_the_general_path() {
-    let direct = Pipeline::builder()
-        .totals(true)
-        .breaker_policy(consecutive(2))
-        .build()
-        .unwrap();
-    let general = Pipeline::builder()
-        .totals(true)
-        .breaker_policy(consecutive(2))
-        .timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
+    let [direct, general] = both_paths(consecutive(2));
     for p in [&direct, &general] {
         let calls = AtomicU32::new(0);
         let op = |ok: bool| {
@@ -694,15 +681,6 @@ async fn breaker_only_pipeline_behaves_as_the_general_path() {
             3,
             "a rejected call never runs"
         );
-        let totals = p.breaker().unwrap().snapshot().totals.unwrap();
-        assert_eq!(
-            (
-                totals.succeeded,
-                totals.failed,
-                totals.cancelled,
-                totals.rejected
-            ),
-            (1, 2, 1, 1)
-        );
+        assert_eq!(outcomes(&p), (1, 2, 1, 1));
     }
 }
