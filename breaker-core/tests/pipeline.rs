@@ -681,6 +681,6 @@ async fn breaker_only_pipeline_behaves_as_the_general_path() {
             3,
             "a rejected call never runs"
         );
-        assert_eq!(outcomes(&p), (1, 2, 1, 1));
+        assert_eq!(outcomes(p), (1, 2, 1, 1));
     }
 }
