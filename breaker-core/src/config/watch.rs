@@ -41,6 +41,12 @@ impl PolicyRegistry {
     /// rename (as editors and configuration managers do) is seen too. Stops when the
     /// returned [`ConfigWatch`] is dropped.
     ///
+    /// A change that leaves the file empty is not loaded: a file written in place (`echo >`,
+    /// `std::fs::write`) is empty between its truncation and its first write, and a writer
+    /// held up between the two for longer than `debounce` would otherwise drop every policy
+    /// until its write lands. The write's own change reloads it. To load an empty file on
+    /// purpose, call [`reload`](PolicyRegistry::reload).
+    ///
     /// # Errors
     /// A registry not loaded from a file ([`Loader::file`](super::Loader::file)), or a
     /// directory the operating system cannot watch.
@@ -78,7 +84,7 @@ impl PolicyRegistry {
         let mut debouncer =
             new_debouncer(debounce, move |events: DebounceEventResult| match events {
                 Ok(events) => {
-                    if events.iter().any(|e| e.path == target) {
+                    if events.iter().any(|e| e.path == target) && has_content(&target) {
                         let _ = inner.reload();
                     }
                 }
@@ -102,5 +108,34 @@ impl PolicyRegistry {
             _debouncer: debouncer,
             path: watched,
         })
+    }
+}
+
+/// Whether a change of the watched file at `path` is loaded: not when the file is there and
+/// empty (see [`PolicyRegistry::watch`]); a missing or unreadable file is loaded, so that its
+/// error is reported as every failed reload is.
+fn has_content(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).map_or(true, |m| m.len() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_content;
+
+    #[test]
+    fn an_empty_file_is_not_loaded_and_a_missing_one_is() {
+        let dir = std::env::temp_dir().join(format!("breaker-watch-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policies.toml");
+        std::fs::write(&path, "").unwrap();
+        assert!(!has_content(&path), "an empty file is a write in progress");
+        std::fs::write(&path, "[policies.p]\n").unwrap();
+        assert!(has_content(&path));
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            has_content(&path),
+            "a missing file is loaded, to report its error"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
