@@ -14,6 +14,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
+#[path = "support/events.rs"]
+mod events;
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -208,6 +211,49 @@ async fn br_35_non_idempotent_attempted_once() {
             assert_eq!(start.elapsed(), secs(1));
         }
     }
+}
+
+/// BR-35 on the plain builder: a retry whose operation was never declared idempotent or not
+/// makes one attempt, as above, and building it says so once (it reads like a retry); stating
+/// either `idempotent(true)` or `idempotent(false)` is a decision and builds quietly.
+#[test]
+fn br_35_a_retry_never_declared_idempotent_or_not_is_warned_of() {
+    let retry = RetryPolicy {
+        max_attempts: 3,
+        ..RetryPolicy::default()
+    };
+    let warnings = events::Capture::new(|m| *m.level() <= tracing::Level::WARN);
+    tracing::subscriber::with_default(warnings.clone(), || {
+        Pipeline::builder()
+            .name("orders")
+            .retry(retry)
+            .build()
+            .unwrap();
+        assert_eq!(
+            warnings.take(),
+            [
+                "WARN a pipeline with a retry of 3 attempts whose operation is not declared \
+              idempotent makes one attempt per call: call `.idempotent(true)` on the builder to \
+              retry it, or `.idempotent(false)` to say that one attempt is meant \
+              pipeline=orders attempts=3"
+            ]
+        );
+        for stated in [false, true] {
+            Pipeline::builder()
+                .retry(retry)
+                .idempotent(stated)
+                .build()
+                .unwrap();
+        }
+        Pipeline::builder()
+            .retry(RetryPolicy {
+                max_attempts: 1,
+                ..RetryPolicy::default()
+            })
+            .build()
+            .unwrap();
+        assert_eq!(warnings.take(), Vec::<String>::new());
+    });
 }
 
 #[derive(Debug, PartialEq)]

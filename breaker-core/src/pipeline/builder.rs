@@ -128,6 +128,9 @@ pub struct PipelineBuilder {
     /// Whether `idempotent` came with a whole [`Policy`] and was not restated: then a retry
     /// that could never retry is an error, as for [`Policy::validate`].
     whole_policy: bool,
+    /// Whether [`idempotent`](Self::idempotent) was called: a retry that can never retry is
+    /// then a decision; unstated, [`build`](Self::build) warns of it.
+    idempotent_stated: bool,
     seed: Option<u64>,
     fallback_on: FallbackOn,
     recorder: Option<Recorder>,
@@ -217,6 +220,7 @@ impl PipelineBuilder {
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
         self.whole_policy = false;
+        self.idempotent_stated = true;
         self
     }
 
@@ -331,7 +335,11 @@ impl PipelineBuilder {
         let policy = self.policy();
         let mut errors = policy_errors(&policy);
         if !self.whole_policy {
-            // `idempotent(false)`, or never saying, is how the builder asks for one attempt.
+            // `idempotent(false)`, or never saying, is how the builder asks for one attempt;
+            // never saying is warned of, since it reads like a retry.
+            if !self.idempotent_stated && errors.iter().any(|e| e.rule == Rule::Idempotent) {
+                warn_unstated_idempotency(self.name.as_deref(), &policy);
+            }
             errors.retain(|e| e.rule != Rule::Idempotent);
         }
         if !errors.is_empty() {
@@ -402,4 +410,19 @@ impl std::fmt::Debug for PipelineBuilder {
             .field("order", &self.order)
             .finish_non_exhaustive()
     }
+}
+
+/// The warning of a retry that can never retry because the builder was not told whether the
+/// operation is idempotent (cold: once per pipeline built).
+#[cold]
+fn warn_unstated_idempotency(name: Option<&str>, policy: &Policy) {
+    let attempts = policy.retry.map_or(1, |r| r.max_attempts);
+    tracing::warn!(
+        target: "breaker",
+        pipeline = name.unwrap_or(""),
+        attempts,
+        "a pipeline with a retry of {attempts} attempts whose operation is not declared \
+         idempotent makes one attempt per call: call `.idempotent(true)` on the builder to \
+         retry it, or `.idempotent(false)` to say that one attempt is meant"
+    );
 }
