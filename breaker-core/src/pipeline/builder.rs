@@ -200,7 +200,8 @@ impl PipelineBuilder {
     }
 
     /// Retry with `policy`. Only operations declared [`idempotent`](Self::idempotent) are
-    /// retried; others are attempted once (case BR-35).
+    /// retried; others are attempted once (case BR-35), and [`build`](Self::build) warns (a
+    /// `tracing` event) when a retry of more than one attempt was never told either way.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = Some(policy);
         self

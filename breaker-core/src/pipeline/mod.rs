@@ -58,7 +58,8 @@
 //!
 //! # Retry rules
 //! - "3x" is 3 attempts in total. Attempts beyond the first happen only if the operation is
-//!   declared [idempotent](PipelineBuilder::idempotent) (case BR-35).
+//!   declared [idempotent](PipelineBuilder::idempotent) (case BR-35); a builder never told
+//!   either way warns at [`build`](PipelineBuilder::build).
 //! - Retried: errors and `Ok` values the classifier calls
 //!   [transient](crate::classify::Classifier::retry_of), and the timeout layer's timeouts.
 //!   Never retried, and returned unchanged: non-transient results, local rejections (breaker
