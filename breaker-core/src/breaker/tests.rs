@@ -239,6 +239,19 @@ fn rejection_messages_name_the_breaker() {
         b.try_acquire().unwrap_err().to_string(),
         "circuit breaker `inventory` is open; a probe may be admitted in 6s"
     );
+    // The message rounds the rest up to the millisecond; `retry_after` keeps it whole.
+    t.set(Duration::from_nanos(4_032_746_496));
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_micros(5_967_254)));
+    assert_eq!(
+        r.to_string(),
+        "circuit breaker `inventory` is open; a probe may be admitted in 5.968s"
+    );
+    t.set(Duration::from_micros(9_999_500));
+    assert_eq!(
+        b.try_acquire().unwrap_err().to_string(),
+        "circuit breaker `inventory` is open; a probe may be admitted in 1ms"
+    );
     t.set(secs(10.0));
     let _probe = b.try_acquire().unwrap();
     assert_eq!(
