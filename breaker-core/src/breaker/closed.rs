@@ -218,7 +218,7 @@ impl WindowSlot {
         if epoch == self.first.epoch {
             return self.first.counts(generation, now);
         }
-        match self.reshaped.get().map(|swap| swap.load_full()) {
+        match self.reshaped.get().map(|swap| swap.load()) {
             Some(store) if at_least(store.epoch, epoch) => store.counts(generation, now),
             _ => WindowCounts::default(),
         }

@@ -124,7 +124,7 @@ impl Rejected {
         match (self.reason(), self.retry_after()) {
             (RejectReason::Open, Some(d)) => {
                 // To the millisecond, rounded up (never sooner than the truth): a message is
-                // read by people, `retry_after` keeps the nanoseconds.
+                // read by people; `retry_after` keeps the breaker's own value.
                 let ms = u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
                 let d = Duration::from_millis(ms);
                 format!("{who} is open; a probe may be admitted in {d:?}")

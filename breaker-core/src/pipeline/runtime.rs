@@ -557,17 +557,15 @@ where
 }
 
 impl Pipeline {
-    /// A rejection by the breaker of a breaker-only call, counted (cold: the hot rejection
-    /// is the breaker's own, before any pipeline).
+    /// A rejection by the breaker layer, counted, as a call's error (both paths; cold: the
+    /// hot rejection is the breaker's own, before any pipeline).
     #[cold]
     #[inline(never)]
-    fn rejected<E>(&self, r: crate::breaker::Rejected) -> Error<E> {
+    pub(super) fn rejected<E>(&self, r: crate::breaker::Rejected) -> Error<E> {
         self.metrics.rejected(r.reason());
         Error::Rejected(Rejection::Breaker(r))
     }
-}
 
-impl Pipeline {
     /// Records a call that a layer outside retry refused before any attempt (with a recorder;
     /// attempts are recorded by the retry loop).
     #[cold]

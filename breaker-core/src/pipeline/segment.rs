@@ -44,10 +44,7 @@ macro_rules! segment {
                                 });
                                 continue;
                             }
-                            Err(r) => {
-                                $self.metrics.rejected(r.reason());
-                                Error::Rejected(Rejection::Breaker(r))
-                            }
+                            Err(r) => $self.rejected(r),
                         }
                     }
                     Layer::Bulkhead => {
