@@ -329,7 +329,32 @@ fn closed_path(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("recloser", "count_window"), |x| {
         x.iter(|| black_box(&r).call(|| Ok::<(), ()>(())))
     });
+    // Not a breaker: the floor under a time window's success, which reads the coarse clock
+    // (its bucket depends on the reading) on top of what a consecutive breaker's success does.
+    g.bench_function("coarse clock read alone", |x| x.iter(coarse_now));
     g.finish();
+}
+
+/// One read of the clock a time window's buckets follow (`CLOCK_MONOTONIC_COARSE` on Linux),
+/// as the library reads it, in nanoseconds.
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn coarse_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call writes only it.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Elsewhere the library's time windows read the precise clock.
+#[cfg(not(target_os = "linux"))]
+fn coarse_now() -> u64 {
+    breaker_core::clock::Clock::system().now_nanos()
 }
 
 fn open_rejection(c: &mut Criterion) {
