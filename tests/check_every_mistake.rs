@@ -5,7 +5,8 @@ use std::process::Command;
 
 #[test]
 fn check_prints_every_mistake_and_exits_1() {
-    let dir = std::env::temp_dir().join(format!("breaker-check-all-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-check-all-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");
     std::fs::write(

@@ -29,7 +29,8 @@ fn check_prints_effective_policies_of_a_valid_file() {
 
 #[test]
 fn check_lists_every_error_and_fails() {
-    let dir = std::env::temp_dir().join(format!("breaker-cli-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.toml");
     std::fs::write(

@@ -50,7 +50,8 @@ fn timed_out<T: std::fmt::Debug>(r: &Result<T, Error<&str>>, after_ms: u64) -> b
 
 #[tokio::test(start_paused = true)]
 async fn a_reload_reaches_every_layer_of_annotated_functions() {
-    let dir = std::env::temp_dir().join(format!("breaker-annotated-reload-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-annotated-reload-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("policies.toml");
     std::fs::write(&path, file(2, 100, 1)).unwrap();

@@ -260,7 +260,8 @@ fn readme_config_file() -> Result<(), Box<dyn std::error::Error>> {
 #[cfg(feature = "watch")]
 #[test]
 fn the_readme_config_block_runs() {
-    let dir = std::env::temp_dir().join(format!("breaker-readme-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-readme-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/examples/breaker.toml"),

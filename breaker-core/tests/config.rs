@@ -343,7 +343,8 @@ fn example_files_load_and_agree() {
 
 #[test]
 fn errors_in_files_name_the_file() {
-    let dir = std::env::temp_dir().join(format!("breaker-config-test-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-config-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bad.yaml");
     std::fs::write(
@@ -411,7 +412,8 @@ fn environment_overrides_single_values() {
 
 #[test]
 fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
-    let dir = std::env::temp_dir().join(format!("breaker-registry-test-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-registry-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("policies.toml");
     std::fs::write(

@@ -280,7 +280,8 @@ fn a_watched_file_reloads_on_change() {
 
 #[cfg(any(feature = "metrics", feature = "watch"))]
 fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("breaker-reload-{name}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-reload-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -49,7 +49,8 @@ fn main() {
     );
 
     // 2. A 1,000,000-call file against a 100-policy sweep.
-    let dir = std::env::temp_dir().join(format!("breaker-sim-bench-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("breaker-sim-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("trace.jsonl");
     {

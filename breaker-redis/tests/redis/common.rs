@@ -98,7 +98,8 @@ impl Server {
     pub fn start(extra: &[&str]) -> Option<Server> {
         available()?;
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("breaker-redis-{}-{n}", std::process::id()));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("breaker-redis-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create the server's directory");
         let mut server = Server {
             child: None,
@@ -126,8 +127,8 @@ impl Server {
     pub fn start_tls() -> Option<(Server, Vec<u8>)> {
         available()?;
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("breaker-redis-tls-{}-{n}", std::process::id()));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("breaker-redis-tls-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create the server's directory");
         // A CA and a leaf signed by it (webpki refuses a self-signed CA as the server's own).
         std::fs::write(

@@ -577,7 +577,7 @@ fn replicas_as_os_processes_share_trips_and_the_probe_cap() {
     }
     let s = server!();
     let ns = unique_ns("fleet-procs");
-    let go = std::env::temp_dir().join(format!("{ns}.go"));
+    let go = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{ns}.go"));
     let _ = std::fs::remove_file(&go);
     let exe = std::env::current_exe().unwrap();
     let mut children = Vec::new();
