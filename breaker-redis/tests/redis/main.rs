@@ -12,3 +12,4 @@ mod harness;
 mod model;
 mod pipeline;
 mod protocol;
+mod tower_stack;
