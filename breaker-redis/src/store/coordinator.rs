@@ -138,6 +138,7 @@ impl Coordinator {
     }
 
     pub(super) fn unregister(&mut self, idx: u32) {
+        self.watched.remove(&idx);
         if let Some(e) = self.entries.remove(&idx) {
             // Only this registration's: a newer one of the same id may have replaced it.
             if self.by_id.get(&e.target.id) == Some(&idx) {
@@ -205,6 +206,33 @@ impl Coordinator {
 
     pub(super) fn rtt(&self, d: Duration) {
         self.stats.rtt(&self.ns, d);
+    }
+
+    /// Sends `items` to the store in round trips of at most [`MAX_BREAKERS_PER_ROUND_TRIP`](crate::protocol::MAX_BREAKERS_PER_ROUND_TRIP) breakers,
+    /// one after another, each under the operation timeout, and stops at the first that fails.
+    /// Returns the answers of the round trips that succeeded (one per item of a prefix of
+    /// `items`, in order) and the error that stopped it, if any.
+    pub(super) async fn flush_items(
+        &self,
+        conn: &mut ConnectionManager,
+        items: &[FlushItem<'_>],
+    ) -> (Vec<ItemReply>, Option<StoreError>) {
+        let mut answers = Vec::with_capacity(items.len());
+        for chunk in items.chunks(crate::protocol::MAX_BREAKERS_PER_ROUND_TRIP) {
+            let calls = chunk.len().div_ceil(crate::protocol::MAX_BREAKERS_PER_CALL) as u64;
+            let sent = Instant::now();
+            let r = self.timed("flush", self.proto.flush(conn, chunk)).await;
+            add(&self.stats.operations, calls);
+            add(&self.stats.round_trips, 1);
+            match r {
+                Ok(reply) => {
+                    self.rtt(sent.elapsed());
+                    answers.extend(reply.items);
+                }
+                Err(e) => return (answers, Some(e)),
+            }
+        }
+        (answers, None)
     }
 
     pub(super) async fn timed<T>(

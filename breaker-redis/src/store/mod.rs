@@ -8,8 +8,11 @@
 //!
 //! - the flush timer (every `flush_interval`, jittered): the counts of the breakers that were
 //!   *active* since the last flush, plus the breakers whose shared state is not closed (so a
-//!   lost push costs at most one interval), go to the store in **one** operation (a pipeline
-//!   when more than 512). Idle breakers are not touched and cost nothing;
+//!   lost push costs at most one interval), go to the store in one operation (a pipeline
+//!   when more than 512), or in several round trips of at most [`MAX_BREAKERS_PER_ROUND_TRIP`](crate::protocol::MAX_BREAKERS_PER_ROUND_TRIP) breakers
+//!   each, one after another, each under the timeout: a flush of every breaker (the first
+//!   after many registrations, or the health probe of a degraded store, below) must not fail
+//!   for its size alone. Idle breakers are not touched and cost nothing;
 //! - urgent operations (a local trip, a probe-lease request, a probe's end, an early flush):
 //!   sent at once, concurrently, one round trip for the batch; probe requests of one breaker
 //!   queued together are merged into one operation;
@@ -225,6 +228,7 @@ impl Store {
             status_tx,
             status: initial,
             entries: HashMap::new(),
+            watched: HashSet::new(),
             by_id: HashMap::new(),
             reg_rx,
             cmd_rx,
@@ -578,6 +582,9 @@ struct Coordinator {
     status_tx: watch::Sender<StoreStatus>,
     status: StoreStatus,
     entries: HashMap<u32, Entry>,
+    /// The entries whose view is not closed ([`View::watched`]): every flush carries them,
+    /// and keeping them apart spares a healthy flush a walk of every entry.
+    watched: HashSet<u32>,
     by_id: HashMap<BreakerId, u32>,
     reg_rx: mpsc::UnboundedReceiver<Registration>,
     cmd_rx: mpsc::UnboundedReceiver<Command>,

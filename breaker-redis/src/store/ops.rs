@@ -39,6 +39,17 @@ impl Coordinator {
         if let Some(u) = update(&mut e.view, &it.state, it.server_now_ms, recv, &replica) {
             add(&self.stats.applied, 1);
             calls.push(Call::Apply(breaker, u));
+            let watched = e.view.watched();
+            self.set_watched(idx, watched);
+        }
+    }
+
+    /// Keeps [`Coordinator::watched`] in step with entry `idx`'s view.
+    fn set_watched(&mut self, idx: u32, watched: bool) {
+        if watched {
+            self.watched.insert(idx);
+        } else {
+            self.watched.remove(&idx);
         }
     }
 
@@ -58,6 +69,35 @@ impl Coordinator {
         }
     }
 
+    /// A flush while the store is degraded and its own breaker allows no attempt: nothing can
+    /// be sent, so only the breakers that counted since the last flush (`active`) are visited,
+    /// their counts dropped as a failed flush's are, not every registered breaker each interval.
+    fn drop_counts(&mut self, active: Vec<u32>) -> Result<usize, StoreError> {
+        let mut counted = false;
+        let mut gone = Vec::new();
+        for idx in active {
+            let Some(e) = self.entries.get(&idx) else {
+                continue;
+            };
+            e.link.active.store(false, Ordering::Release);
+            match e.breaker.upgrade() {
+                Some(breaker) => counted |= !breaker.take_deltas().is_empty(),
+                None => gone.push(idx),
+            }
+        }
+        for idx in gone {
+            self.unregister(idx);
+        }
+        if self.entries.is_empty() {
+            return Ok(0);
+        }
+        if counted {
+            add(&self.stats.dropped_flushes, 1);
+            health::metrics_count(&self.ns, "breaker_store_dropped_flushes_total", 1);
+        }
+        Err(StoreError::Degraded { op: "flush" })
+    }
+
     pub(super) async fn flush(&mut self) -> Result<usize, StoreError> {
         self.drain_registrations();
         self.sweep_unused();
@@ -72,12 +112,14 @@ impl Coordinator {
         // store's return even when nothing was counted meanwhile (an open breaker records
         // nothing, and a trip reported during the outage was lost with it).
         let degraded = self.status != StoreStatus::Healthy;
-        idxs.extend(
-            self.entries
-                .iter()
-                .filter(|(_, e)| degraded || e.view.watched())
-                .map(|(i, _)| *i),
-        );
+        if degraded && (self.conn.is_none() || !self.health.allows(Instant::now())) {
+            return self.drop_counts(idxs);
+        }
+        if degraded {
+            idxs.extend(self.entries.keys().copied());
+        } else {
+            idxs.extend(self.watched.iter().copied());
+        }
         idxs.sort_unstable();
         idxs.dedup();
         let mut batch: Vec<(u32, Deltas, HighWater)> = Vec::with_capacity(idxs.len());
@@ -122,30 +164,27 @@ impl Coordinator {
                 high_water: *hw,
             })
             .collect();
-        let calls = items.len().div_ceil(crate::protocol::MAX_BREAKERS_PER_CALL) as u64;
-        let sent = Instant::now();
-        let r = self
-            .timed("flush", self.proto.flush(&mut conn, &items))
-            .await;
+        let (answers, failed) = self.flush_items(&mut conn, &items).await;
         drop(items);
-        add(&self.stats.operations, calls);
-        add(&self.stats.round_trips, 1);
-        match r {
-            Ok(reply) => {
-                self.rtt(sent.elapsed());
-                add(&self.stats.flushes, calls);
-                health::metrics_count(&self.ns, "breaker_store_flushes_total", calls);
-                self.record_success();
-                let recv = self.cfg.clock.now_nanos();
-                let mut cbs = Vec::new();
-                for ((idx, _, _), it) in batch.iter().zip(&reply.items) {
-                    self.absorb(*idx, it, recv, &mut cbs);
-                }
-                cbs.into_iter().for_each(Call::run);
-                Ok(batch.len())
-            }
-            Err(e) => {
-                if counted {
+        // The round trips that succeeded delivered their breakers' counts: their answers are
+        // applied whether or not a later round trip failed.
+        let delivered = answers.len().min(batch.len());
+        let calls = delivered.div_ceil(crate::protocol::MAX_BREAKERS_PER_CALL) as u64;
+        add(&self.stats.flushes, calls);
+        health::metrics_count(&self.ns, "breaker_store_flushes_total", calls);
+        if failed.is_none() {
+            self.record_success();
+        }
+        let recv = self.cfg.clock.now_nanos();
+        let mut cbs = Vec::new();
+        for ((idx, _, _), it) in batch.iter().zip(&answers) {
+            self.absorb(*idx, it, recv, &mut cbs);
+        }
+        cbs.into_iter().for_each(Call::run);
+        match failed {
+            None => Ok(batch.len()),
+            Some(e) => {
+                if batch[delivered..].iter().any(|(_, d, _)| !d.is_empty()) {
                     add(&self.stats.dropped_flushes, 1);
                     health::metrics_count(&self.ns, "breaker_store_dropped_flushes_total", 1);
                 }
@@ -180,26 +219,19 @@ impl Coordinator {
             .into_iter()
             .filter(|i| self.entries.contains_key(i))
             .collect();
-        let calls = items.len().div_ceil(crate::protocol::MAX_BREAKERS_PER_CALL) as u64;
-        let sent = Instant::now();
-        let r = self
-            .timed("flush", self.proto.flush(&mut conn, &items))
-            .await;
+        let (answers, failed) = self.flush_items(&mut conn, &items).await;
         drop(items);
-        add(&self.stats.operations, calls);
-        add(&self.stats.round_trips, 1);
-        match r {
-            Ok(reply) => {
-                self.rtt(sent.elapsed());
-                self.record_success();
-                let recv = self.cfg.clock.now_nanos();
-                let mut cbs = Vec::new();
-                for (idx, it) in idxs.iter().zip(&reply.items) {
-                    self.absorb(*idx, it, recv, &mut cbs);
-                }
-                cbs.into_iter().for_each(Call::run);
-            }
-            Err(e) => self.record_failure(&e),
+        if failed.is_none() {
+            self.record_success();
+        }
+        let recv = self.cfg.clock.now_nanos();
+        let mut cbs = Vec::new();
+        for (idx, it) in idxs.iter().zip(&answers) {
+            self.absorb(*idx, it, recv, &mut cbs);
+        }
+        cbs.into_iter().for_each(Call::run);
+        if let Some(e) = failed {
+            self.record_failure(&e);
         }
     }
 
@@ -455,9 +487,11 @@ impl Coordinator {
         };
         if let Some(u) = update(&mut e.view, &msg.state, msg.server_now_ms, recv, &replica) {
             add(&self.stats.applied, 1);
+            let watched = e.view.watched();
             if let Some(b) = e.breaker.upgrade() {
                 b.apply_remote(&u);
             }
+            self.set_watched(idx, watched);
         }
     }
 }

@@ -112,6 +112,67 @@ async fn the_store_killed_and_restarted_empty_is_repaired() {
     assert_eq!((fb.view().generation, fb.state()), (1, State::Open));
 }
 
+/// A degraded store's recovery flush carries every registered breaker (its reply re-adopts the
+/// fleet's state). With many breakers it goes in round trips of at most
+/// `MAX_BREAKERS_PER_ROUND_TRIP` breakers, each under the timeout: 3 x 4,096 + 1 breakers are
+/// 25 calls in 4 round trips. It was one round trip the size of the fleet; past the timeout
+/// (100,000 breakers on a 2-core VM with the default 250 ms) every recovery flush timed out and
+/// the store never recovered.
+#[tokio::test]
+async fn a_degraded_store_with_many_breakers_recovers_in_bounded_round_trips() {
+    use breaker_redis::protocol::{MAX_BREAKERS_PER_CALL, MAX_BREAKERS_PER_ROUND_TRIP};
+    let s = server!();
+    let ns = unique_ns("many");
+    // A timeout long enough for a round trip on a loaded machine; failures detected after 2.
+    let cfg = config(&s.url(), &ns, "a", Clock::system())
+        .op_timeout(Duration::from_secs(2))
+        .store_breaker(2, Duration::from_millis(50), Duration::from_millis(200));
+    let st = Store::connect(cfg).await.unwrap();
+    let n = 3 * MAX_BREAKERS_PER_ROUND_TRIP + 1;
+    let calls = n.div_ceil(MAX_BREAKERS_PER_CALL) as u64;
+    assert_eq!(calls, 25);
+    let fakes: Vec<_> = (0..n)
+        .map(|i| {
+            let id = BreakerId::new(&format!("k{i}")).unwrap();
+            FakeBreaker::register(&st, id, &policy()).unwrap()
+        })
+        .collect();
+    let one = &fakes[0];
+    // Every new breaker's shared state read (in batches as the registrations arrived).
+    st.sync().await.unwrap();
+    one.record(Outcome::Success);
+    assert_eq!(st.flush_now().await.unwrap(), 1, "the one that counted");
+    assert_eq!(st.stats().errors, 0);
+    s.pause();
+    degrade(&st, one).await;
+    s.resume();
+    let start = Instant::now();
+    let sent = loop {
+        let before = st.stats();
+        one.record(Outcome::Success);
+        match st.flush_now().await {
+            Ok(sent) => {
+                let after = st.stats();
+                assert_eq!(
+                    after.round_trips - before.round_trips,
+                    4,
+                    "the recovery flush"
+                );
+                assert_eq!(after.operations - before.operations, calls);
+                break sent;
+            }
+            Err(e) => assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the store never recovered: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(sent, n, "the recovery flush carried every breaker");
+    assert_eq!(st.status(), StoreStatus::Healthy);
+    assert_eq!(st.stats().recovered_events, 1);
+}
+
 /// A hung store (SIGSTOP: socket open, no answer): each operation is bounded by the timeout,
 /// the store's breaker opens after two, then nothing waits at all; probe requests are
 /// answered at once; after SIGCONT it recovers.
