@@ -510,3 +510,47 @@ fn an_unreadable_value_hides_only_the_errors_of_rules_that_read_it() {
         ]
     );
 }
+
+// ---- the key an unknown key most likely meant ----
+
+/// A plural, a singular, a unit suffix or camel case of a key is pointed at the key; a word like
+/// no key gets the list alone.
+#[test]
+fn unknown_keys_in_another_form_suggest_the_key() {
+    let section_keys = "`breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `order`, \
+                        `idempotent`, `max_keys`, `key_idle`, `scope`";
+    let text = "[policy.a]\n[policies.a]\nretries = 3\ntimeout_ms = 500\nfoo = 1\n\
+                [policies.a.retry]\nmaxAttempts = 3\n";
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            "1:2: policy: unknown field `policy`, expected one of `$schema`, `default`, \
+             `policies`, `store`; did you mean `policies`?"
+                .to_owned(),
+            format!(
+                "3:1: policies.a.retries: unknown field `retries`, expected one of \
+                 {section_keys}; did you mean `retry`?"
+            ),
+            format!(
+                "4:1: policies.a.timeout_ms: unknown field `timeout_ms`, expected one of \
+                 {section_keys}; did you mean `timeout`?"
+            ),
+            format!("5:1: policies.a.foo: unknown field `foo`, expected one of {section_keys}"),
+            "7:1: policies.a.retry.maxAttempts: unknown field `maxAttempts`, expected one of \
+             `max_attempts`, `backoff`, `jitter`; did you mean `max_attempts`?"
+                .to_owned(),
+        ]
+    );
+    // From an environment variable too.
+    assert_eq!(
+        errors(
+            "[policies.a]\n",
+            Format::Toml,
+            &[("BREAKER__POLICIES__A__TIMEOUTS", "1s")]
+        ),
+        [format!(
+            "(env BREAKER__POLICIES__A__TIMEOUTS): policies.a.timeouts: unknown field \
+             `timeouts`, expected one of {section_keys}; did you mean `timeout`?"
+        )]
+    );
+}

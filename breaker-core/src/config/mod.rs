@@ -64,7 +64,8 @@
 //! **Errors** ([`ConfigError`]) name the file, the line and column, and the key path:
 //! `breaker.toml:12:24: policies.inventory.breaker.consecutive_failures: must be at least 1,
 //! got 0`. Every mistake is reported at once, in file order, as a compiler does: every unknown
-//! key (with the key most likely meant, and the config key of an attribute option such as
+//! key (with the key most likely meant: a misspelling such as `timout`, another form such as
+//! `retries`, `policy`, `timeout_ms` or `maxAttempts`, or an attribute option such as
 //! `threshold`), every value of the wrong type, every invalid DSL string and every invalid
 //! value of every policy; the validator's errors that would only follow from a value that
 //! could not be read are left out. Only a file that is not well-formed TOML, YAML or JSON

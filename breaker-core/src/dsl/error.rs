@@ -132,24 +132,10 @@ pub(crate) fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str>
     let first = lower.chars().next();
     candidates
         .iter()
-        .map(|c| (levenshtein(&lower, c), *c))
+        .map(|c| (strsim::levenshtein(&lower, c), *c))
         .filter(|(d, c)| *d <= 2 && *d < c.chars().count().max(lower.chars().count()))
         .min_by_key(|(d, c)| (*d, c.chars().next() != first))
         .map(|(_, c)| c)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -165,7 +151,7 @@ mod tests {
         assert_eq!(suggest("ss", &["ns", "us", "ms", "s"]), Some("s"));
         assert_eq!(suggest("x", &["s", "m"]), None);
         assert_eq!(suggest("mss", &["ns", "ms", "s"]), Some("ms"));
-        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(strsim::levenshtein("kitten", "sitting"), 3);
     }
 
     #[test]
