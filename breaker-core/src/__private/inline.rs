@@ -19,7 +19,8 @@ pub struct InlinePolicy<'a> {
     pub failure_rate: Option<f64>,
     /// `window = N` (calls).
     pub window_calls: Option<u64>,
-    /// `window = "D"`.
+    /// `window = "D"` or `window = "D in N buckets"` (a time window; also `"N calls"`), as
+    /// [`dsl::parse_window`] reads it.
     pub window_time: Option<&'a str>,
     /// `min_calls = N`.
     pub min_calls: Option<u64>,
@@ -263,14 +264,11 @@ impl InlinePolicy<'_> {
                 breaker.window = SlidingWindow::Count(n);
             }
         }
+        // A config file's `window` and the DSL's window size: `"60s"`, `"60s in 12 buckets"`
+        // (or `"100 calls"`), checked there.
         if let Some(src) = self.window_time {
-            match dsl::parse_duration(src) {
-                Ok(length) => {
-                    breaker.window = SlidingWindow::Time {
-                        length,
-                        buckets: SlidingWindow::DEFAULT_BUCKETS,
-                    }
-                }
+            match dsl::parse_window(src) {
+                Ok(window) => breaker.window = window,
                 Err(e) => errors.push(dsl_err(AttrOption::Window, src, &e)),
             }
         }

@@ -123,3 +123,52 @@ fn every_error_at_once() {
         ]
     );
 }
+
+/// `window = ".."` reads a time window as a config file does (`60s`, `60s in 12 buckets`),
+/// with the window's own checks.
+#[test]
+fn a_time_window_takes_its_buckets() {
+    use crate::breaker::SlidingWindow;
+    use std::time::Duration;
+    let window = |src| {
+        InlinePolicy {
+            failure_rate: Some(50.0),
+            window_time: Some(src),
+            ..InlinePolicy::default()
+        }
+        .build()
+        .map(|p| p.breaker.unwrap().window)
+    };
+    let time = |secs, buckets| SlidingWindow::Time {
+        length: Duration::from_secs(secs),
+        buckets,
+    };
+    assert_eq!(window("60s"), Ok(time(60, 10)));
+    assert_eq!(window("60s in 12 buckets"), Ok(time(60, 12)));
+    assert_eq!(window("1m in 600 buckets"), Ok(time(60, 600)));
+    let message = |src| {
+        messages(InlinePolicy {
+            failure_rate: Some(50.0),
+            window_time: Some(src),
+            ..InlinePolicy::default()
+        })
+    };
+    assert_eq!(
+        message("60s in 0 buckets"),
+        [(
+            Some("window"),
+            None,
+            "invalid window `60s in 0 buckets`: `window`: time window needs 1..=600 buckets, \
+             got 0"
+                .to_owned()
+        )]
+    );
+    assert_eq!(
+        message("60s in 12 bucket"),
+        [(
+            Some("window"),
+            None,
+            "invalid window `60s in 12 bucket`: unexpected `bucket`; expected `buckets`".to_owned()
+        )]
+    );
+}
