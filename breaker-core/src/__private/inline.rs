@@ -63,10 +63,20 @@ fn err(option: AttrOption, message: impl Into<String>) -> OptionError {
 }
 
 fn dsl_err(option: AttrOption, src: &str, e: &DslError) -> OptionError {
-    err(
-        option,
-        format!("invalid {option} `{src}`: {}", e.describe()),
-    )
+    err(option, literal_error(option.name(), src, e))
+}
+
+/// The error `e` of the DSL string literal `src` of the attribute's option `option`, as the
+/// macro shows it: under the whole literal, since stable `proc_macro` cannot point inside one.
+/// So the message quotes the literal and, when the offending fragment is a part of it, gives
+/// the fragment's byte range in the literal, as the DSL's `Display` does everywhere:
+/// ``invalid retry `3x expo`: unknown backoff `expo` at 3..7; expected one of ...``.
+pub fn literal_error(option: &str, src: &str, e: &DslError) -> String {
+    if e.span == (0..src.len()) {
+        format!("invalid {option} `{src}`: {}", e.describe())
+    } else {
+        format!("invalid {option} `{src}`: {e}")
+    }
 }
 
 fn u32_of(option: AttrOption, n: u64, errors: &mut Vec<OptionError>) -> Option<u32> {

@@ -37,7 +37,7 @@ mod tests;
 
 #[cfg(feature = "tokio")]
 pub use classify::*;
-pub use inline::{InlinePolicy, OptionError};
+pub use inline::{literal_error, InlinePolicy, OptionError};
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
 pub use option::AttrOption;

@@ -97,6 +97,46 @@ fn validator_errors_are_worded_for_the_attribute() {
     assert!(one.build().is_ok());
 }
 
+/// The macro's error sits under the whole literal, so a DSL error says where in the literal
+/// its fragment is, unless the fragment is the whole literal.
+#[test]
+fn a_dsl_error_names_its_fragment_and_where_it_is() {
+    let got = messages(InlinePolicy {
+        retry: Some("3x exp jiter"),
+        cooldown: Some("1m 30parsecs"),
+        timeout: Some("1.5s"),
+        ..InlinePolicy::default()
+    });
+    assert_eq!(
+        got,
+        [
+            (
+                Some("cooldown"),
+                None,
+                "invalid cooldown `1m 30parsecs`: unknown duration unit `parsecs` in \
+                 `30parsecs` at 5..12; expected one of `ns`, `us`, `ms`, `s`, `m`, `h`, `d` or \
+                 `w`"
+                .to_owned()
+            ),
+            (
+                Some("retry"),
+                None,
+                "invalid retry `3x exp jiter`: unknown jitter `jiter` at 7..12; expected one of \
+                 `(`, `jitter`, `full-jitter`, `equal-jitter`, `decorrelated-jitter`, \
+                 `additive-jitter` or end of input; did you mean `jitter`?"
+                    .to_owned()
+            ),
+            (
+                Some("timeout"),
+                None,
+                "invalid timeout `1.5s`: fractional duration `1.5s`; expected `1s 500ms`; \
+                 fractions are written with a smaller unit"
+                    .to_owned()
+            ),
+        ]
+    );
+}
+
 #[test]
 fn every_error_at_once() {
     let errors = InlinePolicy {
@@ -168,7 +208,8 @@ fn a_time_window_takes_its_buckets() {
         [(
             Some("window"),
             None,
-            "invalid window `60s in 12 bucket`: unexpected `bucket`; expected `buckets`".to_owned()
+            "invalid window `60s in 12 bucket`: unexpected `bucket` at 10..16; expected `buckets`"
+                .to_owned()
         )]
     );
 }

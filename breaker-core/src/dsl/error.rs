@@ -6,8 +6,9 @@ use std::ops::Range;
 /// A DSL string that does not follow the grammar, or that parses to an invalid policy.
 ///
 /// Every error names the offending fragment and its byte range in the input, so a caller can
-/// point at it: the `#[circuit_breaker]` attribute places a compile error under exactly those
-/// bytes of the string literal, config loading reports them next to the file position.
+/// point at it: config loading reports them next to the file position, and the
+/// `#[circuit_breaker]` attribute's compile error, which sits under the whole string literal
+/// (stable `proc_macro` cannot point inside one), quotes the literal and gives the range.
 ///
 /// `Display` writes `{message} at {start}..{end}`, then `; expected {expected}` when the
 /// parser knows what would have been accepted, then `; {help}` when there is a suggestion:
@@ -73,8 +74,8 @@ impl DslError {
         self
     }
 
-    /// The message without the position: `{message}; expected {expected}; {help}`. This is
-    /// what the attribute macro shows, since its error already sits under the fragment.
+    /// The message without the position: `{message}; expected {expected}; {help}`, for a
+    /// caller that shows where the fragment is in another way.
     pub fn describe(&self) -> String {
         let mut out = self.message.clone();
         self.write_tail(&mut out);
