@@ -412,74 +412,9 @@ fn attribute_field(key: &str) -> Option<(AttrOption, Field)> {
     Some((option, field))
 }
 
-/// Tails of a key that name a unit or what the value is, after a `_` (`timeout_ms`,
-/// `window_size`): the key without them is what was meant.
-const KEY_TAILS: &[&str] = &[
-    "ms",
-    "millis",
-    "milliseconds",
-    "s",
-    "sec",
-    "secs",
-    "seconds",
-    "count",
-    "size",
-    "policy",
-    "config",
-];
-
-/// Whether `plural` is an English plural of `word`: `-s`, `-es`, `-y` to `-ies`.
-fn is_plural_of(plural: &str, word: &str) -> bool {
-    plural
-        .strip_prefix(word)
-        .is_some_and(|tail| tail == "s" || tail == "es")
-        || word
-            .strip_suffix('y')
-            .and_then(|stem| plural.strip_prefix(stem))
-            .is_some_and(|tail| tail == "ies")
-}
-
-/// `key` in snake case: camel case split at its capitals (`maxAttempts`), `-` as `_`,
-/// lowercase.
-fn snake_case(key: &str) -> String {
-    let mut out = String::with_capacity(key.len() + 4);
-    for (i, c) in key.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 && !out.ends_with('_') {
-            out.push('_');
-        }
-        out.push(if c == '-' {
-            '_'
-        } else {
-            c.to_ascii_lowercase()
-        });
-    }
-    out
-}
-
-/// The key of `keys` an unknown `key` most likely meant: the same key in snake case
-/// (`maxAttempts`), its plural or singular (`retries` for `retry`, `policy` for `policies`),
-/// the key with a unit or a word after a `_` ([`KEY_TAILS`]: `timeout_ms`), else a key within
-/// a small edit distance ([`crate::dsl::suggest`], the DSL's rule: `timout`). `None` for a
-/// word like none of them (`foo`).
-fn similar_key<'k>(key: &str, keys: &[&'k str]) -> Option<&'k str> {
-    let word = snake_case(key);
-    let trimmed = word
-        .rsplit_once('_')
-        .filter(|(_, tail)| KEY_TAILS.contains(tail))
-        .map(|(head, _)| head);
-    let forms = std::iter::once(word.as_str()).chain(trimmed);
-    for form in forms {
-        let same = |k: &&str| *k == form || is_plural_of(form, k) || is_plural_of(k, form);
-        if let Some(k) = keys.iter().copied().find(same) {
-            return Some(k);
-        }
-    }
-    crate::dsl::suggest(&word, keys)
-}
-
 /// The key of this table a misspelled key or an attribute's name most likely meant.
 fn suggestion<'k>(key: &str, keys: &[&'k str], table: Option<Layer>) -> Option<&'k str> {
-    if let Some(s) = similar_key(key, keys) {
+    if let Some(s) = crate::dsl::suggest_key(key, keys) {
         return Some(s);
     }
     let (_, field) = attribute_field(key)?;
@@ -497,7 +432,7 @@ fn unknown_key(key: &str, keys: &[&str], table: Option<Layer>) -> String {
         expected.join(", ")
     );
     let option = AttrOption::ALL.into_iter().find(|o| o.name() == key);
-    if let Some(s) = similar_key(key, keys) {
+    if let Some(s) = crate::dsl::suggest_key(key, keys) {
         message.push_str(&format!("; did you mean `{s}`?"));
     } else if let Some((option, f)) = attribute_field(key) {
         if table.is_none() || f.layer() == table {
@@ -649,7 +584,7 @@ mod tests {
             ("threshold", BREAKER_KEYS, None),
         ];
         for (key, keys, expected) in cases {
-            assert_eq!(similar_key(key, keys), *expected, "{key}");
+            assert_eq!(crate::dsl::suggest_key(key, keys), *expected, "{key}");
         }
     }
 
