@@ -54,6 +54,36 @@ fn check_lists_every_error_and_fails() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An invalid value of `default` fails `check` even when no policy inherits it, and is
+/// reported once however many policies do.
+#[test]
+fn check_fails_for_an_invalid_default_and_reports_it_once() {
+    let dir = std::env::temp_dir().join(format!("breaker-cli-default-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, policies) in [
+        ("none.toml", ""),
+        ("two.toml", "[policies.a]\n[policies.b]\n"),
+    ] {
+        let bad = dir.join(name);
+        std::fs::write(
+            &bad,
+            format!("[default.breaker]\ncooldown = \"0s\"\n{policies}"),
+        )
+        .unwrap();
+        let bad = bad.to_str().unwrap();
+        let (code, stdout, stderr) = breaker(&["check", bad]);
+        assert_eq!((code, stdout.as_str()), (1, ""), "{name}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: {bad}:2:12: default.breaker.cooldown: must be non-zero, got 0s (a breaker \
+                 that never stays open protects nothing)\n{bad}: 1 error\n"
+            )
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn schema_prints_the_committed_schema_and_usage_errors_exit_2() {
     let (code, stdout, _) = breaker(&["schema"]);

@@ -473,6 +473,38 @@ fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A reload to a file whose `default` holds a value invalid on its own is refused, even when
+/// every policy overrides the value, and keeps the previous policies.
+#[test]
+fn a_reload_to_an_invalid_default_is_refused_and_keeps_the_policies() {
+    let dir = std::env::temp_dir().join(format!("breaker-default-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("policies.toml");
+    std::fs::write(
+        &path,
+        "[policies.inv]\nbreaker = \"5 consecutive, open 30s\"\n",
+    )
+    .unwrap();
+    let registry = PolicyRegistry::load(Loader::file(&path).no_env()).unwrap();
+    std::fs::write(
+        &path,
+        "[default.breaker]\ncooldown = \"0s\"\n[policies.inv]\nbreaker = \"4 consecutive, open 30s\"\n",
+    )
+    .unwrap();
+    let err = registry.reload().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:2:12: default.breaker.cooldown: must be non-zero, got 0s (a breaker that never \
+             stays open protects nothing)",
+            path.display()
+        )
+    );
+    let inv = registry.get("inv").unwrap();
+    assert_eq!(inv.breaker.as_ref().unwrap().consecutive_failures, Some(5));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 // ---- the JSON Schema ----
 
 #[test]

@@ -351,3 +351,206 @@ namespace = "shop"
     let again = Loader::text(&printed, Format::Toml).load().unwrap();
     assert_eq!(again.scope("search"), Scope::Quorum(2));
 }
+
+// ---- a value of `default` invalid on its own: reported once, at `default` ----
+
+const ZERO_COOLDOWN: &str = "default.breaker.cooldown: must be non-zero, got 0s (a breaker that \
+                             never stays open protects nothing)";
+
+/// A `default` that no policy inherits is still checked: an invalid value in it is an error
+/// at its key (it used to load as "0 valid policies").
+#[test]
+fn an_invalid_default_is_an_error_when_no_policy_inherits_it() {
+    let text = "[default.breaker]\ncooldown = \"0s\"\n";
+    let err = Loader::text(text, Format::Toml).load().unwrap_err();
+    assert_eq!(err.errors().len(), 1, "{err}");
+    let e = &err.errors()[0];
+    assert_eq!(
+        (e.line, e.column, e.key_path.as_str()),
+        (Some(2), Some(12), "default.breaker.cooldown")
+    );
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [format!("2:12: {ZERO_COOLDOWN}")]
+    );
+}
+
+/// An invalid value of `default` that many policies inherit is one error at its key, not one
+/// per policy ("in policy `a`", "in policy `b`"); in TOML, YAML and JSON alike.
+#[test]
+fn an_invalid_default_inherited_by_many_policies_is_reported_once() {
+    let toml = "[default.breaker]\ncooldown = \"0s\"\n[policies.a]\n[policies.b]\n";
+    assert_eq!(
+        errors(toml, Format::Toml, &[]),
+        [format!("2:12: {ZERO_COOLDOWN}")]
+    );
+    let yaml = "default:\n  breaker:\n    cooldown: 0s\npolicies:\n  a: {}\n  b: {}\n";
+    assert_eq!(
+        errors(yaml, Format::Yaml, &[]),
+        [format!("3:15: {ZERO_COOLDOWN}")]
+    );
+    let json = "{\n  \"default\": { \"breaker\": { \"cooldown\": \"0s\" } },\n  \
+                \"policies\": { \"a\": {}, \"b\": {} }\n}\n";
+    assert_eq!(
+        errors(json, Format::Json, &[]),
+        [format!("2:41: {ZERO_COOLDOWN}")]
+    );
+    // From an environment variable: once, named by the variable.
+    assert_eq!(
+        errors(
+            "[policies.a]\n[policies.b]\n[default]\n",
+            Format::Toml,
+            &[("BREAKER__DEFAULT__TIMEOUT", "0s")]
+        ),
+        ["(env BREAKER__DEFAULT__TIMEOUT): default.timeout: must be non-zero, got 0s"]
+    );
+}
+
+/// A value of `default` that a policy overrides is still an error: it is invalid where it is
+/// written, and reported there once.
+#[test]
+fn an_invalid_default_a_policy_overrides_is_still_reported_once() {
+    let text = "[default.breaker]\ncooldown = \"0s\"\n[policies.a.breaker]\ncooldown = \"10s\"\n\
+                [policies.b]\n";
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [format!("2:12: {ZERO_COOLDOWN}")]
+    );
+}
+
+/// Every table of `default`: each value invalid on its own once, at its key, with two
+/// policies inheriting them.
+#[test]
+fn every_table_of_default_reports_its_invalid_values_once() {
+    let text = r#"[default]
+timeout = "0s"
+deadline = "0s"
+max_keys = 0
+key_idle = "0s"
+
+[default.breaker]
+consecutive_failures = 0
+min_calls = 0
+half_open_probes = 0
+cooldown_multiplier = 0.5
+
+[default.retry]
+max_attempts = 0
+
+[default.bulkhead]
+max_concurrent = 0
+
+[policies.a]
+[policies.b]
+"#;
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            "2:11: default.timeout: must be non-zero, got 0s",
+            "3:12: default.deadline: must be non-zero, got 0s",
+            "4:12: default.max_keys: must be at least 1, got 0",
+            "5:12: default.key_idle: must be non-zero, got 0s",
+            "8:24: default.breaker.consecutive_failures: must be at least 1, got 0",
+            "9:13: default.breaker.min_calls: must be at least 1, got 0",
+            "10:20: default.breaker.half_open_probes: must be in 1..=65535, got 0",
+            "11:23: default.breaker.cooldown_multiplier: must be in 1.0..=1000.0, got 0.5",
+            "14:16: default.retry.max_attempts: must be in 1..=100 (attempts in total, the first \
+             included), got 0",
+            "17:18: default.bulkhead.max_concurrent: must be in 1..=1000000, got 0",
+        ]
+    );
+}
+
+/// A rule that reads two fields cannot be judged on `default` alone (a policy may set the
+/// other field): it is judged per policy, and reported for each policy it fails in.
+#[test]
+fn a_rule_across_fields_of_default_is_judged_per_policy() {
+    // `b` sets a window that holds the inherited `min_calls`; `a` and `c` do not.
+    let text = "[default.breaker]\nfailure_rate = 50\nwindow = \"5 calls\"\nmin_calls = 10\n\
+                [policies.a]\n[policies.b.breaker]\nwindow = \"20 calls\"\n[policies.c]\n";
+    let message = "min_calls (10) must be <= the count window size (5); the window can never \
+                   hold more than 5 calls";
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            format!("4:13: default.breaker.min_calls: in policy `a`: {message}"),
+            format!("4:13: default.breaker.min_calls: in policy `c`: {message}"),
+        ]
+    );
+    // `timeout <= deadline`, with a value invalid on its own beside it: that one once.
+    let text = "[default]\ntimeout = \"5s\"\ndeadline = \"2s\"\n[default.breaker]\n\
+                cooldown = \"0s\"\n[policies.a]\n[policies.b]\ndeadline = \"10s\"\n";
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            "2:11: default.timeout: in policy `a`: attempt timeout (5s) must be <= deadline (2s)"
+                .to_owned(),
+            format!("5:12: {ZERO_COOLDOWN}"),
+        ]
+    );
+}
+
+/// A value that cannot be read hides the errors of the rules that read it (they would only
+/// follow from it: `cooldown_max` is checked only when the multiplier grows the cooldown), not
+/// an independent error of a field beside it.
+#[test]
+fn an_unreadable_value_hides_only_the_errors_of_rules_that_read_it() {
+    let text = "[policies.a.breaker]\ncooldown = \"0s\"\ncooldown_multiplier = \"x\"\n\
+                cooldown_max = \"1ms\"\n[policies.b.breaker]\nfailure_rate = 50\n\
+                window = \"5 parsecs\"\nmin_calls = 0\n";
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            "2:12: policies.a.breaker.cooldown: must be non-zero, got 0s (a breaker that never \
+             stays open protects nothing)",
+            "3:23: policies.a.breaker.cooldown_multiplier: invalid type: string \"x\", expected f64",
+            "7:10: policies.b.breaker.window: unexpected `parsecs` at 2..9; expected `calls` (in \
+             \"5 parsecs\")",
+            "8:13: policies.b.breaker.min_calls: must be at least 1, got 0",
+        ]
+    );
+}
+
+// ---- the key an unknown key most likely meant ----
+
+/// A plural, a singular, a unit suffix or camel case of a key is pointed at the key; a word like
+/// no key gets the list alone.
+#[test]
+fn unknown_keys_in_another_form_suggest_the_key() {
+    let section_keys = "`breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `order`, \
+                        `idempotent`, `max_keys`, `key_idle`, `scope`";
+    let text = "[policy.a]\n[policies.a]\nretries = 3\ntimeout_ms = 500\nfoo = 1\n\
+                [policies.a.retry]\nmaxAttempts = 3\n";
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            "1:2: policy: unknown field `policy`, expected one of `$schema`, `default`, \
+             `policies`, `store`; did you mean `policies`?"
+                .to_owned(),
+            format!(
+                "3:1: policies.a.retries: unknown field `retries`, expected one of \
+                 {section_keys}; did you mean `retry`?"
+            ),
+            format!(
+                "4:1: policies.a.timeout_ms: unknown field `timeout_ms`, expected one of \
+                 {section_keys}; did you mean `timeout`?"
+            ),
+            format!("5:1: policies.a.foo: unknown field `foo`, expected one of {section_keys}"),
+            "7:1: policies.a.retry.maxAttempts: unknown field `maxAttempts`, expected one of \
+             `max_attempts`, `backoff`, `jitter`; did you mean `max_attempts`?"
+                .to_owned(),
+        ]
+    );
+    // From an environment variable too.
+    assert_eq!(
+        errors(
+            "[policies.a]\n",
+            Format::Toml,
+            &[("BREAKER__POLICIES__A__TIMEOUTS", "1s")]
+        ),
+        [format!(
+            "(env BREAKER__POLICIES__A__TIMEOUTS): policies.a.timeouts: unknown field \
+             `timeouts`, expected one of {section_keys}; did you mean `timeout`?"
+        )]
+    );
+}

@@ -163,7 +163,10 @@ fn check_scope(cx: &Ctxt, args: &Args) -> Option<LitStr> {
     match src.parse::<breaker_core::scope::Scope>() {
         Ok(scope) => scope.is_shared().then(|| g.value.clone()),
         Err(e) => {
-            cx.error_spanned_by(&g.value, format!("invalid scope `{src}`: {}", e.describe()));
+            cx.error_spanned_by(
+                &g.value,
+                breaker_core::__private::literal_error("scope", &src, &e),
+            );
             None
         }
     }
@@ -307,7 +310,7 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
             Ok(_) => return Some(g.value.clone()),
             Err(e) => cx.error_spanned_by(
                 &g.value,
-                format!("invalid key_idle `{src}`: {}", e.describe()),
+                breaker_core::__private::literal_error("key_idle", &src, &e),
             ),
         }
         None

@@ -55,6 +55,8 @@ pub mod result_alias_case;
 pub mod result_aliases_case;
 #[path = "pass/scope_shared.rs"]
 pub mod scope_shared_case;
+#[path = "pass/window_buckets.rs"]
+pub mod window_buckets_case;
 
 fn main() {
     arg_attributes_case::main();
@@ -81,4 +83,5 @@ fn main() {
     result_alias_case::main();
     result_aliases_case::main();
     scope_shared_case::main();
+    window_buckets_case::main();
 }

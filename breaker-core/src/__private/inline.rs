@@ -19,7 +19,8 @@ pub struct InlinePolicy<'a> {
     pub failure_rate: Option<f64>,
     /// `window = N` (calls).
     pub window_calls: Option<u64>,
-    /// `window = "D"`.
+    /// `window = "D"` or `window = "D in N buckets"` (a time window; also `"N calls"`), as
+    /// [`dsl::parse_window`] reads it.
     pub window_time: Option<&'a str>,
     /// `min_calls = N`.
     pub min_calls: Option<u64>,
@@ -62,10 +63,20 @@ fn err(option: AttrOption, message: impl Into<String>) -> OptionError {
 }
 
 fn dsl_err(option: AttrOption, src: &str, e: &DslError) -> OptionError {
-    err(
-        option,
-        format!("invalid {option} `{src}`: {}", e.describe()),
-    )
+    err(option, literal_error(option.name(), src, e))
+}
+
+/// The error `e` of the DSL string literal `src` of the attribute's option `option`, as the
+/// macro shows it: under the whole literal, since stable `proc_macro` cannot point inside one.
+/// So the message quotes the literal and, when the offending fragment is a part of it, gives
+/// the fragment's byte range in the literal, as the DSL's `Display` does everywhere:
+/// ``invalid retry `3x expo`: unknown backoff `expo` at 3..7; expected one of ...``.
+pub fn literal_error(option: &str, src: &str, e: &DslError) -> String {
+    if e.span == (0..src.len()) {
+        format!("invalid {option} `{src}`: {}", e.describe())
+    } else {
+        format!("invalid {option} `{src}`: {e}")
+    }
 }
 
 fn u32_of(option: AttrOption, n: u64, errors: &mut Vec<OptionError>) -> Option<u32> {
@@ -263,14 +274,11 @@ impl InlinePolicy<'_> {
                 breaker.window = SlidingWindow::Count(n);
             }
         }
+        // A config file's `window` and the DSL's window size: `"60s"`, `"60s in 12 buckets"`
+        // (or `"100 calls"`), checked there.
         if let Some(src) = self.window_time {
-            match dsl::parse_duration(src) {
-                Ok(length) => {
-                    breaker.window = SlidingWindow::Time {
-                        length,
-                        buckets: SlidingWindow::DEFAULT_BUCKETS,
-                    }
-                }
+            match dsl::parse_window(src) {
+                Ok(window) => breaker.window = window,
                 Err(e) => errors.push(dsl_err(AttrOption::Window, src, &e)),
             }
         }

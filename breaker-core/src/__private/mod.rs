@@ -37,7 +37,7 @@ mod tests;
 
 #[cfg(feature = "tokio")]
 pub use classify::*;
-pub use inline::{InlinePolicy, OptionError};
+pub use inline::{literal_error, InlinePolicy, OptionError};
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
 pub use option::AttrOption;
@@ -46,10 +46,11 @@ pub use registered::{linkme, Registered, REGISTERED};
 pub use runtime::*;
 pub use support::*;
 
-/// The closest of `candidates` to `word` for a "did you mean" (the DSL's and the config
-/// files' rule), for the attribute's unknown options.
+/// The one of `candidates` that `word` most likely meant, for a "did you mean" (the config
+/// files' rule for keys: another form such as `retries` or `timeout_ms`, or a misspelling),
+/// for the attribute's unknown options.
 pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
-    crate::dsl::error::suggest(word, candidates)
+    crate::dsl::suggest_key(word, candidates)
 }
 
 /// Expands to nothing with the `config` feature; without it, to a compile error under the

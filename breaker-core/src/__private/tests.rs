@@ -97,6 +97,46 @@ fn validator_errors_are_worded_for_the_attribute() {
     assert!(one.build().is_ok());
 }
 
+/// The macro's error sits under the whole literal, so a DSL error says where in the literal
+/// its fragment is, unless the fragment is the whole literal.
+#[test]
+fn a_dsl_error_names_its_fragment_and_where_it_is() {
+    let got = messages(InlinePolicy {
+        retry: Some("3x exp jiter"),
+        cooldown: Some("1m 30parsecs"),
+        timeout: Some("1.5s"),
+        ..InlinePolicy::default()
+    });
+    assert_eq!(
+        got,
+        [
+            (
+                Some("cooldown"),
+                None,
+                "invalid cooldown `1m 30parsecs`: unknown duration unit `parsecs` in \
+                 `30parsecs` at 5..12; expected one of `ns`, `us`, `ms`, `s`, `m`, `h`, `d` or \
+                 `w`"
+                .to_owned()
+            ),
+            (
+                Some("retry"),
+                None,
+                "invalid retry `3x exp jiter`: unknown jitter `jiter` at 7..12; expected one of \
+                 `(`, `jitter`, `full-jitter`, `equal-jitter`, `decorrelated-jitter`, \
+                 `additive-jitter` or end of input; did you mean `jitter`?"
+                    .to_owned()
+            ),
+            (
+                Some("timeout"),
+                None,
+                "invalid timeout `1.5s`: fractional duration `1.5s`; expected `1s 500ms`; \
+                 fractions are written with a smaller unit"
+                    .to_owned()
+            ),
+        ]
+    );
+}
+
 #[test]
 fn every_error_at_once() {
     let errors = InlinePolicy {
@@ -121,5 +161,55 @@ fn every_error_at_once() {
             (Some("order"), Some(2)),
             (Some("threshold"), None),
         ]
+    );
+}
+
+/// `window = ".."` reads a time window as a config file does (`60s`, `60s in 12 buckets`),
+/// with the window's own checks.
+#[test]
+fn a_time_window_takes_its_buckets() {
+    use crate::breaker::SlidingWindow;
+    use std::time::Duration;
+    let window = |src| {
+        InlinePolicy {
+            failure_rate: Some(50.0),
+            window_time: Some(src),
+            ..InlinePolicy::default()
+        }
+        .build()
+        .map(|p| p.breaker.unwrap().window)
+    };
+    let time = |secs, buckets| SlidingWindow::Time {
+        length: Duration::from_secs(secs),
+        buckets,
+    };
+    assert_eq!(window("60s"), Ok(time(60, 10)));
+    assert_eq!(window("60s in 12 buckets"), Ok(time(60, 12)));
+    assert_eq!(window("1m in 600 buckets"), Ok(time(60, 600)));
+    let message = |src| {
+        messages(InlinePolicy {
+            failure_rate: Some(50.0),
+            window_time: Some(src),
+            ..InlinePolicy::default()
+        })
+    };
+    assert_eq!(
+        message("60s in 0 buckets"),
+        [(
+            Some("window"),
+            None,
+            "invalid window `60s in 0 buckets`: `window`: time window needs 1..=600 buckets, \
+             got 0"
+                .to_owned()
+        )]
+    );
+    assert_eq!(
+        message("60s in 12 bucket"),
+        [(
+            Some("window"),
+            None,
+            "invalid window `60s in 12 bucket`: unexpected `bucket` at 10..16; expected `buckets`"
+                .to_owned()
+        )]
     );
 }

@@ -249,6 +249,12 @@ fn merge(
         sections.push((vec!["default".into()], d));
     }
     sections.push((vec!["policies".into(), name.into()], named));
+    merge_sections(&sections)
+}
+
+/// The policy of `sections` (each with its key path), the later over the earlier, where each
+/// field came from, and the errors of the merge itself.
+fn merge_sections(sections: &[(Vec<String>, &Section)]) -> (Policy, Origins, Vec<FieldError>) {
     let mut origins = Origins::default();
     let mut errors = Vec::new();
 
@@ -271,7 +277,7 @@ fn merge(
             .then(|| merge_bulkhead(&bulkheads, &mut origins, &mut errors)),
         ..Policy::default()
     };
-    for (prefix, s) in &sections {
+    for (prefix, s) in sections {
         if let Some(t) = &s.timeout {
             policy.timeout = Some(t.0);
             origins.set(Field::Timeout, prefix, false);
@@ -292,13 +298,20 @@ fn merge(
     (policy, origins, errors)
 }
 
-/// The fields a rule about `e.field` also reads (its value or its default depends on them).
+/// The fields a rule about `e.field` reads (its value or its default depends on them); empty
+/// when it reads `e.field` alone. The layer order's rules read which layers are configured
+/// (see [`follows_from`] and [`on_its_own`]).
 fn related(e: &FieldError) -> &'static [Field] {
     use Field::*;
     match e.field {
-        Window | MinCalls => &[Window, MinCalls],
-        Cooldown | CooldownMax | CooldownMultiplier => &[Cooldown, CooldownMax, CooldownMultiplier],
-        SlowCallDuration | SlowCallRate => &[SlowCallDuration, SlowCallRate],
+        // `min_calls` against the count window; a window or a `min_calls` of 0 reads itself.
+        MinCalls if e.message.starts_with("min_calls (") => &[Window, MinCalls],
+        // `cooldown_max` is checked against `cooldown` and only when `cooldown_multiplier`
+        // grows the cooldown, and its default is computed from them.
+        CooldownMax => &[Cooldown, CooldownMax, CooldownMultiplier],
+        SlowCallDuration | SlowCallRate if e.message.starts_with("is set without") => {
+            &[SlowCallDuration, SlowCallRate]
+        }
         ConsecutiveFailures if e.message.starts_with("no trip rule") => &[
             ConsecutiveFailures,
             FailureRate,
@@ -308,6 +321,52 @@ fn related(e: &FieldError) -> &'static [Field] {
         Timeout | Deadline if e.rule == Rule::TimeoutWithinDeadline => &[Timeout, Deadline],
         MaxAttempts if e.rule == Rule::Idempotent => &[MaxAttempts, Idempotent],
         _ => &[],
+    }
+}
+
+/// Whether the rule of `e` reads the value of `e.field` alone: then a value from `default`
+/// breaks it the same way in every policy that inherits the value, so it is reported once, at
+/// `default`. A rule that reads another field is judged per policy (a policy may set the
+/// other field).
+fn on_its_own(e: &FieldError) -> bool {
+    !matches!(e.rule, Rule::Order(_)) && related(e).iter().all(|f| *f == e.field)
+}
+
+/// The message of `fe` shown at `path`: the bare message at the field's own key, else with
+/// the field named (a layer's DSL string, or the layer of a field that is not set).
+fn message_at(fe: &FieldError, path: &[String]) -> String {
+    if path.last().map(String::as_str) == Some(fe.field.key()) {
+        fe.message.clone()
+    } else {
+        fe.to_string()
+    }
+}
+
+/// The errors of the values of the `default` section that are invalid on their own
+/// ([`on_its_own`]) and the bounds of its keyed breakers, each added to `errors` once, at its
+/// key, whether no policy, one or many inherit it: the policies do not report them again.
+/// The same merge and the same validator as a policy's, over `default` alone.
+fn check_default(
+    src: &Source,
+    tree: &Node,
+    default: &Section,
+    poison: &HashSet<Field>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let sections = [(vec!["default".to_owned()], default)];
+    key_bounds(src, tree, &sections, errors);
+    let (policy, origins, mut field_errors) = merge_sections(&sections);
+    if let Err(e) = policy.validate() {
+        field_errors.extend(e.errors);
+    }
+    for fe in field_errors {
+        if follows_from(&fe, poison) || !on_its_own(&fe) {
+            continue;
+        }
+        // A field `default` does not set has its documented default, which is valid.
+        if let Some(path) = origins.0.get(&fe.field) {
+            errors.push(src.error_at(tree.origin_of(path), path, message_at(&fe, path)));
+        }
     }
 }
 
@@ -383,21 +442,13 @@ pub(super) fn resolve(
 ) -> Policies {
     let mut map = BTreeMap::new();
     let mut keys = BTreeMap::new();
-    let mut default_errors = Vec::new();
+    let at_default = ["default".to_owned()];
+    let no_poison = HashSet::new();
+    let default_poison = poisoned.get(&at_default[..]).unwrap_or(&no_poison);
     if let Some(d) = &file.default {
         // Reported once, at `default`, not again for every policy inheriting it.
-        key_bounds(
-            src,
-            tree,
-            &[(vec!["default".into()], d)],
-            &mut default_errors,
-        );
+        check_default(src, tree, d, default_poison, errors);
     }
-    errors.append(&mut default_errors);
-    let no_poison = HashSet::new();
-    let default_poison = poisoned
-        .get(&["default".to_owned()][..])
-        .unwrap_or(&no_poison);
     for (name, section) in &file.policies {
         let own = vec!["policies".to_owned(), name.clone()];
         let own_sections = [(own.clone(), section)];
@@ -430,13 +481,17 @@ pub(super) fn resolve(
             }
             continue;
         }
+        // A value from `default` invalid on its own is reported there, once (`check_default`).
+        field_errors.retain(|e| {
+            !(on_its_own(e)
+                && origins
+                    .0
+                    .get(&e.field)
+                    .is_some_and(|path| path.starts_with(&at_default)))
+        });
         for fe in field_errors {
             let path = origins.path(fe.field, &own);
-            let mut message = if path.last().map(String::as_str) == Some(fe.field.key()) {
-                fe.message.clone()
-            } else {
-                fe.to_string()
-            };
+            let mut message = message_at(&fe, &path);
             if !path.starts_with(&own) {
                 message = format!("in policy `{name}`: {message}");
             }
@@ -553,4 +608,69 @@ fn store_settings(
         flush_interval: t.flush_interval.as_ref().map(|d| d.0),
         on_error: t.on_error.as_ref().map(|d| d.0).unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The validator's errors of `section` alone (a TOML policy section), each with whether
+    /// its rule reads its field alone.
+    fn judged(section: &str) -> Vec<(Field, bool)> {
+        let section: Section = toml::from_str(section).unwrap();
+        let (policy, _, mut errors) = merge_sections(&[(vec!["default".into()], &section)]);
+        if let Err(e) = policy.validate() {
+            errors.extend(e.errors);
+        }
+        errors.iter().map(|e| (e.field, on_its_own(e))).collect()
+    }
+
+    /// Which rules `check_default` may judge on `default` alone, pinned against the
+    /// validator's own errors (`related` tells some of them apart by their wording).
+    #[test]
+    fn rules_of_one_field_and_rules_across_fields() {
+        use Field::*;
+        let cases: &[(&str, &[(Field, bool)])] = &[
+            ("[breaker]\ncooldown = \"0s\"", &[(Cooldown, true)]),
+            ("[breaker]\nmin_calls = 0", &[(MinCalls, true)]),
+            (
+                "[breaker]\nconsecutive_failures = 0",
+                &[(ConsecutiveFailures, true)],
+            ),
+            (
+                "[breaker]\ncooldown_multiplier = 0.5",
+                &[(CooldownMultiplier, true)],
+            ),
+            (
+                "[breaker]\ncooldown_jitter = 2.0",
+                &[(CooldownJitter, true)],
+            ),
+            ("[breaker]\nfailure_rate = 0", &[(FailureRate, true)]),
+            (
+                "[breaker]\nfailure_rate = 50\nwindow = \"5 calls\"\nmin_calls = 10",
+                &[(MinCalls, false)],
+            ),
+            (
+                "[breaker]\ncooldown = \"1m\"\ncooldown_multiplier = 2.0\ncooldown_max = \"10s\"",
+                &[(CooldownMax, false)],
+            ),
+            (
+                "[breaker]\nslow_call_duration = \"1s\"",
+                &[(SlowCallDuration, false), (ConsecutiveFailures, false)],
+            ),
+            (
+                "[breaker]\nslow_call_duration = \"0s\"\nslow_call_rate = 50",
+                &[(SlowCallDuration, true)],
+            ),
+            ("timeout = \"0s\"", &[(Timeout, true)]),
+            ("timeout = \"5s\"\ndeadline = \"1s\"", &[(Timeout, false)]),
+            ("[retry]\nmax_attempts = 0", &[(MaxAttempts, true)]),
+            ("[retry]\nmax_attempts = 3", &[(MaxAttempts, false)]),
+            ("[bulkhead]\nmax_concurrent = 0", &[(MaxConcurrent, true)]),
+            ("order = \"retry\"", &[(Order, false)]),
+        ];
+        for (section, expected) in cases {
+            assert_eq!(judged(section), *expected, "{section}");
+        }
+    }
 }

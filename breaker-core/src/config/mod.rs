@@ -44,7 +44,12 @@
 //! The breaker's trip rules (`consecutive_failures`, `failure_rate`, `slow_call_*`) are one
 //! group: a section that sets any of them replaces all the trip rules it inherits. Keys set
 //! nowhere take the documented defaults; a layer set nowhere is not in the pipeline. The
-//! `default` section alone is not a policy.
+//! `default` section alone is not a policy, but it is checked on its own: a value in it that
+//! is invalid by itself (`cooldown = "0s"`) is an error once, at its key
+//! (`default.breaker.cooldown`), whether no policy, one or many inherit it. A rule between two
+//! fields (`min_calls` and `window`, `timeout` and `deadline`, a retry and `idempotent`) is
+//! judged in each policy, as a policy may set the other field; its error at a key of `default`
+//! says in which policy it fails.
 //!
 //! **Environment overrides.** A variable `BREAKER__<PATH>` sets the value at `<PATH>`: the
 //! path's keys are separated by `__` and lowercased, so
@@ -59,7 +64,8 @@
 //! **Errors** ([`ConfigError`]) name the file, the line and column, and the key path:
 //! `breaker.toml:12:24: policies.inventory.breaker.consecutive_failures: must be at least 1,
 //! got 0`. Every mistake is reported at once, in file order, as a compiler does: every unknown
-//! key (with the key most likely meant, and the config key of an attribute option such as
+//! key (with the key most likely meant: a misspelling such as `timout`, another form such as
+//! `retries`, `policy`, `timeout_ms` or `maxAttempts`, or an attribute option such as
 //! `threshold`), every value of the wrong type, every invalid DSL string and every invalid
 //! value of every policy; the validator's errors that would only follow from a value that
 //! could not be read are left out. Only a file that is not well-formed TOML, YAML or JSON

@@ -414,7 +414,7 @@ fn attribute_field(key: &str) -> Option<(AttrOption, Field)> {
 
 /// The key of this table a misspelled key or an attribute's name most likely meant.
 fn suggestion<'k>(key: &str, keys: &[&'k str], table: Option<Layer>) -> Option<&'k str> {
-    if let Some(s) = crate::dsl::suggest(key, keys) {
+    if let Some(s) = crate::dsl::suggest_key(key, keys) {
         return Some(s);
     }
     let (_, field) = attribute_field(key)?;
@@ -432,7 +432,7 @@ fn unknown_key(key: &str, keys: &[&str], table: Option<Layer>) -> String {
         expected.join(", ")
     );
     let option = AttrOption::ALL.into_iter().find(|o| o.name() == key);
-    if let Some(s) = crate::dsl::suggest(key, keys) {
+    if let Some(s) = crate::dsl::suggest_key(key, keys) {
         message.push_str(&format!("; did you mean `{s}`?"));
     } else if let Some((option, f)) = attribute_field(key) {
         if table.is_none() || f.layer() == table {
@@ -550,6 +550,42 @@ mod tests {
             suggestion("threshold", BREAKER_KEYS, Some(Layer::Breaker)),
             Some("consecutive_failures")
         );
+    }
+
+    /// Plural, singular, snake-case and suffixed forms of a key, beside the edit-distance
+    /// cases; nothing for a word like no key.
+    #[test]
+    fn similar_keys() {
+        let cases: &[(&str, &[&str], Option<&str>)] = &[
+            ("retries", SECTION_KEYS, Some("retry")),
+            ("timeouts", SECTION_KEYS, Some("timeout")),
+            ("bulkheads", SECTION_KEYS, Some("bulkhead")),
+            ("deadlines", SECTION_KEYS, Some("deadline")),
+            ("policy", FILE_KEYS, Some("policies")),
+            ("defaults", FILE_KEYS, Some("default")),
+            ("cooldowns", BREAKER_KEYS, Some("cooldown")),
+            ("half_open_probe", BREAKER_KEYS, Some("half_open_probes")),
+            ("max_key", SECTION_KEYS, Some("max_keys")),
+            ("timeout_ms", SECTION_KEYS, Some("timeout")),
+            ("cooldown_secs", BREAKER_KEYS, Some("cooldown")),
+            ("window_size", BREAKER_KEYS, Some("window")),
+            ("retry_policy", SECTION_KEYS, Some("retry")),
+            ("maxAttempts", RETRY_KEYS, Some("max_attempts")),
+            ("half-open-probes", BREAKER_KEYS, Some("half_open_probes")),
+            ("failureRate", BREAKER_KEYS, Some("failure_rate")),
+            ("timout", SECTION_KEYS, Some("timeout")),
+            ("max_concurent", BULKHEAD_KEYS, Some("max_concurrent")),
+            ("foo", SECTION_KEYS, None),
+            ("foo", FILE_KEYS, None),
+            ("s", SECTION_KEYS, None),
+            ("enabled", BREAKER_KEYS, None),
+            ("name", SECTION_KEYS, None),
+            ("foo_ms", SECTION_KEYS, None),
+            ("threshold", BREAKER_KEYS, None),
+        ];
+        for (key, keys, expected) in cases {
+            assert_eq!(crate::dsl::suggest_key(key, keys), *expected, "{key}");
+        }
     }
 
     #[test]

@@ -6,8 +6,9 @@ use std::ops::Range;
 /// A DSL string that does not follow the grammar, or that parses to an invalid policy.
 ///
 /// Every error names the offending fragment and its byte range in the input, so a caller can
-/// point at it: the `#[circuit_breaker]` attribute places a compile error under exactly those
-/// bytes of the string literal, config loading reports them next to the file position.
+/// point at it: config loading reports them next to the file position, and the
+/// `#[circuit_breaker]` attribute's compile error, which sits under the whole string literal
+/// (stable `proc_macro` cannot point inside one), quotes the literal and gives the range.
 ///
 /// `Display` writes `{message} at {start}..{end}`, then `; expected {expected}` when the
 /// parser knows what would have been accepted, then `; {help}` when there is a suggestion:
@@ -73,8 +74,8 @@ impl DslError {
         self
     }
 
-    /// The message without the position: `{message}; expected {expected}; {help}`. This is
-    /// what the attribute macro shows, since its error already sits under the fragment.
+    /// The message without the position: `{message}; expected {expected}; {help}`, for a
+    /// caller that shows where the fragment is in another way.
     pub fn describe(&self) -> String {
         let mut out = self.message.clone();
         self.write_tail(&mut out);
@@ -132,24 +133,75 @@ pub(crate) fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str>
     let first = lower.chars().next();
     candidates
         .iter()
-        .map(|c| (levenshtein(&lower, c), *c))
+        .map(|c| (strsim::levenshtein(&lower, c), *c))
         .filter(|(d, c)| *d <= 2 && *d < c.chars().count().max(lower.chars().count()))
         .min_by_key(|(d, c)| (*d, c.chars().next() != first))
         .map(|(_, c)| c)
 }
 
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+/// Tails of a key that name a unit or what the value is, after a `_` (`timeout_ms`,
+/// `window_size`): the key without them is what was meant.
+const KEY_TAILS: &[&str] = &[
+    "ms",
+    "millis",
+    "milliseconds",
+    "s",
+    "sec",
+    "secs",
+    "seconds",
+    "count",
+    "size",
+    "policy",
+    "config",
+];
+
+/// Whether `plural` is an English plural of `word`: `-s`, `-es`, `-y` to `-ies`.
+fn is_plural_of(plural: &str, word: &str) -> bool {
+    plural
+        .strip_prefix(word)
+        .is_some_and(|tail| tail == "s" || tail == "es")
+        || word
+            .strip_suffix('y')
+            .and_then(|stem| plural.strip_prefix(stem))
+            .is_some_and(|tail| tail == "ies")
+}
+
+/// `key` in snake case: camel case split at its capitals (`maxAttempts`), `-` as `_`,
+/// lowercase.
+fn snake_case(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for (i, c) in key.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 && !out.ends_with('_') {
+            out.push('_');
         }
-        prev = cur;
+        out.push(if c == '-' {
+            '_'
+        } else {
+            c.to_ascii_lowercase()
+        });
     }
-    prev[b.len()]
+    out
+}
+
+/// The key of `keys` an unknown `key` most likely meant (a config file's key, an attribute's
+/// option): the same key in snake case (`maxAttempts`), its plural or singular (`retries` for
+/// `retry`, `policy` for `policies`), the key with a unit or a word after a `_`
+/// ([`KEY_TAILS`]: `timeout_ms`), else a key within a small edit distance ([`suggest`]:
+/// `timout`). `None` for a word like none of them (`foo`).
+pub(crate) fn suggest_key<'k>(key: &str, keys: &[&'k str]) -> Option<&'k str> {
+    let word = snake_case(key);
+    let trimmed = word
+        .rsplit_once('_')
+        .filter(|(_, tail)| KEY_TAILS.contains(tail))
+        .map(|(head, _)| head);
+    let forms = std::iter::once(word.as_str()).chain(trimmed);
+    for form in forms {
+        let same = |k: &&str| *k == form || is_plural_of(form, k) || is_plural_of(k, form);
+        if let Some(k) = keys.iter().copied().find(same) {
+            return Some(k);
+        }
+    }
+    suggest(&word, keys)
 }
 
 #[cfg(test)]
@@ -165,7 +217,7 @@ mod tests {
         assert_eq!(suggest("ss", &["ns", "us", "ms", "s"]), Some("s"));
         assert_eq!(suggest("x", &["s", "m"]), None);
         assert_eq!(suggest("mss", &["ns", "ms", "s"]), Some("ms"));
-        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(strsim::levenshtein("kitten", "sitting"), 3);
     }
 
     #[test]

@@ -134,6 +134,7 @@ pub use crate::policy::defaults::{
 #[cfg(feature = "config")]
 pub(crate) use error::suggest;
 pub(crate) use error::suggest as error_suggest;
+pub(crate) use error::suggest_key;
 pub use error::DslError;
 pub use order::Order;
 
