@@ -171,18 +171,31 @@ impl BreakerPolicy {
     /// `min_calls` larger than a count window (BR-18), or no trip rule at all.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let mut errors = Vec::new();
-        let mut push = |field: Field, message: String| errors.push(FieldError::new(field, message));
+        // A macro, not a closure: a closure would hold `errors` borrowed between its uses.
+        macro_rules! push {
+            ($field:expr, $message:expr $(,)?) => {{
+                let message: String = $message;
+                errors.push(FieldError::new($field, message))
+            }};
+        }
         if self.consecutive_failures.is_none()
             && self.failure_rate_percent.is_none()
             && self.slow_call.is_none()
         {
-            push(
-                Field::ConsecutiveFailures,
-                "no trip rule: set `consecutive_failures`, `failure_rate` or `slow_call`".into(),
+            errors.push(
+                FieldError::new(
+                    Field::ConsecutiveFailures,
+                    "no trip rule: set `consecutive_failures`, `failure_rate` or `slow_call`",
+                )
+                .reading(&[
+                    Field::FailureRate,
+                    Field::SlowCallDuration,
+                    Field::SlowCallRate,
+                ]),
             );
         }
         if self.consecutive_failures == Some(0) {
-            push(
+            push!(
                 Field::ConsecutiveFailures,
                 "must be at least 1, got 0".into(),
             );
@@ -190,35 +203,38 @@ impl BreakerPolicy {
         match self.window {
             SlidingWindow::Count(n) => {
                 if n == 0 || n > MAX_COUNT_WINDOW {
-                    push(
+                    push!(
                         Field::Window,
                         format!("count window must hold 1..={MAX_COUNT_WINDOW} calls, got {n}"),
                     );
                 } else if self.min_calls > n {
-                    push(
-                        Field::MinCalls,
-                        format!(
-                            "min_calls ({}) must be <= the count window size ({n}); \
-                             the window can never hold more than {n} calls",
-                            self.min_calls
-                        ),
+                    errors.push(
+                        FieldError::new(
+                            Field::MinCalls,
+                            format!(
+                                "min_calls ({}) must be <= the count window size ({n}); \
+                                 the window can never hold more than {n} calls",
+                                self.min_calls
+                            ),
+                        )
+                        .reading(&[Field::Window]),
                     );
                 }
             }
             SlidingWindow::Time { length, buckets } => {
                 if length < Duration::from_millis(1) || length > Duration::from_secs(86_400) {
-                    push(
+                    push!(
                         Field::Window,
                         format!("time window length must be in 1ms..=1day, got {length:?}"),
                     );
                 }
                 if buckets == 0 || buckets > 600 {
-                    push(
+                    push!(
                         Field::Window,
                         format!("time window needs 1..=600 buckets, got {buckets}"),
                     );
                 } else if length / buckets < Duration::from_millis(1) {
-                    push(
+                    push!(
                         Field::Window,
                         format!("time window buckets must be at least 1ms long ({length:?} / {buckets})"),
                     );
@@ -226,7 +242,7 @@ impl BreakerPolicy {
             }
         }
         if self.min_calls == 0 {
-            push(Field::MinCalls, "must be at least 1, got 0".into());
+            push!(Field::MinCalls, "must be at least 1, got 0".into());
         }
         let mut rate_errors = Vec::new();
         if let Some(p) = self.failure_rate_percent {
@@ -254,32 +270,30 @@ impl BreakerPolicy {
             ));
         }
         errors.append(&mut rate_errors);
-        let mut push = |field: Field, message: String| errors.push(FieldError::new(field, message));
         if !(self.cooldown_multiplier >= 1.0 && self.cooldown_multiplier <= 1000.0) {
-            push(
+            push!(
                 Field::CooldownMultiplier,
                 format!("must be in 1.0..=1000.0, got {}", self.cooldown_multiplier),
             );
         }
+        // Both read `cooldown_multiplier` (only a growing cooldown has a maximum), and a
+        // config file's default `cooldown_max` is computed from `cooldown` and it.
+        const COOLDOWN_GROUP: &[Field] = &[Field::Cooldown, Field::CooldownMultiplier];
         if self.cooldown_multiplier != 1.0 && self.cooldown_max < self.cooldown {
-            push(
-                Field::CooldownMax,
-                format!(
-                    "must be >= cooldown ({:?}), got {:?}",
-                    self.cooldown, self.cooldown_max
-                ),
+            let message = format!(
+                "must be >= cooldown ({:?}), got {:?}",
+                self.cooldown, self.cooldown_max
             );
+            errors.push(FieldError::new(Field::CooldownMax, message).reading(COOLDOWN_GROUP));
         } else if self.cooldown_multiplier != 1.0 && self.cooldown_max > MAX_COOLDOWN {
-            push(
-                Field::CooldownMax,
-                format!(
-                    "must be at most 365 days ({MAX_COOLDOWN:?}), got {:?}",
-                    self.cooldown_max
-                ),
+            let message = format!(
+                "must be at most 365 days ({MAX_COOLDOWN:?}), got {:?}",
+                self.cooldown_max
             );
+            errors.push(FieldError::new(Field::CooldownMax, message).reading(COOLDOWN_GROUP));
         }
         if !(0.0..=1.0).contains(&self.cooldown_jitter) {
-            push(
+            push!(
                 Field::CooldownJitter,
                 format!(
                     "must be a fraction in 0.0..=1.0, got {}",
@@ -288,7 +302,7 @@ impl BreakerPolicy {
             );
         }
         if self.half_open_probes == 0 || self.half_open_probes > MAX_HALF_OPEN_PROBES {
-            push(
+            push!(
                 Field::HalfOpenProbes,
                 format!(
                     "must be in 1..={MAX_HALF_OPEN_PROBES}, got {}",
@@ -297,7 +311,7 @@ impl BreakerPolicy {
             );
         }
         if self.successes_to_close == 0 || self.successes_to_close > MAX_SUCCESSES_TO_CLOSE {
-            push(
+            push!(
                 Field::SuccessesToClose,
                 format!(
                     "must be in 1..={MAX_SUCCESSES_TO_CLOSE}, got {}",
@@ -306,9 +320,9 @@ impl BreakerPolicy {
             );
         }
         if self.max_probe_wait == Some(Duration::ZERO) {
-            push(Field::MaxProbeWait, "must be non-zero".into());
+            push!(Field::MaxProbeWait, "must be non-zero".into());
         } else if let Some(wait) = self.max_probe_wait.filter(|w| *w > MAX_COOLDOWN) {
-            push(
+            push!(
                 Field::MaxProbeWait,
                 format!("must be at most 365 days ({MAX_COOLDOWN:?}), got {wait:?}"),
             );

@@ -140,17 +140,23 @@ fn merge_breaker(
         }),
         (None, None) => None,
         (Some(_), None) => {
-            errors.push(FieldError::new(
-                Field::SlowCallDuration,
-                "is set without `slow_call_rate`; set both or neither",
-            ));
+            errors.push(
+                FieldError::new(
+                    Field::SlowCallDuration,
+                    "is set without `slow_call_rate`; set both or neither",
+                )
+                .reading(&[Field::SlowCallRate]),
+            );
             None
         }
         (None, Some(_)) => {
-            errors.push(FieldError::new(
-                Field::SlowCallRate,
-                "is set without `slow_call_duration`; set both or neither",
-            ));
+            errors.push(
+                FieldError::new(
+                    Field::SlowCallRate,
+                    "is set without `slow_call_duration`; set both or neither",
+                )
+                .reading(&[Field::SlowCallDuration]),
+            );
             None
         }
     };
@@ -298,38 +304,12 @@ fn merge_sections(sections: &[(Vec<String>, &Section)]) -> (Policy, Origins, Vec
     (policy, origins, errors)
 }
 
-/// The fields a rule about `e.field` reads (its value or its default depends on them); empty
-/// when it reads `e.field` alone. The layer order's rules read which layers are configured
-/// (see [`follows_from`] and [`on_its_own`]).
-fn related(e: &FieldError) -> &'static [Field] {
-    use Field::*;
-    match e.field {
-        // `min_calls` against the count window; a window or a `min_calls` of 0 reads itself.
-        MinCalls if e.message.starts_with("min_calls (") => &[Window, MinCalls],
-        // `cooldown_max` is checked against `cooldown` and only when `cooldown_multiplier`
-        // grows the cooldown, and its default is computed from them.
-        CooldownMax => &[Cooldown, CooldownMax, CooldownMultiplier],
-        SlowCallDuration | SlowCallRate if e.message.starts_with("is set without") => {
-            &[SlowCallDuration, SlowCallRate]
-        }
-        ConsecutiveFailures if e.message.starts_with("no trip rule") => &[
-            ConsecutiveFailures,
-            FailureRate,
-            SlowCallDuration,
-            SlowCallRate,
-        ],
-        Timeout | Deadline if e.rule == Rule::TimeoutWithinDeadline => &[Timeout, Deadline],
-        MaxAttempts if e.rule == Rule::Idempotent => &[MaxAttempts, Idempotent],
-        _ => &[],
-    }
-}
-
 /// Whether the rule of `e` reads the value of `e.field` alone: then a value from `default`
 /// breaks it the same way in every policy that inherits the value, so it is reported once, at
 /// `default`. A rule that reads another field is judged per policy (a policy may set the
 /// other field).
 fn on_its_own(e: &FieldError) -> bool {
-    !matches!(e.rule, Rule::Order(_)) && related(e).iter().all(|f| *f == e.field)
+    !matches!(e.rule, Rule::Order(_)) && e.reads.is_empty()
 }
 
 /// The message of `fe` shown at `path`: the bare message at the field's own key, else with
@@ -384,7 +364,7 @@ fn follows_from(e: &FieldError, poisoned: &HashSet<Field>) -> bool {
             .all(|f| poisoned.contains(&f))
     };
     poisoned.contains(&e.field)
-        || related(e).iter().any(|f| poisoned.contains(f))
+        || e.reads.iter().any(|f| poisoned.contains(f))
         || (matches!(e.rule, Rule::Order(_)) && Layer::DEFAULT_ORDER.into_iter().any(layer_lost))
 }
 
@@ -626,7 +606,7 @@ mod tests {
     }
 
     /// Which rules `check_default` may judge on `default` alone, pinned against the
-    /// validator's own errors (`related` tells some of them apart by their wording).
+    /// validator's own errors (each says which other fields its rule reads: `FieldError::reads`).
     #[test]
     fn rules_of_one_field_and_rules_across_fields() {
         use Field::*;

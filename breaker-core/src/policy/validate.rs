@@ -45,6 +45,11 @@ pub struct FieldError {
     pub rule: Rule,
     /// What is wrong and what is expected, lowercase.
     pub message: String,
+    /// The other fields the rule reads besides `field`; empty when it judges the value of
+    /// `field` alone. A config file reports an error of a value inherited from `[default]`
+    /// once, at `default`, if the rule reads that value alone, and per policy otherwise (a
+    /// policy may set the other fields).
+    pub reads: &'static [Field],
 }
 
 impl FieldError {
@@ -59,7 +64,14 @@ impl FieldError {
             field,
             rule,
             message: message.into(),
+            reads: &[],
         }
+    }
+
+    /// This error, of a rule that also reads `fields` (see [`FieldError::reads`]).
+    pub fn reading(mut self, fields: &'static [Field]) -> FieldError {
+        self.reads = fields;
+        self
     }
 
     /// The order problem, for a [`Rule::Order`] error.
@@ -173,30 +185,36 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
         // Only idempotent operations are retried (case BR-35): a retry policy on a policy not
         // declared idempotent would silently make one attempt.
         if retry.max_attempts > 1 && !policy.idempotent {
-            errors.push(FieldError::of(
-                Field::MaxAttempts,
-                Rule::Idempotent,
-                format!(
+            errors.push(
+                FieldError::of(
+                    Field::MaxAttempts,
+                    Rule::Idempotent,
+                    format!(
                     "{} attempts, but only operations declared idempotent are retried and this \
                      policy is not; add `idempotent = true`, or `retry = \"none\"`",
                     retry.max_attempts
                 ),
-            ));
+                )
+                .reading(&[Field::Idempotent]),
+            );
         }
     }
     check_non_zero(Field::Timeout, policy.timeout, &mut errors);
     check_non_zero(Field::Deadline, policy.deadline, &mut errors);
     if let (Some(timeout), Some(deadline)) = (policy.timeout, policy.deadline) {
         if timeout > deadline {
-            errors.push(FieldError::of(
-                Field::Timeout,
-                Rule::TimeoutWithinDeadline,
-                format!(
-                    "attempt timeout ({}) must be <= deadline ({})",
-                    humantime::format_duration(timeout),
-                    humantime::format_duration(deadline)
-                ),
-            ));
+            errors.push(
+                FieldError::of(
+                    Field::Timeout,
+                    Rule::TimeoutWithinDeadline,
+                    format!(
+                        "attempt timeout ({}) must be <= deadline ({})",
+                        humantime::format_duration(timeout),
+                        humantime::format_duration(deadline)
+                    ),
+                )
+                .reading(&[Field::Deadline]),
+            );
         }
     }
     if let Some(bulkhead) = &policy.bulkhead {
