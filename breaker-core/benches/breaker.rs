@@ -632,6 +632,8 @@ fn apis() {
                               time window: success_rate_over_time_window(0.5, 10, 30 s, constant 30 s)
   recloser                    Recloser::custom().error_rate(0.5).closed_len(100), call(|| ..);
                               async: AsyncRecloser::from(..).call(future)
+  coarse clock read alone     libc::clock_gettime(CLOCK_MONOTONIC_COARSE), as a time window reads
+                              it for every outcome: the floor under a time window's success
   tower-resilience            CircuitBreakerLayer::builder()...build().layer(service_fn(..)) as a tower
                               Service: poll_ready then call, polled in place (sync rows) or awaited
                               on the tokio runtime (async rows); consecutive_failures(5), or
