@@ -3,6 +3,15 @@
 
 use std::process::Command;
 
+/// A new directory for a test's files, under the target's temporary directory (not the
+/// system's, which a clean-up could empty mid-run), named after the test and this process.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn breaker(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_breaker"))
         .args(args)
@@ -29,9 +38,7 @@ fn check_prints_effective_policies_of_a_valid_file() {
 
 #[test]
 fn check_lists_every_error_and_fails() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("breaker-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("breaker-cli");
     let bad = dir.join("bad.toml");
     std::fs::write(
         &bad,
@@ -58,8 +65,7 @@ fn check_lists_every_error_and_fails() {
 /// reported once however many policies do.
 #[test]
 fn check_fails_for_an_invalid_default_and_reports_it_once() {
-    let dir = std::env::temp_dir().join(format!("breaker-cli-default-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("breaker-cli-default");
     for (name, policies) in [
         ("none.toml", ""),
         ("two.toml", "[policies.a]\n[policies.b]\n"),

@@ -343,9 +343,7 @@ fn example_files_load_and_agree() {
 
 #[test]
 fn errors_in_files_name_the_file() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("breaker-config-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("breaker-config-test");
     let path = dir.join("bad.yaml");
     std::fs::write(
         &path,
@@ -410,11 +408,18 @@ fn environment_overrides_single_values() {
 
 // ---- the registry ----
 
+/// A new directory for a test's files, under the target's temporary directory (not the
+/// system's, which a clean-up could empty mid-run), named after the test and this process.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("breaker-registry-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("breaker-registry-test");
     let path = dir.join("policies.toml");
     std::fs::write(
         &path,
@@ -477,8 +482,7 @@ fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
 /// every policy overrides the value, and keeps the previous policies.
 #[test]
 fn a_reload_to_an_invalid_default_is_refused_and_keeps_the_policies() {
-    let dir = std::env::temp_dir().join(format!("breaker-default-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("breaker-default-reload");
     let path = dir.join("policies.toml");
     std::fs::write(
         &path,
