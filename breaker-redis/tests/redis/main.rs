@@ -12,4 +12,5 @@ mod harness;
 mod model;
 mod pipeline;
 mod protocol;
+mod scale;
 mod tower_stack;
