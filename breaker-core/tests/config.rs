@@ -417,9 +417,10 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-#[test]
-fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
-    let dir = scratch_dir("breaker-registry-test");
+/// A registry loaded from `policies.toml` in a new scratch directory `name`, holding one
+/// policy `inv` of 5 consecutive failures: the directory, the file and the registry.
+fn inv_registry(name: &str) -> (std::path::PathBuf, std::path::PathBuf, PolicyRegistry) {
+    let dir = scratch_dir(name);
     let path = dir.join("policies.toml");
     std::fs::write(
         &path,
@@ -427,6 +428,12 @@ fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
     )
     .unwrap();
     let registry = PolicyRegistry::load(Loader::file(&path).no_env()).unwrap();
+    (dir, path, registry)
+}
+
+#[test]
+fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
+    let (dir, path, registry) = inv_registry("breaker-registry-test");
     let breaker = registry.breaker("inv").unwrap();
     for _ in 0..3 {
         breaker.try_acquire().unwrap().failure();
@@ -482,14 +489,7 @@ fn registry_reload_keeps_breaker_state_and_applies_new_thresholds() {
 /// every policy overrides the value, and keeps the previous policies.
 #[test]
 fn a_reload_to_an_invalid_default_is_refused_and_keeps_the_policies() {
-    let dir = scratch_dir("breaker-default-reload");
-    let path = dir.join("policies.toml");
-    std::fs::write(
-        &path,
-        "[policies.inv]\nbreaker = \"5 consecutive, open 30s\"\n",
-    )
-    .unwrap();
-    let registry = PolicyRegistry::load(Loader::file(&path).no_env()).unwrap();
+    let (dir, path, registry) = inv_registry("breaker-default-reload");
     std::fs::write(
         &path,
         "[default.breaker]\ncooldown = \"0s\"\n[policies.inv]\nbreaker = \"4 consecutive, open 30s\"\n",
