@@ -101,3 +101,50 @@ fn schema_prints_the_committed_schema_and_usage_errors_exit_2() {
     assert_eq!(breaker(&[]).0, 2);
     assert_eq!(breaker(&["check"]).0, 2);
 }
+
+/// `breaker check FILE | head` and the like: a reader that stops reading ends the command
+/// quietly (it panicked with exit status 101 on the broken pipe). The pipe's read end is closed
+/// before the command starts, so its first write fails, whatever the scheduling.
+#[test]
+fn a_closed_standard_output_ends_each_command_quietly() {
+    let trace = scratch_dir("closed_output").join("trace.jsonl");
+    let trace = trace.to_str().unwrap();
+    let (code, _, stderr) = breaker(&[
+        "trace",
+        "generate",
+        "healthy 5s",
+        "--seed",
+        "1",
+        "-o",
+        trace,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for args in [
+        &["check", "examples/breaker.yaml", "examples/breaker.toml"][..],
+        &["schema"],
+        &["trace", "schema"],
+        &["trace", "generate", "healthy 5s", "--seed", "1"],
+        &[
+            "simulate",
+            "--trace",
+            trace,
+            "--breaker",
+            "3 consecutive, open 1s",
+        ],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_breaker"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            (out.status.code(), stderr.as_str()),
+            (Some(0), ""),
+            "{args:?}"
+        );
+    }
+}

@@ -12,7 +12,9 @@
 //!   prints the JSON Schema of a trace line.
 //!
 //! Exit status: 0 on success, 1 when a file, a trace or a policy is invalid, 2 for a usage
-//! error.
+//! error. A closed standard output (`breaker check FILE | head`) ends the command quietly, as
+//! it ends `cat` or `grep`, with status 0; `check` still checks every file and exits with 1
+//! when one is invalid.
 
 use breaker_core::config::{self, Loader};
 use breaker_sim::plot::{self, Chart};
@@ -128,50 +130,91 @@ enum TraceCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Check { files } => check(&files),
-        Command::Schema => {
-            print!("{}", config::json_schema());
-            ExitCode::SUCCESS
-        }
-        Command::Simulate(args) => report_error(simulate(args)),
+        Command::Schema => print(&config::json_schema()).map(|()| ExitCode::SUCCESS),
+        Command::Simulate(args) => simulate(args).map(|()| ExitCode::SUCCESS),
         Command::Trace(TraceCommand::Schema) => {
-            print!("{}", breaker_sim::trace::json_schema());
-            ExitCode::SUCCESS
+            print(&breaker_sim::trace::json_schema()).map(|()| ExitCode::SUCCESS)
         }
         Command::Trace(TraceCommand::Generate {
             description,
             seed,
             output,
             csv,
-        }) => report_error(generate(&description, seed, output.as_deref(), csv)),
-    }
-}
-
-fn report_error(result: Result<(), String>) -> ExitCode {
+        }) => generate(&description, seed, output.as_deref(), csv).map(|()| ExitCode::SUCCESS),
+    };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Ok(code) => code,
+        // The reader stopped reading: nothing left to say, and nobody to say it to.
+        Err(Failure::ClosedOutput) => ExitCode::SUCCESS,
+        Err(Failure::Message(e)) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
+/// Why a command stopped before its end.
+enum Failure {
+    /// A message for standard error; the exit status is 1.
+    Message(String),
+    /// Standard output was closed by its reader (a broken pipe).
+    ClosedOutput,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Message(message)
+    }
+}
+
+impl Failure {
+    /// A failed write to standard output: its reader went away, or a real error.
+    fn output(e: &std::io::Error) -> Failure {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::ClosedOutput
+        } else {
+            Failure::Message(format!("standard output: {e}"))
+        }
+    }
+}
+
+/// Writes `text` to standard output (`print!` panics on a closed pipe; this reports it).
+fn print(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::output(&e))
+}
+
 /// `breaker check`: loads each file with the core loader and prints its effective policies,
 /// or every error found.
-fn check(files: &[String]) -> ExitCode {
+///
+/// Every file is checked even when standard output closes on the way (`| head`): the errors
+/// go to standard error, and the exit status is 1 when any file is invalid.
+fn check(files: &[String]) -> Result<ExitCode, Failure> {
     let mut failed = false;
+    let mut open = true;
+    // What goes to standard output, until its reader goes away.
+    let mut say = |text: &str| -> Result<(), Failure> {
+        if open {
+            match print(text) {
+                Err(Failure::ClosedOutput) => open = false,
+                other => other?,
+            }
+        }
+        Ok(())
+    };
     for (i, file) in files.iter().enumerate() {
         if i > 0 {
-            println!();
+            say("\n")?;
         }
         match Loader::file(file).load() {
             Ok(policies) => {
                 let n = policies.len();
                 let noun = if n == 1 { "policy" } else { "policies" };
-                println!("# {file}: {n} valid {noun}");
-                print!("{policies}");
+                say(&format!("# {file}: {n} valid {noun}\n{policies}"))?;
             }
             Err(errors) => {
                 failed = true;
@@ -183,11 +226,11 @@ fn check(files: &[String]) -> ExitCode {
             }
         }
     }
-    if failed {
+    Ok(if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    }
+    })
 }
 
 /// The policies named on the command line: those of `--config` (the `--policy` ones, or all),
@@ -230,7 +273,7 @@ fn policies(args: &Simulate) -> Result<Vec<NamedPolicy>, String> {
     Ok(out)
 }
 
-fn simulate(args: Simulate) -> Result<(), String> {
+fn simulate(args: Simulate) -> Result<(), Failure> {
     let mut policies = policies(&args)?;
     let is_sweep = !args.sweeps.is_empty();
     if is_sweep {
@@ -238,7 +281,8 @@ fn simulate(args: Simulate) -> Result<(), String> {
             return Err(format!(
                 "--sweep needs exactly one base policy, got {}",
                 policies.len()
-            ));
+            )
+            .into());
         }
         let axes = args
             .sweeps
@@ -283,11 +327,14 @@ fn simulate(args: Simulate) -> Result<(), String> {
     let table = report::table(&reports);
     if args.json {
         for r in &reports {
-            writeln!(out, "{}", r.to_json()).map_err(|e| e.to_string())?;
+            writeln!(out, "{}", r.to_json()).map_err(|e| Failure::output(&e))?;
         }
     } else {
-        out.write_all(table.as_bytes()).map_err(|e| e.to_string())?;
+        out.write_all(table.as_bytes())
+            .map_err(|e| Failure::output(&e))?;
     }
+    out.flush().map_err(|e| Failure::output(&e))?;
+    drop(out);
     if plots {
         let title = format!("breaker simulate: {}", args.trace.display());
         let mut svgs = Vec::new();
@@ -333,13 +380,14 @@ fn write_file(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn generate(description: &str, seed: u64, output: Option<&Path>, csv: bool) -> Result<(), String> {
+fn generate(description: &str, seed: u64, output: Option<&Path>, csv: bool) -> Result<(), Failure> {
     let scenario: breaker_sim::generate::Scenario =
         description.parse().map_err(|e| format!("{e}"))?;
     match output {
         None => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
-            breaker_sim::generate::write(&scenario, seed, out, csv).map_err(|e| e.to_string())?;
+            breaker_sim::generate::write(&scenario, seed, out, csv)
+                .map_err(|e| Failure::output(&e))?;
         }
         Some(path) => {
             let csv = csv
