@@ -541,6 +541,24 @@ fn unknown_keys_in_another_form_suggest_the_key() {
                 .to_owned(),
         ]
     );
+    // A key of a layer written at the policy's level is pointed at its table.
+    assert_eq!(
+        errors(
+            "[policies.a]\nmaxAttempts = 3\ncooldwn = \"5s\"\n",
+            Format::Toml,
+            &[]
+        ),
+        [
+            format!(
+                "2:1: policies.a.maxAttempts: unknown field `maxAttempts`, expected one of \
+                 {section_keys}; did you mean `retry.max_attempts`?"
+            ),
+            format!(
+                "3:1: policies.a.cooldwn: unknown field `cooldwn`, expected one of \
+                 {section_keys}; did you mean `breaker.cooldown`?"
+            ),
+        ]
+    );
     // From an environment variable too.
     assert_eq!(
         errors(
@@ -552,5 +570,43 @@ fn unknown_keys_in_another_form_suggest_the_key() {
             "(env BREAKER__POLICIES__A__TIMEOUTS): policies.a.timeouts: unknown field \
              `timeouts`, expected one of {section_keys}; did you mean `timeout`?"
         )]
+    );
+}
+
+/// A key given twice is named in each format, at the second one (YAML and JSON also say where
+/// the first was; TOML's parser does not tell).
+#[test]
+fn a_duplicate_key_is_named_in_every_format() {
+    assert_eq!(
+        errors(
+            "[policies.a.breaker]\ncooldown = \"5s\"\ncooldown = \"6s\"\n",
+            Format::Toml,
+            &[]
+        ),
+        ["3:1: .: duplicate key `cooldown`"]
+    );
+    assert_eq!(
+        errors(
+            "[policies.a]\nidempotent = true\n[policies.a]\n",
+            Format::Toml,
+            &[]
+        ),
+        ["3:11: .: duplicate key `a`"]
+    );
+    assert_eq!(
+        errors(
+            "policies:\n  a:\n    breaker:\n      cooldown: 5s\n      cooldown: 6s\n",
+            Format::Yaml,
+            &[]
+        ),
+        ["5:7: policies.a.breaker.cooldown: duplicate key `cooldown` (first at 4:7)"]
+    );
+    assert_eq!(
+        errors(
+            r#"{"policies":{"a":{"breaker":{"cooldown":"5s","cooldown":"6s"}}}}"#,
+            Format::Json,
+            &[]
+        ),
+        ["1:46: policies.a.breaker.cooldown: duplicate key `cooldown` (first at 1:30)"]
     );
 }

@@ -59,9 +59,19 @@ pub(super) fn parse(src: &Source) -> Result<Node, ConfigError> {
 
 fn toml(src: &Source) -> Result<Node, Syntax> {
     let text = src.text.as_str();
-    let doc = toml::de::DeTable::parse(text).map_err(|e| Syntax {
-        at: src.pos(e.span().map_or(0, |s| s.start)),
-        message: e.message().trim_end().to_owned(),
+    let doc = toml::de::DeTable::parse(text).map_err(|e| {
+        let mut message = e.message().trim_end().to_owned();
+        // `toml` says `duplicate key` and points at the second one: name it, as the YAML and
+        // JSON readers do.
+        if message == "duplicate key" {
+            if let Some(key) = e.span().and_then(|s| text.get(s)) {
+                message = format!("duplicate key `{}`", key.trim());
+            }
+        }
+        Syntax {
+            at: src.pos(e.span().map_or(0, |s| s.start)),
+            message,
+        }
     })?;
     let span = doc.span();
     toml_table(src, doc.into_inner(), span.start, 1)

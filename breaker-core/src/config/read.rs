@@ -417,11 +417,28 @@ fn suggestion<'k>(key: &str, keys: &[&'k str], table: Option<Layer>) -> Option<&
     if let Some(s) = crate::dsl::suggest_key(key, keys) {
         return Some(s);
     }
-    let (_, field) = attribute_field(key)?;
+    let field = match attribute_field(key) {
+        Some((_, field)) => field,
+        // A policy's key misplaced at its level (`maxAttempts`) sets its table.
+        None if table.is_none() => field_elsewhere(key, table)?,
+        None => return None,
+    };
     keys.iter().copied().find(|k| match table {
         Some(_) => *k == field.key(),
         None => field.layer().map_or(field.key(), Layer::name) == *k,
     })
+}
+
+/// The field of another table that an unknown `key` most likely meant, by the rule of
+/// [`crate::dsl::suggest_key`] (`maxAttempts` at a policy's level: `retry.max_attempts`).
+fn field_elsewhere(key: &str, table: Option<Layer>) -> Option<Field> {
+    let fields: Vec<Field> = Field::ALL
+        .into_iter()
+        .filter(|f| f.layer().is_some() && f.layer() != table)
+        .collect();
+    let keys: Vec<&str> = fields.iter().map(|f| f.key()).collect();
+    let meant = crate::dsl::suggest_key(key, &keys)?;
+    fields.into_iter().find(|f| f.key() == meant)
 }
 
 /// The message of an unknown key: serde's wording, then what was most likely meant.
@@ -450,6 +467,8 @@ fn unknown_key(key: &str, keys: &[&str], table: Option<Layer>) -> String {
         if f.layer() != table {
             message.push_str(&format!("; `{key}` belongs at `{}`", f.path()));
         }
+    } else if let Some(f) = field_elsewhere(key, table) {
+        message.push_str(&format!("; did you mean `{}`?", f.path()));
     } else if option.is_some_and(|o| !o.sets_policy()) {
         message.push_str(&format!(
             "; `{key}` is an option of `#[circuit_breaker]` only, not a config key"
@@ -546,6 +565,24 @@ mod tests {
         assert!(unknown_key("cooldown", SECTION_KEYS, None)
             .ends_with("; `cooldown` belongs at `breaker.cooldown`"));
         assert_eq!(suggestion("threshold", SECTION_KEYS, None), Some("breaker"));
+        // Another form of a key of another table, at a policy's level.
+        assert!(unknown_key("maxAttempts", SECTION_KEYS, None)
+            .ends_with("; did you mean `retry.max_attempts`?"));
+        assert!(unknown_key("cooldwn", SECTION_KEYS, None)
+            .ends_with("; did you mean `breaker.cooldown`?"));
+        assert_eq!(suggestion("maxAttempts", SECTION_KEYS, None), Some("retry"));
+        assert!(
+            unknown_key("maxAttempts", BREAKER_KEYS, Some(Layer::Breaker))
+                .ends_with("; did you mean `retry.max_attempts`?")
+        );
+        assert!(unknown_key("foo", SECTION_KEYS, None).ends_with(&format!(
+            "expected one of {}",
+            SECTION_KEYS
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
         assert_eq!(
             suggestion("threshold", BREAKER_KEYS, Some(Layer::Breaker)),
             Some("consecutive_failures")
