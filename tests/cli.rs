@@ -147,4 +147,19 @@ fn a_closed_standard_output_ends_each_command_quietly() {
             "{args:?}"
         );
     }
+    // `check` goes on checking after its output closed: a bad file after a good one is still
+    // reported on standard error, and still fails the check.
+    let bad = scratch_dir("closed_output_check").join("bad.toml");
+    std::fs::write(&bad, "[policies.a.breaker]\ncooldown = \"0s\"\n").unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_breaker"))
+        .args(["check", "examples/breaker.yaml", bad.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.ends_with("bad.toml: 1 error\n"), "{stderr}");
 }
