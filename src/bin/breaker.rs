@@ -171,7 +171,7 @@ impl From<String> for Failure {
 
 impl Failure {
     /// A failed write to standard output: its reader went away, or a real error.
-    fn output(e: &std::io::Error) -> Failure {
+    fn output(e: std::io::Error) -> Failure {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             Failure::ClosedOutput
         } else {
@@ -185,7 +185,7 @@ fn print(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| Failure::output(&e))
+        .map_err(Failure::output)
 }
 
 /// `breaker check`: loads each file with the core loader and prints its effective policies,
@@ -327,13 +327,12 @@ fn simulate(args: Simulate) -> Result<(), Failure> {
     let table = report::table(&reports);
     if args.json {
         for r in &reports {
-            writeln!(out, "{}", r.to_json()).map_err(|e| Failure::output(&e))?;
+            writeln!(out, "{}", r.to_json()).map_err(Failure::output)?;
         }
     } else {
-        out.write_all(table.as_bytes())
-            .map_err(|e| Failure::output(&e))?;
+        out.write_all(table.as_bytes()).map_err(Failure::output)?;
     }
-    out.flush().map_err(|e| Failure::output(&e))?;
+    out.flush().map_err(Failure::output)?;
     drop(out);
     if plots {
         let title = format!("breaker simulate: {}", args.trace.display());
@@ -386,8 +385,7 @@ fn generate(description: &str, seed: u64, output: Option<&Path>, csv: bool) -> R
     match output {
         None => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
-            breaker_sim::generate::write(&scenario, seed, out, csv)
-                .map_err(|e| Failure::output(&e))?;
+            breaker_sim::generate::write(&scenario, seed, out, csv).map_err(Failure::output)?;
         }
         Some(path) => {
             let csv = csv
