@@ -14,11 +14,22 @@
 //!   at arrival, a bulkhead takes a slot, a timeout or deadline starts its limit.
 //! - **An attempt** that passes every layer *reaches* the dependency. Its answer is the
 //!   dependency's behaviour at the attempt's start: for a call's first attempt, its own line;
-//!   otherwise (a retry, or a line whose outcome says nothing about the dependency:
-//!   `rejected`, `cancelled`) the **latest line at or before that instant with a known answer**
+//!   otherwise (a retry, or a `rejected` line, whose outcome says nothing about the
+//!   dependency) the **known answer nearest in time** among the lines with one
 //!   (`success`, `failure`, `ignored`, `timeout`), the retries of the recording caller
-//!   (`attempt > 1`) included; before any such line, a success. The answer comes
-//!   `latency_ms` later (a `timeout` never comes: the dependency hangs).
+//!   (`attempt > 1`) included: the latest at or before that instant, or the first after it
+//!   when that one is nearer and at most [`LOOK_AHEAD`] (1 s) later; on a tie, the earlier (at
+//!   one instant, the last in the file);
+//!   with neither, a success. The answer comes `latency_ms` later (a `timeout` never comes:
+//!   the dependency hangs).
+//!
+//!   Why the nearest and not only the latest before: the lines a recording breaker rejected
+//!   have no answer, and while it was open the latest answer before them is as old as the
+//!   opening, from the outage. When the replayed breaker's cooldown ends a few milliseconds
+//!   before the recorded one did (a live timer fires late), its probe lands on such a line;
+//!   the recorded probe a moment later shows the dependency as it then was (a fast `503`, say,
+//!   where the outage's start was a hang). Taking the nearest answer keeps the replay of the
+//!   recording's own policy on the recorded cycle instead of drifting a timeout per probe.
 //! - **Limits.** An attempt ends at the earliest of its answer and its limits (the policy's
 //!   timeout from the attempt's start; a timeout outside retry and the deadline from the
 //!   arrival). An answer due exactly at a limit wins. A limit reached first is a timeout: a
@@ -59,7 +70,7 @@ use breaker_core::retry::{Delays, RetryPolicy};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -103,6 +114,24 @@ pub struct Options {
 
 /// No limit.
 const NEVER: u64 = u64::MAX;
+
+/// How far after an instant the replay looks for the dependency's behaviour there, in trace
+/// time (see the module's rules). A second spans a few answers at any rate worth a breaker
+/// and keeps the lines held per policy to one second of the trace.
+pub const LOOK_AHEAD: Duration = Duration::from_secs(1);
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(NEVER)
+}
+
+/// A line's answer, when its outcome is known.
+fn answer(call: &Call) -> Answer {
+    Answer {
+        outcome: call.outcome,
+        latency_ns: call.latency_ns,
+        transient: call.transient,
+    }
+}
 
 /// Where the breaker's listener puts its transitions (the listener must be `Send + Sync`; the
 /// replay is single-threaded, so the flag is all the hot path reads).
@@ -209,7 +238,12 @@ pub struct Sim {
     seq: u64,
     slots: Vec<Slot>,
     free: Vec<u32>,
-    sample: Option<Answer>,
+    /// Lines fed but not replayed yet: the last [`LOOK_AHEAD`] of trace time.
+    pending: VecDeque<Call>,
+    /// Where the first line with a known answer is in `pending` (its length if none).
+    next_known: usize,
+    /// The latest line with a known answer replayed, and when it arrived.
+    latest: Option<(u64, Answer)>,
     now: u64,
     counts: Counts,
     state: State,
@@ -275,7 +309,9 @@ impl Sim {
             seq: 0,
             slots: Vec::new(),
             free: Vec::new(),
-            sample: None,
+            pending: VecDeque::new(),
+            next_known: 0,
+            latest: None,
             now: 0,
             counts: Counts::default(),
             state: State::Closed,
@@ -288,17 +324,90 @@ impl Sim {
     }
 
     /// Replays `calls`, which continue the calls fed so far in arrival order.
+    ///
+    /// A line is replayed once a line more than [`LOOK_AHEAD`] later is fed (or at
+    /// [`finish`](Self::finish)), so that the dependency's behaviour after it is known; the
+    /// replay holds that much of the trace, whatever its length.
     pub fn feed(&mut self, calls: &[Call]) {
+        let ahead = duration_ns(LOOK_AHEAD);
         for call in calls {
-            self.run_until(call.t_ns);
-            self.set_now(call.t_ns);
-            self.line(call);
+            if self.next_known == self.pending.len() && !call.outcome.is_known() {
+                self.next_known += 1;
+            }
+            self.pending.push_back(*call);
+            while let Some(first) = self.pending.front() {
+                if call.t_ns.saturating_sub(first.t_ns) <= ahead {
+                    break;
+                }
+                self.replay_next();
+            }
+        }
+    }
+
+    /// Takes the first pending line off, keeping `next_known` on the first known one.
+    fn pop_pending(&mut self) {
+        self.pending.pop_front();
+        if self.next_known > 0 {
+            self.next_known -= 1;
+        } else {
+            // The line taken was the first known one: find the next (each line is passed
+            // over once, so feeding stays O(1) per line).
+            while self
+                .pending
+                .get(self.next_known)
+                .is_some_and(|c| !c.outcome.is_known())
+            {
+                self.next_known += 1;
+            }
+        }
+    }
+
+    /// Replays the first pending line at its instant, after the events due before it (which
+    /// may read its answer: it stays pending until they have run).
+    fn replay_next(&mut self) {
+        let Some(&call) = self.pending.front() else {
+            return;
+        };
+        self.run_until(call.t_ns);
+        self.pop_pending();
+        self.set_now(call.t_ns);
+        if call.outcome.is_known() {
+            self.latest = Some((call.t_ns, answer(&call)));
+        }
+        self.line(&call);
+    }
+
+    /// The dependency's behaviour now: the known answer nearest in time, among every line
+    /// at or before now and those at most [`LOOK_AHEAD`] after (the earlier one on a tie,
+    /// the later in the file at one instant); a success at once when there is none.
+    fn behaviour(&self) -> Answer {
+        let now = self.now;
+        // Every pending line is at or after now.
+        let after = self
+            .pending
+            .get(self.next_known)
+            .filter(|c| c.t_ns.saturating_sub(now) <= duration_ns(LOOK_AHEAD));
+        match (self.latest, after) {
+            (Some((tb, b)), Some(a)) => {
+                let ta = a.t_ns.saturating_sub(now);
+                if ta == 0 || ta < now - tb {
+                    answer(a)
+                } else {
+                    b
+                }
+            }
+            (Some((_, b)), None) => b,
+            (None, Some(a)) => answer(a),
+            (None, None) => SUCCESS_AT_ONCE,
         }
     }
 
     /// Runs every event still queued and returns the report; `phases` are the trace's
     /// ([`TraceReader::phases`](crate::trace::TraceReader::phases) once the trace is read).
     pub fn finish(mut self, phases: &[Phase]) -> Report {
+        while !self.pending.is_empty() {
+            self.replay_next();
+        }
         self.run_until(NEVER);
         let end = self.now;
         if self.state == State::Open {
@@ -430,14 +539,7 @@ impl Sim {
                 self.first_closed[p] = Some(self.now);
             }
         }
-        let known = call.outcome.is_known().then_some(Answer {
-            outcome: call.outcome,
-            latency_ns: call.latency_ns,
-            transient: call.transient,
-        });
-        if known.is_some() {
-            self.sample = known;
-        }
+        let known = call.outcome.is_known().then(|| answer(call));
         if call.attempt > 1 {
             return;
         }
@@ -452,8 +554,7 @@ impl Sim {
             }),
             _ => known,
         };
-        let would_succeed =
-            own.or(self.sample).unwrap_or(SUCCESS_AT_ONCE).outcome == CallOutcome::Success;
+        let would_succeed = own.unwrap_or_else(|| self.behaviour()).outcome == CallOutcome::Success;
         if let Some(t) = &mut self.timeline {
             t.reserve(self.now);
         }

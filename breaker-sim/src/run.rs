@@ -24,7 +24,8 @@ pub enum RunError {
 /// read so far.
 ///
 /// Memory: one chunk of [`CHUNK`] calls, the reader's window, and per policy its calls in
-/// flight; independent of the trace's length. The policies are split over
+/// flight and the lines of the last [`LOOK_AHEAD`](crate::replay::LOOK_AHEAD) of trace time;
+/// independent of the trace's length. The policies are split over
 /// `std::thread::available_parallelism` threads; the result does not depend on how many.
 ///
 /// # Errors

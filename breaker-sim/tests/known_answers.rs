@@ -226,6 +226,89 @@ fn a_retry_reads_the_dependency_at_its_own_time() {
     );
 }
 
+/// A line the recording breaker rejected takes the nearest known answer, which may come after
+/// it: when the replayed cooldown ends a few milliseconds before the recorded one, the probe
+/// lands on a rejected line, and the recorded probe just after shows what the dependency did
+/// then. "1 consecutive, open 100ms", timeout 50 ms:
+/// - 0 ms hangs; the timeout fails it at 50 ms: open until 150 ms;
+/// - 100 ms rejected; 152 ms, rejected live (the recorded cooldown ended late), is the
+///   replay's probe: the nearest answer is the fast failure recorded at 155 ms (3 ms after),
+///   not the hang at 0 ms, so the probe fails at 153 ms: open until 253 ms;
+/// - 155 ms rejected (open); 260 ms the probe, a success: closed.
+///
+/// Taking the latest answer before it instead, the probe at 152 ms would hang until 202 ms,
+/// the breaker would stay open until 302 ms and reject the success at 260 ms.
+#[test]
+fn a_rejected_line_takes_the_nearest_answer_even_just_after_it() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 2000, "outcome": "timeout"}
+{"t_ms": 100, "latency_ms": 0, "outcome": "rejected"}
+{"t_ms": 152, "latency_ms": 0, "outcome": "rejected"}
+{"t_ms": 155, "latency_ms": 1, "outcome": "failure", "status": 503}
+{"t_ms": 260, "latency_ms": 1, "outcome": "success"}
+"#;
+    let policy = Policy {
+        breaker: Some("1 consecutive, open 100ms".parse().unwrap()),
+        timeout: Some(Duration::from_millis(50)),
+        ..Policy::default()
+    };
+    let r = &replay(trace, &[named("probe", policy)])[0];
+    assert_eq!((r.reached, r.failures_reached), (3, 2));
+    assert_eq!((r.rejected, r.successes_rejected), (2, 0));
+    assert_eq!((r.opens, r.half_opens, r.closes), (2, 2, 1));
+    // Open 50..152 ms and 153..260 ms.
+    assert_eq!(r.time_open_ms, 209.0);
+}
+
+/// The answer after an instant is taken only within the look-ahead (1 s). "1 consecutive, open 2s", timeout 50 ms: the hang at 0 ms opens the
+/// breaker at 50 ms until 2050 ms; the line at 2060 ms (no answer of its own) is the probe.
+#[test]
+fn the_answer_after_an_instant_counts_within_the_look_ahead_only() {
+    let probe = |next_ms: u64| {
+        let trace = format!(
+            r#"{{"t_ms": 0, "latency_ms": 2000, "outcome": "timeout"}}
+{{"t_ms": 2060, "latency_ms": 0, "outcome": "rejected"}}
+{{"t_ms": {next_ms}, "latency_ms": 1, "outcome": "success"}}
+"#
+        );
+        let policy = Policy {
+            breaker: Some("1 consecutive, open 2s".parse().unwrap()),
+            timeout: Some(Duration::from_millis(50)),
+            ..Policy::default()
+        };
+        let r = replay(&trace, &[named("look-ahead", policy)]).remove(0);
+        (r.opens, r.closes)
+    };
+    // 1000 ms after the probe, nearer than the hang 2060 ms before it: the probe succeeds.
+    assert_eq!(probe(3060), (1, 1));
+    // 1001 ms after: past the look-ahead, the probe takes the hang, fails at 2110 ms and
+    // opens the breaker again (the success at 3061 ms is rejected).
+    assert_eq!(probe(3061), (2, 0));
+}
+
+/// On a tie between the answers before and after an instant, the earlier one wins: the retry
+/// at 60 ms is 10 ms from the failure at 50 ms and from the success at 70 ms.
+#[test]
+fn a_tie_between_answers_goes_to_the_earlier() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 10, "outcome": "failure"}
+{"t_ms": 50, "latency_ms": 5, "outcome": "failure"}
+{"t_ms": 70, "latency_ms": 5, "outcome": "success"}
+"#;
+    let policy = Policy {
+        retry: Some("2x fixed 50ms".parse().unwrap()),
+        idempotent: true,
+        ..Policy::default()
+    };
+    let r = replay(trace, &[named("tie", policy)]).remove(0);
+    // The call at 0 ms fails at 10 ms and retries at 60 ms: it reads the failure at 50 ms and
+    // fails (its 2 attempts spent). The call at 50 ms fails at 55 ms and retries at 105 ms,
+    // reading the success at 70 ms; the call at 70 ms succeeds. Reading the later answer on
+    // the tie would give 2 failures reached and 3 successes.
+    assert_eq!(
+        (r.calls, r.reached, r.failures_reached, r.succeeded),
+        (3, 5, 3, 2)
+    );
+}
+
 /// Labelled phases: detect and recover are measured from the phases' starts.
 #[test]
 fn labelled_phases_measure_detection_and_recovery() {
@@ -283,4 +366,55 @@ fn replays_are_deterministic() {
     let first = run();
     assert_eq!(first, run());
     assert!(first[0].contains("\"opens\":"), "{first:?}");
+}
+
+/// The replay looks ahead for answers across the chunks it is fed: fed one line at a time, in
+/// chunks of 7 or all at once, the same calls give the same report. The trace has lines
+/// without an answer (every third line of the outage is marked rejected, as a recording
+/// breaker leaves them) and retries, so answers are taken from lines not fed yet.
+#[test]
+fn the_report_does_not_depend_on_how_the_calls_are_fed() {
+    use breaker_sim::replay::Sim;
+    use breaker_sim::trace::CallOutcome;
+    let mut trace = breaker_sim::generate::generate(
+        &"healthy 3s, hang 3s timeout 2s, down 2s, flapping 3s 30%, recovery 3s"
+            .parse()
+            .unwrap(),
+        11,
+    );
+    for (i, call) in trace.calls.iter_mut().enumerate() {
+        if (3_000_000_000..11_000_000_000).contains(&call.t_ns) && i % 3 == 0 {
+            call.outcome = CallOutcome::Rejected;
+            call.latency_ns = 0;
+            call.transient = false;
+        }
+    }
+    let policy = named(
+        "p",
+        Policy {
+            breaker: Some("3 consecutive, open 400ms".parse().unwrap()),
+            retry: Some("3x exp(20ms, max 100ms)".parse().unwrap()),
+            idempotent: true,
+            timeout: Some(Duration::from_millis(100)),
+            ..Policy::default()
+        },
+    );
+    let report = |chunk: usize| {
+        let mut sim = Sim::new(&policy, Options::default()).unwrap();
+        for calls in trace.calls.chunks(chunk) {
+            sim.feed(calls);
+        }
+        sim.finish(&trace.phases).to_json()
+    };
+    let whole = report(trace.calls.len());
+    assert_eq!(report(1), whole);
+    assert_eq!(report(7), whole);
+    // The rejected lines were replayed: some admitted as probes, some rejected again.
+    let r = Sim::new(&policy, Options::default()).map(|mut sim| {
+        sim.feed(&trace.calls);
+        sim.finish(&trace.phases)
+    });
+    let r = r.unwrap();
+    assert_eq!(r.calls, trace.calls.len() as u64);
+    assert!(r.opens >= 2 && r.closes >= 1, "{r:?}");
 }

@@ -103,7 +103,7 @@ impl Sim {
         s.attempts += 1;
         let answer = match (first, s.own) {
             (true, Some(a)) => a,
-            _ => self.sample.unwrap_or(SUCCESS_AT_ONCE),
+            _ => self.behaviour(),
         };
         self.counts.reached += 1;
         let attempt_limit = match self.timeout {

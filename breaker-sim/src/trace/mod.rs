@@ -31,8 +31,8 @@
 //!   timeout it fails at `t_ms + latency_ms`, where the trace's knowledge ends.
 //! - `rejected`: the recording caller's breaker refused the call, so the trace does not know
 //!   what the dependency would have answered; replayed, a call admitted by the policy takes
-//!   the dependency's behaviour at `t_ms` (see [`crate::replay`]: the latest line at or before
-//!   `t_ms` with a known answer).
+//!   the dependency's behaviour at `t_ms` (see [`crate::replay`]: the known answer nearest
+//!   `t_ms`, at or before it or at most a second after it).
 //! - `cancelled`: the caller dropped the call after `latency_ms` without an answer; replayed,
 //!   the dependency hangs and the caller drops the call at `t_ms + latency_ms` (a cancellation
 //!   for the breaker, which records nothing), unless a policy's timeout ends it first.
