@@ -360,8 +360,17 @@ fn errors_in_files_name_the_file() {
     );
     let err = Loader::file(dir.join("x.ini")).load().unwrap_err();
     assert!(err.to_string().ends_with(
-        "x.ini: .: unknown file format; expected a `.toml`, `.yaml`, `.yml` or `.json` file"
+        "x.ini: unknown file format; expected a `.toml`, `.yaml`, `.yml` or `.json` file"
     ));
+    // An error about the file as a whole has no key path: `{file}: {message}`.
+    let missing = dir.join("missing.toml");
+    let err = Loader::file(&missing).load().unwrap_err();
+    let os = std::fs::read(&missing).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}: cannot read the file: {os}", missing.display())
+    );
+    assert_eq!(err.errors()[0].key_path, ".");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 ///
 /// `Display`: `{file}:{line}:{column}: {key_path}: {message}`, with `(env VAR)` in place of the
 /// position for a value that came from an environment variable:
-/// `breaker.toml:7:22: policies.inventory.breaker.consecutive_failures: ...`.
+/// `breaker.toml:7:22: policies.inventory.breaker.consecutive_failures: ...`. An error about a
+/// file as a whole, with no position (it cannot be read, its format is unknown), reads
+/// `{file}: {message}`: `breaker.toml: cannot read the file: No such file or directory ...`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConfigError {
@@ -38,7 +40,15 @@ impl fmt::Display for ConfigError {
         if self.file.is_some() || self.env.is_some() || self.line.is_some() {
             f.write_str(" ")?;
         }
-        write!(f, "{}: {}", self.key_path, self.message)
+        let whole_file = self.file.is_some()
+            && self.env.is_none()
+            && self.line.is_none()
+            && self.key_path == ".";
+        if whole_file {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key_path, self.message)
+        }
     }
 }
 
