@@ -18,10 +18,9 @@
 //!   dependency) the **known answer nearest in time** among the lines with one
 //!   (`success`, `failure`, `ignored`, `timeout`), the retries of the recording caller
 //!   (`attempt > 1`) included: the latest at or before that instant, or the first after it
-//!   when that one is nearer and at most [`LOOK_AHEAD`] (1 s) later; on a tie, the earlier (at
-//!   one instant, the last in the file);
-//!   with neither, a success. The answer comes `latency_ms` later (a `timeout` never comes:
-//!   the dependency hangs).
+//!   when that one is nearer and at most [`LOOK_AHEAD`] (1 s) later; on a tie, the earlier
+//!   (at one instant, the last in the file); with neither, a success. The answer comes
+//!   `latency_ms` later (a `timeout` never comes: the dependency hangs).
 //!
 //!   Why the nearest and not only the latest before: the lines a recording breaker rejected
 //!   have no answer, and while it was open the latest answer before them is as old as the
