@@ -331,7 +331,9 @@ fn example_files_load_and_agree() {
         [
             "[policies.inventory]",
             "breaker = \"50% of 100 calls min 20, open 30s factor 2 max 5m, probes 1, close after 1\"",
-            "retry = \"5x exp(100ms, factor 2, max 10s)\"",
+            // `retry = "5x exp"` writes the attempts and the backoff: the jitter is the
+            // default's.
+            "retry = \"5x exp(100ms, factor 2, max 10s) full-jitter\"",
             "timeout = \"2s\"",
             "deadline = \"10s\"",
             "order = \"timeout > retry > breaker\"",
@@ -372,6 +374,135 @@ fn errors_in_files_name_the_file() {
     );
     assert_eq!(err.errors()[0].key_path, ".");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- a layer written as one DSL string sets what it writes ----
+
+/// Over `[default]`, `breaker = "5 consecutive"` is the same as `breaker.consecutive_failures
+/// = 5`: it replaces the trip rules and inherits the cooldown, the probes and the probe wait;
+/// `retry = "5x"` inherits the backoff and the jitter; `bulkhead = "10 concurrent"` the wait.
+#[test]
+fn a_layer_string_sets_what_it_writes_and_inherits_the_rest() {
+    let default = "[default]\nidempotent = true\n\
+                   [default.breaker]\nfailure_rate = 50\ncooldown = \"10s\"\nhalf_open_probes = 3\n\
+                   max_probe_wait = \"5s\"\n\
+                   [default.retry]\nmax_attempts = 3\nbackoff = \"fixed 50ms\"\njitter = \"equal-jitter\"\n\
+                   [default.bulkhead]\nmax_concurrent = 4\nmax_wait = \"100ms\"\n";
+    let text = format!(
+        "{default}[policies.strings]\nbreaker = \"5 consecutive\"\nretry = \"5x\"\n\
+         bulkhead = \"10 concurrent\"\n\
+         [policies.tables]\nbreaker.consecutive_failures = 5\nretry.max_attempts = 5\n\
+         bulkhead.max_concurrent = 10\n"
+    );
+    let policies = config::load_str(&text, Format::Toml).unwrap();
+    let strings = policies.get("strings").unwrap();
+    assert_eq!(strings, policies.get("tables").unwrap());
+    let b = strings.breaker.as_ref().unwrap();
+    assert_eq!(
+        (b.consecutive_failures, b.failure_rate_percent),
+        (Some(5), None)
+    );
+    assert_eq!(
+        (b.cooldown, b.half_open_probes, b.max_probe_wait),
+        (Duration::from_secs(10), 3, Some(Duration::from_secs(5)))
+    );
+    assert_eq!(
+        strings.retry,
+        Some(RetryPolicy {
+            max_attempts: 5,
+            backoff: Backoff::Fixed {
+                delay: Duration::from_millis(50)
+            },
+            jitter: Jitter::Equal,
+        })
+    );
+    assert_eq!(
+        strings.bulkhead,
+        Some(BulkheadPolicy {
+            max_concurrent: 10,
+            max_wait: Duration::from_millis(100)
+        })
+    );
+    // `none` is the whole retry, whatever the default's backoff and jitter.
+    let text = format!("{default}[policies.once]\nretry = \"none\"\n");
+    let policies = config::load_str(&text, Format::Toml).unwrap();
+    assert_eq!(policies.get("once").unwrap().retry, Some(RetryPolicy::NONE));
+}
+
+/// With nothing to inherit, a layer's string in a file is the layer the DSL reads: every
+/// clause sets its fields (values unlike the defaults, so a clause that set nothing would show).
+#[test]
+fn a_layer_string_alone_reads_as_the_dsl_does() {
+    for dsl in [
+        "5 consecutive, open 20s factor 3 max 4m jitter 0.2, probes 2, close after 2, \
+         probe-wait 3s, neutral-probe count-as-success",
+        "40% of 50 calls min 7, slow 2s 70%, open 10s",
+        "40% over 1m in 12 buckets min 5",
+        "slow 2s 80% over 1m min 10",
+    ] {
+        let text = format!("[policies.a]\nbreaker = \"{dsl}\"\n");
+        let policies = config::load_str(&text, Format::Toml).unwrap();
+        let expected: BreakerPolicy = dsl.parse().unwrap();
+        assert_eq!(policies.get("a").unwrap().breaker, Some(expected), "{dsl}");
+    }
+    for dsl in [
+        "5x exp(200ms, factor 3, max 4s) equal-jitter",
+        "4x linear(100ms, step 50ms, max 2s) additive-jitter 100ms",
+        "2x fixed 300ms",
+    ] {
+        let text = format!("[policies.a]\nidempotent = true\nretry = \"{dsl}\"\n");
+        let policies = config::load_str(&text, Format::Toml).unwrap();
+        let expected: RetryPolicy = dsl.parse().unwrap();
+        assert_eq!(policies.get("a").unwrap().retry, Some(expected), "{dsl}");
+    }
+    let text = "[policies.a]\nbulkhead = \"7 concurrent wait 150ms\"\n";
+    let policies = config::load_str(text, Format::Toml).unwrap();
+    assert_eq!(
+        policies.get("a").unwrap().bulkhead,
+        Some("7 concurrent wait 150ms".parse().unwrap())
+    );
+}
+
+/// A string in `[default]` may leave out the trip rule, as its table may; a rule between a
+/// field of a string and one it inherits is judged after the merge, at the policy's key,
+/// while one between two fields of the same string keeps its place in the string.
+#[test]
+fn a_layer_string_is_checked_with_what_it_inherits() {
+    let text = "[default]\nbreaker = \"open 10s, probes 3\"\n\
+                [policies.a]\nbreaker = \"3 consecutive\"\n\
+                [policies.b]\ntimeout = \"1s\"\n";
+    let policies = config::load_str(text, Format::Toml).unwrap();
+    let a = policies.get("a").unwrap().breaker.clone().unwrap();
+    assert_eq!(
+        (a.consecutive_failures, a.cooldown, a.half_open_probes),
+        (Some(3), Duration::from_secs(10), 3)
+    );
+    // No trip rule anywhere: the default rule, as for the same keys in a table.
+    let b = policies.get("b").unwrap().breaker.clone().unwrap();
+    let table = config::load_str(
+        "[default.breaker]\ncooldown = \"10s\"\nhalf_open_probes = 3\n[policies.b]\ntimeout = \"1s\"\n",
+        Format::Toml,
+    )
+    .unwrap();
+    assert_eq!(Some(&b), table.get("b").unwrap().breaker.as_ref());
+
+    let errors = toml_err(
+        "[default]\nbreaker = \"50% of 20 calls min 10\"\n\
+         [policies.a.breaker]\nmin_calls = 30\n\
+         [policies.b]\nbreaker = \"50% of 100 calls min 30\"\n\
+         [policies.c]\nbreaker = \"50% of 20 calls min 30\"\n",
+    );
+    let errors: Vec<String> = errors.errors().iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        errors,
+        [
+            "4:13: policies.a.breaker.min_calls: min_calls (30) must be <= the count window \
+             size (20); the window can never hold more than 20 calls",
+            "8:11: policies.c.breaker: `min_calls`: min_calls (30) must be <= the count window \
+             size (20); the window can never hold more than 20 calls at 16..22 (in \"50% of 20 \
+             calls min 30\")",
+        ]
+    );
 }
 
 // ---- environment overrides ----

@@ -1,6 +1,6 @@
 //! The serde types of a config file.
 
-use super::value::{present, Dsl, Percent, Spec};
+use super::value::{present, Dsl, Percent, Spec, Written};
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow};
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
@@ -98,14 +98,14 @@ pub struct Section {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub breaker: Option<Spec<BreakerPolicy, BreakerTable>>,
+    pub breaker: Option<Spec<Written<BreakerPolicy>, BreakerTable>>,
     /// Retry: a DSL string (`"3x exp jitter"`) or a table. `"3x"` is 3 attempts in total.
     #[serde(
         default,
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub retry: Option<Spec<RetryPolicy, RetryTable>>,
+    pub retry: Option<Spec<Written<RetryPolicy>, RetryTable>>,
     /// Per-attempt timeout, non-zero (`"2s"`).
     #[serde(
         default,
@@ -126,7 +126,7 @@ pub struct Section {
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub bulkhead: Option<Spec<BulkheadPolicy, BulkheadTable>>,
+    pub bulkhead: Option<Spec<Written<BulkheadPolicy>, BulkheadTable>>,
     /// Layer order, outermost first (`"timeout > retry > breaker"`); it must name exactly the
     /// configured layers. Default: `bulkhead > retry > breaker > timeout` restricted to the
     /// configured layers.

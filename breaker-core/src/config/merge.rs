@@ -6,7 +6,7 @@ use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section};
 use super::load::{KeyBounds, Policies, Source, StoreSettings};
 use super::read::Poisoned;
 use super::tree::Node;
-use super::value::{Dsl, Percent, Spec};
+use super::value::{Dsl, Percent, Spec, Written};
 use crate::breaker::{BreakerPolicy, SlowCall};
 use crate::layer::Layer;
 use crate::policy::defaults::{self, default_min_calls};
@@ -95,16 +95,43 @@ fn has_trip_rule(t: &BreakerTable) -> bool {
         || t.slow_call_rate.is_some()
 }
 
+/// The table of the fields a breaker's DSL string writes: merged as the same keys would be.
+fn written_breaker(w: &Written<BreakerPolicy>) -> BreakerTable {
+    let all = breaker_table(&w.value);
+    macro_rules! only {
+        ($($key:ident => $field:ident),* $(,)?) => {
+            BreakerTable { $($key: all.$key.filter(|_| w.writes(Field::$field))),* }
+        };
+    }
+    only!(
+        consecutive_failures => ConsecutiveFailures,
+        failure_rate => FailureRate,
+        slow_call_duration => SlowCallDuration,
+        slow_call_rate => SlowCallRate,
+        window => Window,
+        min_calls => MinCalls,
+        cooldown => Cooldown,
+        cooldown_multiplier => CooldownMultiplier,
+        cooldown_max => CooldownMax,
+        cooldown_jitter => CooldownJitter,
+        half_open_probes => HalfOpenProbes,
+        successes_to_close => SuccessesToClose,
+        max_probe_wait => MaxProbeWait,
+        neutral_probe => NeutralProbe,
+    )
+}
+
 /// Merges the breaker specs of `default` and the named section (in that order); the trip rules
-/// as a group, every other field on its own.
+/// as a group, every other field on its own, whether a section writes them as keys of a table
+/// or in a DSL string.
 fn merge_breaker(
-    specs: &[(Vec<String>, &Spec<BreakerPolicy, BreakerTable>)],
+    specs: &[(Vec<String>, &Spec<Written<BreakerPolicy>, BreakerTable>)],
     origins: &mut Origins,
     errors: &mut Vec<FieldError>,
 ) -> BreakerPolicy {
     let mut acc = BreakerTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = as_table(spec, breaker_table);
+        let (table, whole) = as_table(spec, written_breaker);
         if has_trip_rule(&table) {
             acc.consecutive_failures = table.consecutive_failures;
             acc.failure_rate = table.failure_rate;
@@ -126,11 +153,6 @@ fn merge_breaker(
             max_probe_wait => MaxProbeWait,
             neutral_probe => NeutralProbe
         );
-        if whole {
-            // A DSL string is a complete breaker: its unset optional fields are unset.
-            acc.max_probe_wait = table.max_probe_wait.clone();
-            origins.set(Field::MaxProbeWait, prefix, whole);
-        }
     }
     let d = BreakerPolicy::default();
     let slow_call = match (&acc.slow_call_duration, acc.slow_call_rate) {
@@ -192,15 +214,15 @@ fn merge_breaker(
 }
 
 fn merge_retry(
-    specs: &[(Vec<String>, &Spec<RetryPolicy, RetryTable>)],
+    specs: &[(Vec<String>, &Spec<Written<RetryPolicy>, RetryTable>)],
     origins: &mut Origins,
 ) -> RetryPolicy {
     let mut acc = RetryTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = as_table(spec, |p| RetryTable {
-            max_attempts: Some(p.max_attempts),
-            backoff: Some(Dsl(p.backoff)),
-            jitter: Some(Dsl(p.jitter)),
+        let (table, whole) = as_table(spec, |w| RetryTable {
+            max_attempts: w.writes(Field::MaxAttempts).then_some(w.value.max_attempts),
+            backoff: w.writes(Field::Backoff).then_some(Dsl(w.value.backoff)),
+            jitter: w.writes(Field::Jitter).then_some(Dsl(w.value.jitter)),
         });
         take!(acc, table, origins, prefix, whole;
             max_attempts => MaxAttempts,
@@ -217,15 +239,17 @@ fn merge_retry(
 }
 
 fn merge_bulkhead(
-    specs: &[(Vec<String>, &Spec<BulkheadPolicy, BulkheadTable>)],
+    specs: &[(Vec<String>, &Spec<Written<BulkheadPolicy>, BulkheadTable>)],
     origins: &mut Origins,
     errors: &mut Vec<FieldError>,
 ) -> BulkheadPolicy {
     let mut acc = BulkheadTable::default();
     for (prefix, spec) in specs {
-        let (table, whole) = as_table(spec, |p| BulkheadTable {
-            max_concurrent: Some(p.max_concurrent),
-            max_wait: Some(Dsl(p.max_wait)),
+        let (table, whole) = as_table(spec, |w| BulkheadTable {
+            max_concurrent: w
+                .writes(Field::MaxConcurrent)
+                .then_some(w.value.max_concurrent),
+            max_wait: w.writes(Field::MaxWait).then_some(Dsl(w.value.max_wait)),
         });
         take!(acc, table, origins, prefix, whole;
             max_concurrent => MaxConcurrent,

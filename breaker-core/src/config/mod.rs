@@ -40,7 +40,10 @@
 //! `~`, JSON `null`) is an error at the key, not a way to unset an inherited value.
 //!
 //! **Defaults and inheritance.** A named policy is its `default` section overlaid with its own
-//! keys, field by field; a value written as a DSL string replaces the inherited value whole.
+//! keys, field by field. A layer written as one DSL string sets the fields the string writes,
+//! as the same keys in a table would ([`Written`]): under a `default` with `breaker.cooldown =
+//! "10s"`, `breaker = "5 consecutive"` trips on 5 consecutive failures and stays open 10 s;
+//! `retry = "5x"` keeps the default's backoff and jitter; `retry = "none"` is the whole retry.
 //! The breaker's trip rules (`consecutive_failures`, `failure_rate`, `slow_call_*`) are one
 //! group: a section that sets any of them replaces all the trip rules it inherits. Keys set
 //! nowhere take the documented defaults; a layer set nowhere is not in the pipeline. The
@@ -146,7 +149,7 @@ pub use load::{
 pub use read::{is_valid_policy_name, MAX_NAME_LEN};
 pub use registry::{PolicyRegistry, ReloadReport, RELOADS_TOTAL};
 pub use tree::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES};
-pub use value::{Dsl, DslValue, Percent, Spec};
+pub use value::{Dsl, DslValue, Percent, Spec, Written};
 #[cfg(feature = "watch")]
 pub use watch::ConfigWatch;
 

@@ -3,7 +3,7 @@
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow};
 use crate::dsl::{self, DslError, Order};
 use crate::layer::Layer;
-use crate::policy::BulkheadPolicy;
+use crate::policy::{BulkheadPolicy, Field};
 use crate::retry::{Backoff, Jitter, RetryPolicy};
 use crate::scope::{Scope, StoreErrorMode};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
@@ -51,12 +51,45 @@ dsl_value!(
     dsl::parse_duration,
     |d: &Duration| dsl::format_duration(*d)
 );
-dsl_value!(RetryPolicy, "RetryDsl",
+/// A layer (breaker, retry, bulkhead) written as one DSL string in a config file: what the
+/// string reads as on its own, and which fields it writes. Over `default` the string sets those
+/// fields only, as a table of the same keys would: `breaker = "5 consecutive"` replaces the
+/// trip rules and inherits the cooldown and the probes; `retry = "5x"` inherits the backoff
+/// and the jitter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written<T> {
+    /// The string as written.
+    pub text: String,
+    /// The layer of the string alone, with the defaults for the fields it does not write.
+    pub value: T,
+    /// The fields the string writes, in [`Field`]'s order.
+    pub fields: Vec<Field>,
+}
+
+impl<T> Written<T> {
+    fn parse(
+        text: &str,
+        parse: fn(&str) -> Result<(T, Vec<Field>), DslError>,
+    ) -> Result<Self, DslError> {
+        parse(text).map(|(value, fields)| Written {
+            text: text.to_owned(),
+            value,
+            fields,
+        })
+    }
+
+    /// Whether the string writes `field`.
+    pub fn writes(&self, field: Field) -> bool {
+        self.fields.contains(&field)
+    }
+}
+
+dsl_value!(Written<RetryPolicy>, "RetryDsl",
     "A retry policy such as \"none\", \"3x exp jitter\", \"5x exp(100ms, max 2s) full-jitter\" or \"4x fixed 200ms\".",
-    dsl::parse_retry, |p: &RetryPolicy| p.to_string());
-dsl_value!(BreakerPolicy, "BreakerDsl",
+    |s: &str| Written::parse(s, dsl::parse_retry_written), |p: &Written<RetryPolicy>| p.text.clone());
+dsl_value!(Written<BreakerPolicy>, "BreakerDsl",
     "A breaker such as \"5 consecutive, open 30s\" or \"50% of 100 calls min 20, slow 2s 80%, open 10s\".",
-    dsl::parse_breaker, |p: &BreakerPolicy| p.to_string());
+    |s: &str| Written::parse(s, dsl::parse_breaker_written), |p: &Written<BreakerPolicy>| p.text.clone());
 dsl_value!(Backoff, "BackoffDsl",
     "A backoff such as \"fixed 200ms\", \"linear(100ms, step 50ms, max 2s)\" or \"exp(100ms, factor 2, max 10s)\".",
     dsl::parse_backoff, |p: &Backoff| p.to_string());
@@ -71,11 +104,11 @@ dsl_value!(
     |p: &SlidingWindow| p.to_string()
 );
 dsl_value!(
-    BulkheadPolicy,
+    Written<BulkheadPolicy>,
     "BulkheadDsl",
     "A bulkhead such as \"10 concurrent\" or \"10 concurrent wait 100ms\".",
-    dsl::parse_bulkhead,
-    |p: &BulkheadPolicy| p.to_string()
+    |s: &str| Written::parse(s, dsl::parse_bulkhead_written),
+    |p: &Written<BulkheadPolicy>| p.text.clone()
 );
 dsl_value!(
     Vec<Layer>,

@@ -196,6 +196,7 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
                     p.bump();
                     seen.once(p.src, "neutral-probe", t.span.clone())?;
                     policy.neutral_probe = neutral(p)?;
+                    p.record(Field::NeutralProbe, t.span.start..p.last_end());
                 }
                 _ => {
                     let what = if t.text.starts_with(|c: char| c.is_ascii_alphabetic()) {
@@ -262,6 +263,18 @@ pub(crate) fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
     let mut p = Parser::new(src);
     let policy = breaker(&mut p)?;
     p.validated(policy, |policy, errors| {
+        if let Err(e) = policy.validate() {
+            errors.extend(e.errors);
+        }
+    })
+}
+
+/// Parses a breaker policy written in a config file: the policy (defaults for what it does
+/// not write) and the fields it writes (see `Parser::written_validated`).
+pub(crate) fn parse_breaker_written(src: &str) -> Result<(BreakerPolicy, Vec<Field>), DslError> {
+    let mut p = Parser::new(src);
+    let policy = breaker(&mut p)?;
+    p.written_validated(policy, |policy, errors| {
         if let Err(e) = policy.validate() {
             errors.extend(e.errors);
         }

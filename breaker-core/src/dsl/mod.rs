@@ -197,6 +197,10 @@ pub fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
     breaker::parse_breaker(src)
 }
 
+pub(crate) use breaker::parse_breaker_written;
+pub(crate) use order::parse_bulkhead_written;
+pub(crate) use retry::parse_retry_written;
+
 /// Parses and validates a backoff alone (`fixed 200ms`, `exp(100ms, max 2s)`), as written in
 /// the `backoff` field of a config file's retry table.
 ///

@@ -100,6 +100,19 @@ impl FromStr for Layer {
 
 pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
     let mut p = Parser::new(src);
+    let policy = bulkhead(&mut p)?;
+    p.validated(policy, check_bulkhead)
+}
+
+/// Parses a bulkhead written in a config file: the policy (defaults for what it does not
+/// write) and the fields it writes (see `Parser::written_validated`).
+pub(crate) fn parse_bulkhead_written(src: &str) -> Result<(BulkheadPolicy, Vec<Field>), DslError> {
+    let mut p = Parser::new(src);
+    let policy = bulkhead(&mut p)?;
+    p.written_validated(policy, check_bulkhead)
+}
+
+fn bulkhead(p: &mut Parser<'_>) -> Result<BulkheadPolicy, DslError> {
     let start = p.here();
     let (max_concurrent, _) = p.int("a concurrency limit")?;
     p.expect("concurrent")?;
@@ -112,11 +125,10 @@ pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
         max_wait = d;
     }
     p.finish(&[tick("wait"), "end of input".to_owned()])?;
-    let policy = BulkheadPolicy {
+    Ok(BulkheadPolicy {
         max_concurrent,
         max_wait,
-    };
-    p.validated(policy, check_bulkhead)
+    })
 }
 
 impl fmt::Display for BulkheadPolicy {

@@ -131,6 +131,11 @@ impl<'a> Parser<'a> {
         self.fields.push((field, span));
     }
 
+    /// The fields recorded so far, in the order written.
+    pub(super) fn written(&self) -> Vec<Field> {
+        self.fields.iter().map(|(f, _)| *f).collect()
+    }
+
     /// An error at the next token (or the end of input), with `what` naming the slot
     /// (`jitter`, `backoff`) and `expected` the accepted tokens, already formatted.
     pub(super) fn unexpected(
@@ -189,6 +194,30 @@ impl<'a> Parser<'a> {
             .find(|(f, _)| *f == e.field)
             .map_or(0..self.src.len(), |(_, s)| s.clone());
         DslError::new(self.src, span, e.to_string())
+    }
+
+    /// For a layer written in a config file, where it may set only some fields over inherited
+    /// ones: `value` and the fields written, if `check` finds nothing wrong with the fields
+    /// written. A rule that reads a field the string does not write (no trip rule, `min_calls`
+    /// against an inherited window) is left to the merged policy.
+    pub(super) fn written_validated<T>(
+        &self,
+        value: T,
+        check: impl FnOnce(&T, &mut Vec<FieldError>),
+    ) -> Result<(T, Vec<Field>), DslError> {
+        let mut written = self.written();
+        written.sort_unstable();
+        written.dedup();
+        let value = self.validated(value, |value, errors| {
+            let mut all = Vec::new();
+            check(value, &mut all);
+            errors.extend(all.into_iter().filter(|e| {
+                std::iter::once(&e.field)
+                    .chain(e.reads.iter())
+                    .all(|f| written.contains(f))
+            }));
+        })?;
+        Ok((value, written))
     }
 
     /// `value` if `check` finds nothing wrong with it, else its first error at the token that

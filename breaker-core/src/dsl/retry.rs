@@ -124,6 +124,10 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
     };
     if first.text == "none" {
         p.bump();
+        // `none` is the whole retry: one attempt, no backoff, no jitter.
+        for field in [Field::MaxAttempts, Field::Backoff, Field::Jitter] {
+            p.record(field, first.span.clone());
+        }
         p.finish(&[end()])?;
         return Ok(RetryPolicy::NONE);
     }
@@ -218,6 +222,14 @@ pub(crate) fn parse_retry(src: &str) -> Result<RetryPolicy, DslError> {
     let mut p = Parser::new(src);
     let policy = retry(&mut p)?;
     p.validated(policy, check_retry)
+}
+
+/// Parses a retry policy written in a config file: the policy (defaults for what it does not
+/// write) and the fields it writes (see `Parser::written_validated`).
+pub(crate) fn parse_retry_written(src: &str) -> Result<(RetryPolicy, Vec<Field>), DslError> {
+    let mut p = Parser::new(src);
+    let policy = retry(&mut p)?;
+    p.written_validated(policy, check_retry)
 }
 
 /// Parses a backoff alone: `fixed 200ms`, `exp(100ms, max 2s)`.
