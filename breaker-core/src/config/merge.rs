@@ -68,6 +68,10 @@ fn breaker_table(p: &BreakerPolicy) -> BreakerTable {
     }
 }
 
+/// A layer's specs in the sections that set it, each with the section's key path, `default`
+/// first.
+type Specs<'a, T, Table> = [(Vec<String>, &'a Spec<Written<T>, Table>)];
+
 /// A layer's spec as a table, and whether it was one DSL string (a whole value).
 fn as_table<T, Table: Clone>(spec: &Spec<T, Table>, table: impl Fn(&T) -> Table) -> (Table, bool) {
     match spec {
@@ -125,7 +129,7 @@ fn written_breaker(w: &Written<BreakerPolicy>) -> BreakerTable {
 /// as a group, every other field on its own, whether a section writes them as keys of a table
 /// or in a DSL string.
 fn merge_breaker(
-    specs: &[(Vec<String>, &Spec<Written<BreakerPolicy>, BreakerTable>)],
+    specs: &Specs<'_, BreakerPolicy, BreakerTable>,
     origins: &mut Origins,
     errors: &mut Vec<FieldError>,
 ) -> BreakerPolicy {
@@ -213,10 +217,7 @@ fn merge_breaker(
     }
 }
 
-fn merge_retry(
-    specs: &[(Vec<String>, &Spec<Written<RetryPolicy>, RetryTable>)],
-    origins: &mut Origins,
-) -> RetryPolicy {
+fn merge_retry(specs: &Specs<'_, RetryPolicy, RetryTable>, origins: &mut Origins) -> RetryPolicy {
     let mut acc = RetryTable::default();
     for (prefix, spec) in specs {
         let (table, whole) = as_table(spec, |w| RetryTable {
@@ -239,7 +240,7 @@ fn merge_retry(
 }
 
 fn merge_bulkhead(
-    specs: &[(Vec<String>, &Spec<Written<BulkheadPolicy>, BulkheadTable>)],
+    specs: &Specs<'_, BulkheadPolicy, BulkheadTable>,
     origins: &mut Origins,
     errors: &mut Vec<FieldError>,
 ) -> BulkheadPolicy {

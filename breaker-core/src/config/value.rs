@@ -67,10 +67,10 @@ pub struct Written<T> {
 }
 
 impl<T> Written<T> {
-    fn parse(
-        text: &str,
-        parse: fn(&str) -> Result<(T, Vec<Field>), DslError>,
-    ) -> Result<Self, DslError> {
+    fn parse<P>(text: &str, parse: P) -> Result<Self, DslError>
+    where
+        P: FnOnce(&str) -> Result<(T, Vec<Field>), DslError>,
+    {
         parse(text).map(|(value, fields)| Written {
             text: text.to_owned(),
             value,
