@@ -200,11 +200,83 @@ fn bad_input_exits_1_naming_the_line_and_usage_errors_exit_2() {
         stderr.contains("`hang`: the phase has no length"),
         "{stderr}"
     );
+    let (code, _, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--config",
+        "examples/compare.toml",
+        "--sweep",
+        "breaker.cooldown=1s,2s",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: --sweep needs exactly one base policy, got 3 (demo, patient, sensitive); choose \
+         one with --policy, such as `--policy demo`\n"
+    );
     assert_eq!(breaker(&["simulate"]).0, 2);
     assert_eq!(
         breaker(&["simulate", "--trace", trace, "--policy", "x"]).0,
         2
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An output file whose folder cannot be made is an error naming the option, the file and
+/// the part of its path in the way; a missing folder is created.
+#[test]
+fn an_output_path_through_a_file_names_the_option_and_the_file() {
+    let dir = temp_dir("out");
+    let trace = dir.join("t.jsonl");
+    let trace = trace.to_str().unwrap();
+    assert_eq!(
+        breaker(&["trace", "generate", "healthy 1s", "-o", trace]).0,
+        0
+    );
+    let blocked = format!("{trace}/chart.svg");
+    let (code, _, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--breaker",
+        "3 consecutive",
+        "--svg",
+        &blocked,
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!(
+            "error: --svg {blocked}: cannot create its folder: `{trace}` is a file, not a folder\n"
+        )
+    );
+    let (code, _, stderr) = breaker(&[
+        "trace",
+        "generate",
+        "healthy 1s",
+        "-o",
+        &format!("{trace}/x.jsonl"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.starts_with(&format!(
+            "error: --output {trace}/x.jsonl: cannot create its folder: `{trace}` is a file"
+        )),
+        "{stderr}"
+    );
+    let nested = dir.join("new").join("page.html");
+    let (code, _, _) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--breaker",
+        "3 consecutive",
+        "--html",
+        nested.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(std::fs::read_to_string(&nested).unwrap().contains("<svg"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -94,10 +94,10 @@ struct Simulate {
     json: bool,
     /// Write an SVG chart: per policy its timeline. For a sweep, FILE is the scatter of the
     /// grid with its Pareto front, and FILE with the extension .best.svg the timelines of the
-    /// 3 best points.
+    /// 3 best points. A missing folder is created.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
-    /// Write an HTML page with the table and the charts.
+    /// Write an HTML page with the table and the charts. A missing folder is created.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
 }
@@ -117,7 +117,8 @@ enum TraceCommand {
         /// Seed of the random draws: the same description and seed give the same trace.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Where to write it (default: standard output); a .csv file is written as CSV.
+        /// Where to write it (default: standard output); a .csv file is written as CSV. A
+        /// missing folder is created.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Write CSV instead of JSON Lines.
@@ -278,9 +279,17 @@ fn simulate(args: Simulate) -> Result<(), Failure> {
     let is_sweep = !args.sweeps.is_empty();
     if is_sweep {
         if policies.len() != 1 {
+            let names: Vec<&str> = policies.iter().map(|p| p.name.as_str()).collect();
             return Err(format!(
-                "--sweep needs exactly one base policy, got {}",
-                policies.len()
+                "--sweep needs exactly one base policy, got {}{}",
+                policies.len(),
+                match names.first() {
+                    Some(first) if args.config.is_some() => format!(
+                        " ({}); choose one with --policy, such as `--policy {first}`",
+                        names.join(", ")
+                    ),
+                    _ => String::new(),
+                }
             )
             .into());
         }
@@ -355,28 +364,47 @@ fn simulate(args: Simulate) -> Result<(), Failure> {
         }
         if let Some(path) = &args.svg {
             // One file: the first chart; a sweep's timelines go next to it.
-            write_file(path, &svgs[0])?;
+            write_file("--svg", path, &svgs[0])?;
             if let Some(second) = svgs.get(1) {
                 let other = path.with_extension("best.svg");
-                write_file(&other, second)?;
+                write_file("--svg", &other, second)?;
                 eprintln!("charts: {} and {}", path.display(), other.display());
             } else {
                 eprintln!("chart: {}", path.display());
             }
         }
         if let Some(path) = &args.html {
-            write_file(path, &plot::html_page(&title, &table, &svgs))?;
+            write_file("--html", path, &plot::html_page(&title, &table, &svgs))?;
             eprintln!("page: {}", path.display());
         }
     }
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+/// Writes `text` to the file of option `flag`, creating its folder if missing.
+fn write_file(flag: &str, path: &Path, text: &str) -> Result<(), String> {
+    create_folder(flag, path)?;
+    std::fs::write(path, text).map_err(|e| format!("{flag} {}: cannot write: {e}", path.display()))
+}
+
+/// Creates the folder of the file of option `flag` when it is missing; an error names the
+/// option, the file and which part of its path is in the way.
+fn create_folder(flag: &str, path: &Path) -> Result<(), String> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| {
+        // `create_dir_all` says only "File exists" when a part of the path is a file.
+        let file = dir
+            .ancestors()
+            .find(|a| a.is_file())
+            .map(|a| format!(": `{}` is a file, not a folder", a.display()));
+        format!(
+            "{flag} {}: cannot create its folder{}",
+            path.display(),
+            file.unwrap_or_else(|| format!(" `{}`: {e}", dir.display()))
+        )
+    })
 }
 
 fn generate(description: &str, seed: u64, output: Option<&Path>, csv: bool) -> Result<(), Failure> {
@@ -390,11 +418,9 @@ fn generate(description: &str, seed: u64, output: Option<&Path>, csv: bool) -> R
         Some(path) => {
             let csv = csv
                 || breaker_sim::trace::Format::from_path(path) == breaker_sim::trace::Format::Csv;
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            }
-            let file =
-                std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            create_folder("--output", path)?;
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("--output {}: cannot write: {e}", path.display()))?;
             let n =
                 breaker_sim::generate::write(&scenario, seed, std::io::BufWriter::new(file), csv)
                     .map_err(|e| format!("{}: {e}", path.display()))?;
