@@ -299,7 +299,8 @@ impl Recorder {
     }
 
     /// Labels the calls that start from now on with `name` (the trace's phases, which a replay
-    /// reports `detect_ms` and `recover_ms` against). Waits for room in the buffer.
+    /// reports `detect_ms` and `recover_ms` against). Waits for room in the buffer. A trace
+    /// labels every line or none, so name the first phase before the first call.
     pub fn phase(&self, name: &str) {
         if let Some(tx) = &self.shared.tx {
             let _ = tx.send(Msg::Phase(self.start(), name.into()));

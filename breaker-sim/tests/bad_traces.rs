@@ -80,7 +80,7 @@ fn csv_errors_name_the_row_and_column() {
             "t_ms,latency_ms,outcome\n0,1,success\n5,x,success\n",
             Format::Csv
         ),
-        "calls.jsonl:3: column 2: invalid float literal"
+        "calls.jsonl:3: `latency_ms` (column 2): invalid float literal `x`"
     );
     assert_eq!(
         error("t_ms,latency,outcome\n0,1,success\n", Format::Csv),
@@ -88,6 +88,21 @@ fn csv_errors_name_the_row_and_column() {
          `outcome`, `status`, `phase`, `attempt`"
     );
 }
+
+/// A labelled trace labels every line: a line without a `phase` after labelled ones is an error,
+/// as a labelled line in an unlabelled trace is.
+#[test]
+fn a_line_without_a_phase_in_a_labelled_trace_is_an_error() {
+    let labelled = r#"{"t_ms": 0, "latency_ms": 1, "outcome": "success", "phase": "healthy"}"#;
+    let text = format!("{labelled}\n{GOOD_LATER}\n{labelled}\n");
+    assert_eq!(
+        error(&text, Format::JsonLines),
+        "calls.jsonl:2: `phase` is missing, but the trace's first call has one: label every \
+         line's phase or none"
+    );
+}
+
+const GOOD_LATER: &str = r#"{"t_ms": 5, "latency_ms": 1, "outcome": "success"}"#;
 
 #[test]
 fn lines_out_of_order_are_put_back_within_the_window_and_refused_beyond_it() {

@@ -324,7 +324,7 @@ impl TraceReader {
                             .map_err(|e| TraceError::Line {
                                 path: self.path.clone(),
                                 line: pos,
-                                message: csv_message(&e),
+                                message: csv_message(&e, headers, &self.record),
                             })?;
                     return check(raw, pos, &mut self.labels, &mut self.label_names)
                         .map(Some)
@@ -351,7 +351,15 @@ impl TraceReader {
             phase: 0,
         };
         if labelled {
-            if p.label != u32::MAX && p.label != self.current_label {
+            if p.label == u32::MAX {
+                return Err(self.error_at(
+                    p.line,
+                    "`phase` is missing, but the trace's first call has one: label every line's \
+                     phase or none"
+                        .into(),
+                ));
+            }
+            if p.label != self.current_label {
                 self.current_label = p.label;
                 self.phases.push(Phase {
                     name: self.label_names[p.label as usize].clone(),
@@ -550,14 +558,19 @@ fn json_message(e: &serde_json::Error) -> String {
     )
 }
 
-fn csv_message(e: &csv::Error) -> String {
+/// The csv crate's message for a bad cell, with the column's name, its number and the cell as
+/// written: "`latency_ms` (column 2): invalid float literal `abc`".
+fn csv_message(e: &csv::Error, headers: &csv::StringRecord, record: &csv::StringRecord) -> String {
     match e.kind() {
-        csv::ErrorKind::Deserialize { err, .. } => {
-            let field = err
-                .field()
-                .map_or(String::new(), |f| format!("column {}: ", f + 1));
-            format!("{field}{}", err.kind())
-        }
+        csv::ErrorKind::Deserialize { err, .. } => match err.field() {
+            Some(f) => {
+                let i = usize::try_from(f).unwrap_or(usize::MAX);
+                let name = headers.get(i).unwrap_or("?");
+                let cell = record.get(i).unwrap_or("");
+                format!("`{name}` (column {}): {} `{cell}`", f + 1, err.kind())
+            }
+            None => err.kind().to_string(),
+        },
         _ => e.to_string(),
     }
 }
