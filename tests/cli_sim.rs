@@ -215,6 +215,16 @@ fn bad_input_exits_1_naming_the_line_and_usage_errors_exit_2() {
         "error: --sweep needs exactly one base policy, got 3 (demo, patient, sensitive); choose \
          one with --policy, such as `--policy demo`\n"
     );
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let empty = empty.to_str().unwrap();
+    let (code, stdout, stderr) =
+        breaker(&["simulate", "--trace", empty, "--breaker", "3 consecutive"]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(
+        stderr,
+        format!("error: {empty}: the trace has no calls (no line with `attempt` 1); nothing to replay\n")
+    );
     assert_eq!(breaker(&["simulate"]).0, 2);
     assert_eq!(
         breaker(&["simulate", "--trace", trace, "--policy", "x"]).0,

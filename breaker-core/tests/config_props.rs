@@ -185,6 +185,21 @@ fn names_toml_could_not_read_back_are_refused_when_loading() {
          letters, digits, `_` and `-` (so that it is a bare TOML key and an environment \
          variable can address it)"
     );
+    // The keys of a policy with an invalid name are still read: their mistakes are listed too.
+    let err = config::load_str(
+        "[policies.Bad_Name]\ntimeout = \"-1s\"\nretrys = 3\n",
+        Format::Toml,
+    )
+    .unwrap_err();
+    let lines: Vec<String> = err.errors().iter().map(ToString::to_string).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[0].starts_with("1:11: policies.Bad_Name: invalid policy name"));
+    assert_eq!(
+        lines[1],
+        "2:11: policies.Bad_Name.timeout: negative duration `-1s` at 0..3; expected a positive \
+         duration such as `1s`"
+    );
+    assert!(lines[2].starts_with("3:1: policies.Bad_Name.retrys: unknown field `retrys`"));
     let err = config::load_str("policies:\n  \"a\\u0001\": {}\n", Format::Yaml).unwrap_err();
     assert!(
         err.to_string()

@@ -329,6 +329,13 @@ fn simulate(args: Simulate) -> Result<(), Failure> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    if reports.iter().all(|r| r.calls == 0) {
+        return Err(format!(
+            "{}: the trace has no calls (no line with `attempt` 1); nothing to replay",
+            args.trace.display()
+        )
+        .into());
+    }
     if is_sweep {
         sweep::rank(&mut reports);
     }

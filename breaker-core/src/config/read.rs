@@ -281,6 +281,10 @@ impl<'s> Reader<'s> {
                 self.error(&e.key_origin, format!("duplicate policy `{}`", e.key));
             } else if !is_valid_policy_name(&e.key) {
                 self.error(&e.key_origin, invalid_name_message(&e.key));
+                // Its keys are still read, so that their mistakes are listed too.
+                self.section = self.path.clone();
+                let _ = self.section_table(&e.value);
+                self.section.clear();
             } else {
                 self.section = self.path.clone();
                 if let Some(section) = self.section_table(&e.value) {
