@@ -579,14 +579,15 @@ fn outcomes(p: &Pipeline) -> (u64, u64, u64, u64) {
 }
 
 /// Two pipelines of `policy` with lifetime totals: one breaker alone (the direct path) and the
-/// same with a timeout far beyond any test (the general path, with no outcome changed).
+/// same with a timeout far beyond any test (the general path, with no outcome changed; as
+/// long as the probe wait, the cooldown, which a timeout may not exceed).
 fn both_paths(policy: BreakerPolicy) -> [Pipeline; 2] {
     let builder = || {
         Pipeline::builder()
             .totals(true)
             .breaker_policy(policy.clone())
     };
-    let general = builder().timeout(Duration::from_secs(3600));
+    let general = builder().timeout(policy.max_probe_wait.unwrap_or(policy.cooldown));
     [builder().build().unwrap(), general.build().unwrap()]
 }
 

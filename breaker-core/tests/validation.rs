@@ -120,3 +120,39 @@ fn retry_default_is_the_dsl_default() {
     .unwrap();
     assert_eq!(file.get("a").unwrap().retry, Some(RetryPolicy::default()));
 }
+
+/// A timeout longer than the breaker's probe wait is refused on every path: a probe slower
+/// than the wait is taken over and its late result ignored, so while calls took that long the
+/// breaker would stay half-open, never closing (found replaying a hang with a 1 s cooldown and
+/// a 2 s timeout). A probe wait at least the timeout is accepted.
+#[test]
+fn a_timeout_longer_than_the_probe_wait_is_refused() {
+    let policy = Policy {
+        breaker: Some("1 consecutive, open 1s".parse().unwrap()),
+        timeout: Some(Duration::from_secs(2)),
+        ..Policy::default()
+    };
+    let e = Pipeline::from_policy(&policy).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid policy: `timeout`: attempt timeout (2s) must be <= the breaker's probe wait \
+         (1s: the cooldown, as `max_probe_wait` is not set): a probe slower than the wait is \
+         taken over and its result ignored, so while calls take that long the breaker would \
+         never close; set `max_probe_wait` (DSL `probe-wait`) to at least the timeout"
+    );
+    assert!(Pipeline::builder()
+        .breaker_policy("1 consecutive, open 1s".parse().unwrap())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .is_err());
+    let waits = Policy {
+        breaker: Some("1 consecutive, open 1s, probe-wait 2s".parse().unwrap()),
+        ..policy.clone()
+    };
+    assert!(Pipeline::from_policy(&waits).is_ok());
+    let at_the_cooldown = Policy {
+        timeout: Some(Duration::from_secs(1)),
+        ..policy
+    };
+    assert!(Pipeline::from_policy(&at_the_cooldown).is_ok());
+}
