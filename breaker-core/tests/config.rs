@@ -427,6 +427,15 @@ fn a_layer_string_sets_what_it_writes_and_inherits_the_rest() {
     let text = format!("{default}[policies.once]\nretry = \"none\"\n");
     let policies = config::load_str(&text, Format::Toml).unwrap();
     assert_eq!(policies.get("once").unwrap().retry, Some(RetryPolicy::NONE));
+    // And a `none` default writes one attempt only: a policy that sets the attempts gets the
+    // default backoff and jitter, not the zero delay of `none`.
+    let text = "[default]\nretry = \"none\"\nidempotent = true\n\
+                [policies.table]\nretry.max_attempts = 4\n[policies.string]\nretry = \"4x\"\n";
+    let policies = config::load_str(text, Format::Toml).unwrap();
+    let expected: RetryPolicy = "4x".parse().unwrap();
+    assert_eq!(policies.get("table").unwrap().retry, Some(expected));
+    assert_eq!(policies.get("string").unwrap().retry, Some(expected));
+    assert_ne!(expected.backoff, RetryPolicy::NONE.backoff);
 }
 
 /// With nothing to inherit, a layer's string in a file is the layer the DSL reads: every

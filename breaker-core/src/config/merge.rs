@@ -232,8 +232,14 @@ fn merge_retry(specs: &Specs<'_, RetryPolicy, RetryTable>, origins: &mut Origins
         );
     }
     let d = defaults::RETRY;
+    let max_attempts = acc.max_attempts.unwrap_or(d.max_attempts);
+    if max_attempts == 1 {
+        // One attempt is no retry, whatever backoff and jitter it inherits (`"none"` over an
+        // exponential default, or `max_attempts = 1`): the policy reads as `none`.
+        return RetryPolicy::NONE;
+    }
     RetryPolicy {
-        max_attempts: acc.max_attempts.unwrap_or(d.max_attempts),
+        max_attempts,
         backoff: acc.backoff.map_or(d.backoff, |b| b.0),
         jitter: acc.jitter.map_or(d.jitter, |j| j.0),
     }

@@ -124,10 +124,10 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
     };
     if first.text == "none" {
         p.bump();
-        // `none` is the whole retry: one attempt, no backoff, no jitter.
-        for field in [Field::MaxAttempts, Field::Backoff, Field::Jitter] {
-            p.record(field, first.span.clone());
-        }
+        // `none` writes one attempt; a backoff and a jitter for one attempt mean nothing, so
+        // they stay unwritten (a policy over a `none` default that sets the attempts gets the
+        // default backoff, not a zero delay).
+        p.record(Field::MaxAttempts, first.span.clone());
         p.finish(&[end()])?;
         return Ok(RetryPolicy::NONE);
     }
