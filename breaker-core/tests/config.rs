@@ -472,6 +472,22 @@ fn a_layer_string_alone_reads_as_the_dsl_does() {
     );
 }
 
+/// Setting one key of a slow-call rule replaces the inherited trip rules: one error, saying so,
+/// and not also "no trip rule".
+#[test]
+fn half_a_slow_call_rule_over_a_default_is_one_error_that_says_why() {
+    let errors = toml_err(
+        "[default]\nbreaker = \"slow 2s 80% over 1m min 10\"\n\
+         [policies.a]\nbreaker.slow_call_duration = \"5s\"\n",
+    );
+    let errors: Vec<String> = errors.errors().iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        errors,
+        ["4:30: policies.a.breaker.slow_call_duration: is set without `slow_call_rate`; set both \
+          or neither (a section that sets any trip rule replaces all the trip rules it inherits)"]
+    );
+}
+
 /// A string in `[default]` may leave out the trip rule, as its table may; a rule between a
 /// field of a string and one it inherits is judged after the merge, at the policy's key,
 /// while one between two fields of the same string keeps its place in the string.

@@ -169,7 +169,8 @@ fn merge_breaker(
             errors.push(
                 FieldError::new(
                     Field::SlowCallDuration,
-                    "is set without `slow_call_rate`; set both or neither",
+                    "is set without `slow_call_rate`; set both or neither (a section that sets any \
+                     trip rule replaces all the trip rules it inherits)",
                 )
                 .reading(&[Field::SlowCallRate]),
             );
@@ -179,7 +180,8 @@ fn merge_breaker(
             errors.push(
                 FieldError::new(
                     Field::SlowCallRate,
-                    "is set without `slow_call_duration`; set both or neither",
+                    "is set without `slow_call_duration`; set both or neither (a section that sets \
+                     any trip rule replaces all the trip rules it inherits)",
                 )
                 .reading(&[Field::SlowCallDuration]),
             );
@@ -187,11 +189,16 @@ fn merge_breaker(
         }
     };
     let any_trip = has_trip_rule(&acc);
+    // Half a slow-call pair is refused above; the policy then keeps the default rule, so that
+    // the validator does not add "no trip rule", which would only restate that error.
+    let half_pair_alone = acc.slow_call_duration.is_some() != acc.slow_call_rate.is_some()
+        && acc.consecutive_failures.is_none()
+        && acc.failure_rate.is_none();
     let window = acc.window.as_ref().map_or(d.window, |w| w.0);
     let cooldown = acc.cooldown.as_ref().map_or(d.cooldown, |c| c.0);
     let cooldown_multiplier = acc.cooldown_multiplier.unwrap_or(1.0);
     BreakerPolicy {
-        consecutive_failures: if any_trip {
+        consecutive_failures: if any_trip && !half_pair_alone {
             acc.consecutive_failures
         } else {
             d.consecutive_failures
@@ -667,7 +674,8 @@ mod tests {
             ),
             (
                 "[breaker]\nslow_call_duration = \"1s\"",
-                &[(SlowCallDuration, false), (ConsecutiveFailures, false)],
+                // Not also "no trip rule": the half pair is the one mistake.
+                &[(SlowCallDuration, false)],
             ),
             (
                 "[breaker]\nslow_call_duration = \"0s\"\nslow_call_rate = 50",
