@@ -258,7 +258,7 @@ fn an_output_path_through_a_file_names_the_option_and_the_file() {
     assert_eq!(
         stderr,
         format!(
-            "error: --svg {blocked}: cannot create its folder: `{trace}` is a file, not a folder\n"
+            "error: --svg {blocked}: cannot create its folder: `{trace}` is not a folder\n"
         )
     );
     let (code, _, stderr) = breaker(&[
@@ -271,10 +271,43 @@ fn an_output_path_through_a_file_names_the_option_and_the_file() {
     assert_eq!(code, 1);
     assert!(
         stderr.starts_with(&format!(
-            "error: --output {trace}/x.jsonl: cannot create its folder: `{trace}` is a file"
+            "error: --output {trace}/x.jsonl: cannot create its folder: `{trace}` is not a folder"
         )),
         "{stderr}"
     );
+    // An output that is the trace, or two outputs on one file, are refused before the replay.
+    let (code, _, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--breaker",
+        "3 consecutive",
+        "--svg",
+        trace,
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!("error: --svg {trace}: is the trace; choose another file for the output\n")
+    );
+    let both = dir.join("both").to_str().unwrap().to_owned();
+    let (code, _, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--breaker",
+        "3 consecutive",
+        "--svg",
+        &both,
+        "--html",
+        &both,
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!("error: --html {both}: --svg writes the same file; choose two files\n")
+    );
+    assert!(!std::path::Path::new(&both).exists());
     let nested = dir.join("new").join("page.html");
     let (code, _, _) = breaker(&[
         "simulate",

@@ -65,6 +65,14 @@ impl std::str::FromStr for Axis {
                  keys separated by `.`)"
             ));
         }
+        if key == "breaker" && values.contains(',') && !values.contains('|') {
+            // A breaker's DSL separates its clauses with commas: a list of them needs `|`.
+            return Err(format!(
+                "`{key}={}`: a breaker's DSL has commas, so separate whole breakers with `|`, \
+                 such as `breaker=5 consecutive, open 1s|3 consecutive, open 2s`",
+                values.trim()
+            ));
+        }
         let values = expand(values.trim()).map_err(|e| format!("`{key}={values}`: {e}"))?;
         Ok(Axis {
             key: key.to_owned(),
@@ -213,9 +221,19 @@ fn breaker_table(b: &BreakerPolicy) -> BreakerTable {
 /// slowest, named `BASE KEY=VALUE ...`.
 ///
 /// # Errors
-/// A grid of more than [`MAX_POINTS`] points, or a point the config loader refuses (an
+/// A key swept twice, a grid of more than [`MAX_POINTS`] points, or a point the config loader refuses (an
 /// unknown key, a bad value, an invalid policy), with the key and value named.
 pub fn grid(base: &NamedPolicy, axes: &[Axis]) -> Result<Vec<NamedPolicy>, String> {
+    if let Some((_, a)) = axes
+        .iter()
+        .enumerate()
+        .find(|(i, a)| axes[..*i].iter().any(|b| b.key == a.key))
+    {
+        return Err(format!(
+            "`{}` is swept twice; give all its values in one axis, such as `{}=A,B`",
+            a.key, a.key
+        ));
+    }
     let size = axes
         .iter()
         .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
@@ -425,6 +443,31 @@ mod tests {
         );
         let e = grid(&base(), &["breaker.cooldwn=1s".parse().unwrap()]).unwrap_err();
         assert!(e.contains("cooldwn"), "{e}");
+        // A key swept twice would have its second axis win silently: refused.
+        let twice = [
+            "breaker.cooldown=1s".parse().unwrap(),
+            "breaker.cooldown=2s".parse().unwrap(),
+        ];
+        assert_eq!(
+            grid(&base(), &twice).unwrap_err(),
+            "`breaker.cooldown` is swept twice; give all its values in one axis, such as \
+             `breaker.cooldown=A,B`"
+        );
+        // Whole breakers have commas in them: a list of them is separated by `|`.
+        assert_eq!(
+            "breaker=5 consecutive, open 1s"
+                .parse::<Axis>()
+                .unwrap_err(),
+            "`breaker=5 consecutive, open 1s`: a breaker's DSL has commas, so separate whole \
+             breakers with `|`, such as `breaker=5 consecutive, open 1s|3 consecutive, open 2s`"
+        );
+        let two: Axis = "breaker=5 consecutive, open 1s|3 consecutive, open 2s"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            two.values,
+            ["5 consecutive, open 1s", "3 consecutive, open 2s"]
+        );
     }
 
     fn report(f: u64, s: u64) -> Report {

@@ -301,6 +301,7 @@ fn simulate(args: Simulate) -> Result<(), Failure> {
         policies = sweep::grid(&policies[0], &axes)?;
     }
     let plots = args.svg.is_some() || args.html.is_some();
+    check_outputs(&args, is_sweep)?;
     let options = Options {
         seed: args.seed,
         timeline: plots,
@@ -388,6 +389,44 @@ fn simulate(args: Simulate) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Before the replay: the chart and page files are neither the trace nor each other, and their
+/// folders exist or are created, so a bad path fails at once rather than after the replay.
+fn check_outputs(args: &Simulate, is_sweep: bool) -> Result<(), String> {
+    let mut outputs: Vec<(&str, PathBuf)> = Vec::new();
+    if let Some(svg) = &args.svg {
+        outputs.push(("--svg", svg.clone()));
+        if is_sweep {
+            outputs.push(("--svg", svg.with_extension("best.svg")));
+        }
+    }
+    if let Some(html) = &args.html {
+        outputs.push(("--html", html.clone()));
+    }
+    let same = |a: &Path, b: &Path| {
+        a == b
+            || matches!(
+                (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+                (Ok(x), Ok(y)) if x == y
+            )
+    };
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        if same(path, &args.trace) {
+            return Err(format!(
+                "{flag} {}: is the trace; choose another file for the output",
+                path.display()
+            ));
+        }
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| same(p, path)) {
+            return Err(format!(
+                "{flag} {}: {other} writes the same file; choose two files",
+                path.display()
+            ));
+        }
+        create_folder(flag, path)?;
+    }
+    Ok(())
+}
+
 /// Writes `text` to the file of option `flag`, creating its folder if missing.
 fn write_file(flag: &str, path: &Path, text: &str) -> Result<(), String> {
     create_folder(flag, path)?;
@@ -404,8 +443,8 @@ fn create_folder(flag: &str, path: &Path) -> Result<(), String> {
         // `create_dir_all` says only "File exists" when a part of the path is a file.
         let file = dir
             .ancestors()
-            .find(|a| a.is_file())
-            .map(|a| format!(": `{}` is a file, not a folder", a.display()));
+            .find(|a| a.exists() && !a.is_dir())
+            .map(|a| format!(": `{}` is not a folder", a.display()));
         format!(
             "{flag} {}: cannot create its folder{}",
             path.display(),
