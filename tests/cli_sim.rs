@@ -257,9 +257,7 @@ fn an_output_path_through_a_file_names_the_option_and_the_file() {
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
-        format!(
-            "error: --svg {blocked}: cannot create its folder: `{trace}` is not a folder\n"
-        )
+        format!("error: --svg {blocked}: cannot create its folder: `{trace}` is not a folder\n")
     );
     let (code, _, stderr) = breaker(&[
         "trace",

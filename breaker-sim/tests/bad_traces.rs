@@ -61,6 +61,18 @@ fn each_bad_line_is_an_error_with_its_line_number() {
              as {\"t_ms\": 1520.0, \"latency_ms\": 38.5, \"outcome\": \"failure\", \"status\": 503}",
         ),
         (
+            r#"{"t_ms": "5", "latency_ms": 1, "outcome": "success"}"#,
+            "calls.jsonl:3: invalid type: string \"5\", expected `t_ms`, a number of milliseconds \
+             (column 12); expected a trace line such as {\"t_ms\": 1520.0, \"latency_ms\": 38.5, \
+             \"outcome\": \"failure\", \"status\": 503}",
+        ),
+        (
+            r#"{"t_ms": 5, "latency_ms": 1, "status": 70000}"#,
+            "calls.jsonl:3: invalid value: integer `70000`, expected `status`, an HTTP status such \
+             as 503 (column 44); expected a trace line such as {\"t_ms\": 1520.0, \"latency_ms\": \
+             38.5, \"outcome\": \"failure\", \"status\": 503}",
+        ),
+        (
             r#"{"t_ms": 5, "latency_ms": 1, "outcome": "success", "phase": "late"}"#,
             "calls.jsonl:3: `phase` is set, but the trace's first call has none: label every \
              line's phase or none",

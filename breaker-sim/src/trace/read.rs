@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 /// How many lines the reader holds to put lines back in arrival order: a line may come up to
@@ -40,16 +41,86 @@ impl Format {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw<'a> {
-    t_ms: f64,
-    latency_ms: f64,
+    t_ms: Number<TMs, f64>,
+    latency_ms: Number<LatencyMs, f64>,
     #[serde(default, borrow)]
     outcome: Option<Cow<'a, str>>,
     #[serde(default)]
-    status: Option<u16>,
+    status: Option<Number<Status, u16>>,
     #[serde(default, borrow)]
     phase: Option<Cow<'a, str>>,
     #[serde(default)]
-    attempt: Option<u16>,
+    attempt: Option<Number<Attempt, u16>>,
+}
+
+/// A number of a trace line whose type errors name its field ("expected `t_ms`, a number of
+/// milliseconds"): serde's own name only the type (`f64`).
+struct Number<F, T>(T, PhantomData<F>);
+
+/// A numeric field of a trace line: its name and what it holds.
+trait NumberField {
+    const EXPECTED: &'static str;
+}
+
+macro_rules! number_fields {
+    ($($marker:ident => $expected:literal),* $(,)?) => {$(
+        struct $marker;
+        impl NumberField for $marker {
+            const EXPECTED: &'static str = $expected;
+        }
+    )*};
+}
+
+number_fields!(
+    TMs => "`t_ms`, a number of milliseconds",
+    LatencyMs => "`latency_ms`, a number of milliseconds",
+    Status => "`status`, an HTTP status such as 503",
+    Attempt => "`attempt`, a whole number from 1",
+);
+
+impl<'de, F: NumberField> Deserialize<'de> for Number<F, f64> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<F>(PhantomData<F>);
+        impl<F: NumberField> serde::de::Visitor<'_> for V<F> {
+            type Value = f64;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(F::EXPECTED)
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<f64, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+        }
+        d.deserialize_f64(V::<F>(PhantomData))
+            .map(|v| Number(v, PhantomData))
+    }
+}
+
+impl<'de, F: NumberField> Deserialize<'de> for Number<F, u16> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<F>(PhantomData<F>);
+        impl<F: NumberField> serde::de::Visitor<'_> for V<F> {
+            type Value = u16;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(F::EXPECTED)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u16, E> {
+                u16::try_from(v)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u16, E> {
+                u16::try_from(v)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+        }
+        d.deserialize_u16(V::<F>(PhantomData))
+            .map(|v| Number(v, PhantomData))
+    }
 }
 
 /// A checked line waiting in the reorder window.
@@ -473,9 +544,9 @@ fn check(
             ))
         }
     };
-    let t_ns = time("t_ms", raw.t_ms)?;
-    let latency_ns = time("latency_ms", raw.latency_ms)?;
-    let status = match raw.status {
+    let t_ns = time("t_ms", raw.t_ms.0)?;
+    let latency_ns = time("latency_ms", raw.latency_ms.0)?;
+    let status = match raw.status.map(|s| s.0) {
         None => 0,
         Some(s @ 100..=599) => s,
         Some(s) => {
@@ -506,7 +577,7 @@ fn check(
             return Err("neither `outcome` nor `status` is given; one of them is required".into())
         }
     };
-    let attempt = match raw.attempt {
+    let attempt = match raw.attempt.map(|a| a.0) {
         None => 1,
         Some(0) => return Err("`attempt` must be at least 1, got 0".into()),
         Some(a) => a,
