@@ -17,6 +17,13 @@ fn breaker(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `breaker simulate --trace TRACE --breaker "3 consecutive"` with `extra` options.
+fn simulate(trace: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["simulate", "--trace", trace, "--breaker", "3 consecutive"];
+    args.extend_from_slice(extra);
+    breaker(&args)
+}
+
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("breaker-cli-sim-{name}-{}", std::process::id()));
@@ -245,15 +252,7 @@ fn an_output_path_through_a_file_names_the_option_and_the_file() {
         0
     );
     let blocked = format!("{trace}/chart.svg");
-    let (code, _, stderr) = breaker(&[
-        "simulate",
-        "--trace",
-        trace,
-        "--breaker",
-        "3 consecutive",
-        "--svg",
-        &blocked,
-    ]);
+    let (code, _, stderr) = simulate(trace, &["--svg", &blocked]);
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
@@ -274,32 +273,14 @@ fn an_output_path_through_a_file_names_the_option_and_the_file() {
         "{stderr}"
     );
     // An output that is the trace, or two outputs on one file, are refused before the replay.
-    let (code, _, stderr) = breaker(&[
-        "simulate",
-        "--trace",
-        trace,
-        "--breaker",
-        "3 consecutive",
-        "--svg",
-        trace,
-    ]);
+    let (code, _, stderr) = simulate(trace, &["--svg", trace]);
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
         format!("error: --svg {trace}: is the trace; choose another file for the output\n")
     );
     let both = dir.join("both").to_str().unwrap().to_owned();
-    let (code, _, stderr) = breaker(&[
-        "simulate",
-        "--trace",
-        trace,
-        "--breaker",
-        "3 consecutive",
-        "--svg",
-        &both,
-        "--html",
-        &both,
-    ]);
+    let (code, _, stderr) = simulate(trace, &["--svg", &both, "--html", &both]);
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
@@ -307,15 +288,7 @@ fn an_output_path_through_a_file_names_the_option_and_the_file() {
     );
     assert!(!std::path::Path::new(&both).exists());
     let nested = dir.join("new").join("page.html");
-    let (code, _, _) = breaker(&[
-        "simulate",
-        "--trace",
-        trace,
-        "--breaker",
-        "3 consecutive",
-        "--html",
-        nested.to_str().unwrap(),
-    ]);
+    let (code, _, _) = simulate(trace, &["--html", nested.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(std::fs::read_to_string(&nested).unwrap().contains("<svg"));
     std::fs::remove_dir_all(&dir).unwrap();
