@@ -569,6 +569,45 @@ fn environment_overrides_single_values() {
         Some("BREAKER__POLICIES__A__RETRY")
     );
     assert_eq!(err.errors()[0].key_path, "policies.a.retry");
+
+    // A shell cannot set a variable with `-` in its name: `_` addresses a policy whose name
+    // has `-`, unless a policy has the name as written or two read the same.
+    let text = "[policies.my-svc]\ntimeout = \"1s\"\n[policies.my_db]\ntimeout = \"1s\"\n";
+    let policies = Loader::text(text, Format::Toml)
+        .env_vars([
+            ("BREAKER__POLICIES__MY_SVC__TIMEOUT", "3s"),
+            ("BREAKER__POLICIES__MY_DB__TIMEOUT", "4s"),
+        ])
+        .load()
+        .unwrap();
+    assert_eq!(
+        policies.get("my-svc").unwrap().timeout,
+        Some(Duration::from_secs(3))
+    );
+    assert_eq!(
+        policies.get("my_db").unwrap().timeout,
+        Some(Duration::from_secs(4))
+    );
+    let both = "[policies.my-svc]\n[policies.my_svc]\n";
+    let policies = Loader::text(both, Format::Toml)
+        .env_vars([("BREAKER__POLICIES__MY_SVC__TIMEOUT", "3s")])
+        .load()
+        .unwrap();
+    assert_eq!(
+        policies.get("my_svc").unwrap().timeout,
+        Some(Duration::from_secs(3))
+    );
+    assert_eq!(policies.get("my-svc").unwrap().timeout, None);
+    let err = Loader::text("[policies.a-b_c]\n[policies.a_b-c]\n", Format::Toml)
+        .env_vars([("BREAKER__POLICIES__A_B_C__TIMEOUT", "3s")])
+        .load()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "(env BREAKER__POLICIES__A_B_C__TIMEOUT): policies.a_b_c.timeout: no policy `a_b_c` to \
+         override (the file has `a-b_c`, `a_b-c`); an override changes a policy of the file, it \
+         does not add one"
+    );
 }
 
 // ---- the registry ----

@@ -17,18 +17,27 @@ pub(super) fn apply_env(
     vars: &[(String, String)],
     errors: &mut Vec<ConfigError>,
 ) {
-    let names: Vec<String> = tree
+    let policies: Vec<String> = tree
         .entry("policies")
         .and_then(|p| match &p.value.kind {
-            Kind::Map(entries) => Some(entries.iter().map(|e| format!("`{}`", e.key)).collect()),
+            Kind::Map(entries) => Some(entries.iter().map(|e| e.key.clone()).collect()),
             _ => None,
         })
         .unwrap_or_default();
+    let names: Vec<String> = policies.iter().map(|n| format!("`{n}`")).collect();
     for (name, value) in vars {
-        let path: Vec<String> = name[ENV_PREFIX.len()..]
+        let mut path: Vec<String> = name[ENV_PREFIX.len()..]
             .split("__")
             .map(str::to_ascii_lowercase)
             .collect();
+        // A shell cannot set a variable with `-` in its name: `MY_SVC` addresses policy
+        // `my-svc` when no policy is named `my_svc` and no other reads the same.
+        if path.len() >= 2 && path[0] == "policies" && !policies.contains(&path[1]) {
+            let mut dashed = policies.iter().filter(|p| p.replace('-', "_") == path[1]);
+            if let (Some(only), None) = (dashed.next(), dashed.next()) {
+                path[1] = only.clone();
+            }
+        }
         let mut error = |message: String| {
             errors.push(src.error_at(&Origin::Env(name.clone()), &path, message));
         };

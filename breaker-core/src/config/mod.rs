@@ -56,7 +56,9 @@
 //!
 //! **Environment overrides.** A variable `BREAKER__<PATH>` sets the value at `<PATH>`: the
 //! path's keys are separated by `__` and lowercased, so
-//! `BREAKER__POLICIES__INVENTORY__RETRY="5x exp"` sets `policies.inventory.retry` and
+//! `BREAKER__POLICIES__INVENTORY__RETRY="5x exp"` sets `policies.inventory.retry` (a shell
+//! cannot set a variable with `-` in its name, so `MY_SVC` addresses a policy `my-svc` when
+//! no policy is named `my_svc` and no other reads the same) and
 //! `BREAKER__DEFAULT__BREAKER__COOLDOWN=10s` sets `default.breaker.cooldown`. A value that
 //! reads as a JSON number or boolean is one (`5`, `true`); anything else is a string. An
 //! override may add keys to a policy of the file (or to `default`), not policies: an override
