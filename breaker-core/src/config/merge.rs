@@ -189,16 +189,11 @@ fn merge_breaker(
         }
     };
     let any_trip = has_trip_rule(&acc);
-    // Half a slow-call pair is refused above; the policy then keeps the default rule, so that
-    // the validator does not add "no trip rule", which would only restate that error.
-    let half_pair_alone = acc.slow_call_duration.is_some() != acc.slow_call_rate.is_some()
-        && acc.consecutive_failures.is_none()
-        && acc.failure_rate.is_none();
     let window = acc.window.as_ref().map_or(d.window, |w| w.0);
     let cooldown = acc.cooldown.as_ref().map_or(d.cooldown, |c| c.0);
     let cooldown_multiplier = acc.cooldown_multiplier.unwrap_or(1.0);
     BreakerPolicy {
-        consecutive_failures: if any_trip && !half_pair_alone {
+        consecutive_failures: if any_trip {
             acc.consecutive_failures
         } else {
             d.consecutive_failures
@@ -297,7 +292,7 @@ fn merge(
 }
 
 /// The policy of `sections` (each with its key path), the later over the earlier, where each
-/// field came from, and the errors of the merge itself.
+/// field came from, and its errors: those of the merge itself, then the validator's.
 fn merge_sections(sections: &[(Vec<String>, &Section)]) -> (Policy, Origins, Vec<FieldError>) {
     let mut origins = Origins::default();
     let mut errors = Vec::new();
@@ -339,6 +334,12 @@ fn merge_sections(sections: &[(Vec<String>, &Section)]) -> (Policy, Origins, Vec
             origins.set(Field::Idempotent, prefix, false);
         }
     }
+    // The validator on the merged policy, less what only restates an error of the merge
+    // itself (half a slow-call pair is not also "no trip rule").
+    let merged: HashSet<Field> = errors.iter().map(|e| e.field).collect();
+    if let Err(e) = policy.validate() {
+        errors.extend(e.errors.into_iter().filter(|e| !follows_from(e, &merged)));
+    }
     (policy, origins, errors)
 }
 
@@ -373,10 +374,7 @@ fn check_default(
 ) {
     let sections = [(vec!["default".to_owned()], default)];
     key_bounds(src, tree, &sections, errors);
-    let (policy, origins, mut field_errors) = merge_sections(&sections);
-    if let Err(e) = policy.validate() {
-        field_errors.extend(e.errors);
-    }
+    let (_, origins, field_errors) = merge_sections(&sections);
     for fe in field_errors {
         if follows_from(&fe, poison) || !on_its_own(&fe) {
             continue;
@@ -488,9 +486,6 @@ pub(super) fn resolve(
                 .copied()
                 .filter(|f| !origins.0.get(f).is_some_and(|path| path.starts_with(&own))),
         );
-        if let Err(e) = policy.validate() {
-            field_errors.extend(e.errors);
-        }
         field_errors.retain(|e| !follows_from(e, &poison));
         if field_errors.is_empty() && poison.is_empty() && bounds_ok {
             map.insert(name.clone(), Arc::new(policy));
@@ -636,10 +631,7 @@ mod tests {
     /// its rule reads its field alone.
     fn judged(section: &str) -> Vec<(Field, bool)> {
         let section: Section = toml::from_str(section).unwrap();
-        let (policy, _, mut errors) = merge_sections(&[(vec!["default".into()], &section)]);
-        if let Err(e) = policy.validate() {
-            errors.extend(e.errors);
-        }
+        let (_, _, errors) = merge_sections(&[(vec!["default".into()], &section)]);
         errors.iter().map(|e| (e.field, on_its_own(e))).collect()
     }
 
