@@ -427,9 +427,8 @@ fn check_outputs(args: &Simulate, is_sweep: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes `text` to the file of option `flag`, creating its folder if missing.
+/// Writes `text` to the file of option `flag` (its folder was made by [`check_outputs`]).
 fn write_file(flag: &str, path: &Path, text: &str) -> Result<(), String> {
-    create_folder(flag, path)?;
     std::fs::write(path, text).map_err(|e| format!("{flag} {}: cannot write: {e}", path.display()))
 }
 
