@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::policy::Policy;
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The name of the counter of reloads, by `result` (`"ok"` or `"error"`), with the `metrics`
@@ -86,6 +86,10 @@ pub struct ReloadReport {
 /// assert!(registry.get("inventory").unwrap().breaker.is_some());
 /// # Ok::<(), breaker::config::ConfigErrors>(())
 /// ```
+///
+/// Cloning is cheap: clones are handles to the same registry (the same policies, breakers and
+/// reloads).
+#[derive(Clone)]
 pub struct PolicyRegistry {
     pub(super) inner: Arc<Inner>,
 }
@@ -94,6 +98,8 @@ pub(super) struct Inner {
     loader: Option<Loader>,
     clock: Option<Clock>,
     entries: ArcSwap<BTreeMap<String, Arc<Entry>>>,
+    /// Successful reloads since the registry was made (see [`PolicyRegistry::generation`]).
+    generation: AtomicU64,
     /// Serialises reloads, so that two reloads never interleave their `set_policy` calls, and
     /// guards the users of the policies.
     users: Mutex<Users>,
@@ -153,6 +159,7 @@ impl PolicyRegistry {
                 loader,
                 clock,
                 entries: ArcSwap::from_pointee(BTreeMap::new()),
+                generation: AtomicU64::new(0),
                 users: Mutex::new(Users::default()),
             }),
         }
@@ -256,6 +263,20 @@ impl PolicyRegistry {
         let result = self.inner.apply(policies, true);
         record(&result);
         result
+    }
+
+    /// How many reloads have succeeded since the registry was made: 0 for the policies it was
+    /// made with, then one more for every [`reload`](Self::reload) or
+    /// [`reload_from`](Self::reload_from) that returned `Ok` (a failed reload, which changes
+    /// nothing, does not count). Tells an operator which version of the file is in force.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// The file this registry was loaded from and [`reload`](Self::reload)s from; `None` for a
+    /// registry made from text ([`Loader::text`](super::Loader::text)) or from policies.
+    pub fn source_file(&self) -> Option<&std::path::Path> {
+        self.inner.loader.as_ref().and_then(Loader::path)
     }
 
     /// The file this registry reloads from, if any.
@@ -371,6 +392,10 @@ impl Inner {
             slot.current.store(Arc::new(pipeline));
         }
         self.entries.store(Arc::new(next));
+        if check {
+            // Under the users' lock, which serialises reloads.
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(report)
     }
 
