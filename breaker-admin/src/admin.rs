@@ -448,6 +448,11 @@ impl AdminBuilder {
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let quiet_ticks = (Duration::from_secs(15).as_nanos() / every.as_nanos()).max(1);
             let mut quiet = 0u128;
+            // The first reading is the baseline: nothing to report yet.
+            interval.tick().await;
+            if let Some(inner) = weak.upgrade() {
+                inner.sample();
+            }
             loop {
                 interval.tick().await;
                 let Some(inner) = weak.upgrade() else { break };
