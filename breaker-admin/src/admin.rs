@@ -144,7 +144,8 @@ pub(crate) enum Guard {
 
 /// Everything an [`Admin`] shares with its services and its sampler task.
 pub(crate) struct Inner {
-    pub(crate) sources: Sources,
+    /// What is shown; the builder fills it, [`Admin::add_breaker`] and its kin add to it.
+    pub(crate) sources: std::sync::RwLock<Sources>,
     pub(crate) guard: Guard,
     pub(crate) sampler: Sampler,
     pub(crate) bus: Arc<Bus>,
@@ -158,7 +159,15 @@ impl Inner {
     }
 
     pub(crate) fn items(&self) -> Vec<Item> {
-        self.sources.list()
+        self.sources().list()
+    }
+
+    pub(crate) fn sources(&self) -> std::sync::RwLockReadGuard<'_, Sources> {
+        self.sources.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sources_mut(&self) -> std::sync::RwLockWriteGuard<'_, Sources> {
+        self.sources.write().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn publish(&self, event: Event) {
@@ -248,6 +257,37 @@ impl Admin {
     /// The event-stream readers connected now.
     pub fn event_readers(&self) -> usize {
         self.inner.bus.readers()
+    }
+
+    /// Shows `breaker` as `name` from now on, as [`AdminBuilder::breaker_named`] does, for a
+    /// breaker made after the admin (one built on demand, say).
+    pub fn add_breaker(&self, name: impl Into<String>, breaker: &CircuitBreaker) {
+        self.inner
+            .sources_mut()
+            .breakers
+            .push((name.into(), breaker.clone()));
+    }
+
+    /// Shows the breaker of `pipeline` as `name` from now on, as [`AdminBuilder::pipeline`]
+    /// does.
+    pub fn add_pipeline(&self, name: impl Into<String>, pipeline: &Pipeline) {
+        self.inner
+            .sources_mut()
+            .pipelines
+            .push((name.into(), PipelineRef::Fixed(pipeline.clone())));
+    }
+
+    /// Shows the breakers of a keyed registry as one group named `name` from now on, as
+    /// [`AdminBuilder::keyed`] does.
+    pub fn add_keyed<K, S>(&self, name: impl Into<String>, registry: &Registry<K, S>)
+    where
+        K: Hash + Eq + Clone + Send + Sync + Display + 'static,
+        S: BuildHasher + Send + Sync + 'static,
+    {
+        self.inner
+            .sources_mut()
+            .keyed
+            .push((name.into(), Arc::new(registry.clone()) as Arc<dyn Keys>));
     }
 }
 
@@ -434,7 +474,7 @@ impl AdminBuilder {
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let _ = slot.set(weak.clone());
             Inner {
-                sources: self.sources,
+                sources: std::sync::RwLock::new(self.sources),
                 guard,
                 sampler: Sampler::new(self.every, self.history),
                 bus: Arc::new(Bus::new(self.buffer, self.max_readers)),

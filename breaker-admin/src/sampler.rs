@@ -118,6 +118,8 @@ pub(crate) struct Latency {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub(crate) struct History {
     pub(crate) every_ms: u64,
+    /// How many readings the history holds when full (the band's width).
+    pub(crate) slots: usize,
     /// One letter per tick: `c` closed, `o` open, `h` half-open, `f` forced open, `d` forced
     /// closed (disabled).
     pub(crate) states: String,
@@ -317,6 +319,7 @@ impl Sampler {
         });
         let history = with_history.then(|| History {
             every_ms: self.every.as_millis() as u64,
+            slots: self.keep,
             states: String::from_utf8_lossy(&track.states.iter().copied().collect::<Vec<_>>())
                 .into_owned(),
             calls: track.calls.iter().copied().collect(),

@@ -944,7 +944,7 @@ struct ReloadFailed {
 
 fn reload(inner: &Inner, who: &str, peer: &str) -> Response<Body> {
     let registries: Vec<_> = inner
-        .sources
+        .sources()
         .all_registries()
         .into_iter()
         .filter(|r| r.source_file().is_some())

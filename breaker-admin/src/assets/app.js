@@ -56,16 +56,20 @@
     return e;
   }
 
-  function band(states) {
+  // The states over the history the server keeps, newest at the right edge.
+  function band(history) {
     const c = el('canvas', { class: 'band', width: '240', height: '14' });
     const ctx = c.getContext('2d');
-    if (ctx && states) {
-      const n = Math.max(states.length, 1);
-      const w = c.width / n;
+    if (ctx && history) {
+      const states = history.states;
+      const slots = Math.max(history.slots || states.length, 1);
+      const w = c.width / slots;
+      const x0 = c.width - states.length * w;
       for (let i = 0; i < states.length; i++) {
         ctx.fillStyle = BAND[states[i]] || '#eee';
-        ctx.fillRect(i * w, 0, Math.ceil(w), c.height);
+        ctx.fillRect(x0 + i * w, 0, Math.max(w, 1), c.height);
       }
+      c.title = 'one reading every ' + history.every_ms + ' ms; newest at the right';
     }
     return c;
   }
@@ -116,7 +120,7 @@
       name,
       el('td', {}, el('span', { class: 'state ' + state, text: state })),
       el('td', { class: 'num', text: fmtMs(b.time_in_state_ms) }),
-      el('td', {}, band(b.history && b.history.states)),
+      el('td', {}, band(b.history)),
       el('td', { class: 'num', text: fmtRate(rate(b, 'calls_per_s')) }),
       el('td', { class: 'num', text: fmtRate(rate(b, 'failures_per_s')) }),
       el('td', { class: 'num', text: fmtRate(rate(b, 'rejections_per_s')) }),
@@ -253,12 +257,22 @@
       const e = JSON.parse(m.data);
       const b = rows.find((x) => x.id === e.breaker);
       if (b && b.state) { b.state = e.to; b.time_in_state_ms = 0; render(); }
-      logEvent('transition ' + e.breaker + ' ' + e.from + ' → ' + e.to + (e.reason ? ' (' + e.reason + ')' : '') + (e.transitions > 1 ? ' ×' + e.transitions : ''));
+      const path = e.transitions > 1 ? e.from + ' → … → ' + e.to + ' (' + e.transitions + ' transitions)' : e.from + ' → ' + e.to;
+      logEvent('transition ' + e.breaker + ' ' + path + (e.reason ? ' (' + e.reason + ')' : ''));
       refresh();
     });
+    // Rejections of one breaker in a row add up in one line.
+    let rejected = null;
     stream.addEventListener('rejections', (m) => {
       const e = JSON.parse(m.data);
-      logEvent('rejected ' + e.count + ' calls: ' + e.breaker + ' (' + e.state + ')');
+      const top = $('#events').firstChild;
+      if (rejected && top === rejected.li && rejected.breaker === e.breaker) {
+        rejected.count += e.count;
+      } else {
+        logEvent('');
+        rejected = { li: $('#events').firstChild, breaker: e.breaker, count: e.count, since: new Date().toLocaleTimeString() };
+      }
+      rejected.li.textContent = rejected.since + '  rejected ' + rejected.count + ' calls: ' + e.breaker + ' (' + e.state + ')';
     });
     stream.addEventListener('keys', (m) => {
       const e = JSON.parse(m.data);
