@@ -1,9 +1,10 @@
 //! The closed path of a breaker with and without the admin mounted: the same call
-//! (`try_acquire` + `success`, lifetime totals on, as the dashboard's rates need) on one
-//! breaker, first watched by nobody, then while an admin samples it every 10 ms (25 times more
-//! often than the default) with 1,000 event-stream readers connected over loopback, then
-//! watched by nobody again. Peers in one run: compare the three lines, not the numbers across
-//! machines.
+//! (`try_acquire` + `success`, lifetime totals on, as the dashboard's rates need), first with
+//! no admin, then while an admin samples the breaker every 10 ms (25 times more often than the
+//! default) with 1,000 event-stream readers connected over loopback; beside it, in the same
+//! process at the same time, a breaker the admin does not sample (same neighbours, same CPU
+//! competition: the difference between the two is what sampling costs the call). Peers in one
+//! run: compare the lines, not the numbers across machines.
 //!
 //! `cargo bench -p breaker-admin --bench mounted`
 #![allow(missing_docs)] // criterion's macros
@@ -25,14 +26,18 @@ fn breaker(name: &str) -> CircuitBreaker {
 
 fn closed_path(c: &mut Criterion) {
     let mut g = c.benchmark_group("closed_path");
-    // One breaker for all three lines, so its place in memory is the same.
-    let b = breaker("inventory");
-    let call = |bench: &mut criterion::Bencher<'_>| {
-        bench.iter(|| black_box(&b).try_acquire().unwrap().success())
+    let watched = breaker("watched");
+    let other = breaker("other");
+    let call = |b: &CircuitBreaker| {
+        let b = b.clone();
+        move |bench: &mut criterion::Bencher<'_>| {
+            bench.iter(|| black_box(&b).try_acquire().unwrap().success())
+        }
     };
-    g.bench_function("unwatched", call);
+    g.bench_function("no admin", call(&watched));
 
-    // The admin and its readers live on a runtime of their own thread.
+    // The admin and its readers live on a runtime of their own thread; it samples `watched`
+    // only, so `other` measures the same call with the same neighbours, unsampled.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -40,7 +45,7 @@ fn closed_path(c: &mut Criterion) {
         .unwrap();
     let mounted = rt.block_on(async {
         let admin = Admin::builder()
-            .breaker(&b)
+            .breaker(&watched)
             .sample_every(Duration::from_millis(10))
             .max_event_readers(1000)
             .build();
@@ -59,10 +64,11 @@ fn closed_path(c: &mut Criterion) {
         assert_eq!(admin.event_readers(), 1000);
         (admin, server, readers)
     });
-    g.bench_function("mounted", call);
+    g.bench_function("mounted, sampled", call(&watched));
+    g.bench_function("mounted, not sampled", call(&other));
+    g.bench_function("mounted, sampled (again)", call(&watched));
     drop(mounted);
     drop(rt);
-    g.bench_function("unwatched again", call);
     g.finish();
 }
 
