@@ -138,6 +138,7 @@
 //!   next flush carries the replica's view either way.
 //! - **One connection per store** for commands and pub/sub (RESP3 pushes), not two.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod error;
