@@ -7,6 +7,7 @@
 
 #[doc(hidden)]
 pub mod __private;
+pub mod adaptive;
 pub mod annotated;
 pub mod breaker;
 pub mod bulkhead;
@@ -22,6 +23,7 @@ pub mod layer;
 pub mod observe;
 pub mod pipeline;
 pub mod policy;
+pub mod ratelimit;
 pub mod record;
 pub mod registry;
 pub mod retry;
