@@ -29,6 +29,7 @@ pub mod registry;
 pub mod retry;
 pub mod scope;
 mod sync;
+pub mod throttle;
 pub mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
