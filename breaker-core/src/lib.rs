@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub mod dsl;
 pub mod error;
+pub mod hedge;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod layer;

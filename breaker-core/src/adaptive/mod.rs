@@ -72,6 +72,8 @@ struct Inner {
     clock: Clock,
     /// Gradient2's state; `None` for AIMD.
     gradient: Option<Mutex<Gradient>>,
+    /// The name its limit's gauge and events carry.
+    name: String,
 }
 
 /// Gradient2's floating-point state.
@@ -121,8 +123,20 @@ impl AdaptiveLimiter {
                 policy,
                 clock,
                 gradient,
+                name: String::new(),
             }),
         })
+    }
+
+    /// This limiter reporting its limit under `breaker=name` (the
+    /// [`CONCURRENCY_LIMIT`](crate::observe::CONCURRENCY_LIMIT) gauge with the `metrics`
+    /// feature, and a `tracing` debug event per change; `""` by default). Call it before
+    /// cloning.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.name = name.into();
+        }
+        self
     }
 
     /// The policy.
@@ -223,7 +237,7 @@ impl Inner {
                 slow_call,
             } => {
                 let drop = drop || rtt > slow_call;
-                let _ = self
+                let moved = self
                     .limit
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |limit| {
                         let next = if drop {
@@ -236,6 +250,13 @@ impl Inner {
                         };
                         (next != limit).then_some(next)
                     });
+                if let Ok(from) = moved {
+                    crate::observe::concurrency_limit(
+                        &self.name,
+                        from,
+                        self.limit.load(Ordering::Relaxed),
+                    );
+                }
             }
             LimitAlgorithm::Gradient2 {
                 tolerance,
@@ -268,7 +289,10 @@ impl Inner {
                 let next = (g.estimated * (1.0 - smoothing) + next * smoothing)
                     .clamp(f64::from(min), f64::from(max));
                 g.estimated = next;
-                self.limit.store(next as u32, Ordering::Release);
+                let from = self.limit.swap(next as u32, Ordering::AcqRel);
+                if from != next as u32 {
+                    crate::observe::concurrency_limit(&self.name, from, next as u32);
+                }
             }
         }
     }
