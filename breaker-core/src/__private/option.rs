@@ -196,6 +196,10 @@ impl AttrOption {
             Layer::Timeout => AttrOption::Timeout,
             Layer::Bulkhead => AttrOption::Concurrency,
             Layer::Breaker => AttrOption::Threshold,
+            // No option configures these yet: an error about them points at `order`.
+            Layer::RateLimit | Layer::Hedge | Layer::Adaptive | Layer::Throttle => {
+                AttrOption::Order
+            }
         }
     }
 }

@@ -38,7 +38,8 @@
 //! use breaker::hedge::{Hedge, HedgePolicy};
 //! use std::time::Duration;
 //!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), breaker::hedge::InvalidHedge> {
 //! let hedge = Hedge::new(HedgePolicy::after(Duration::from_millis(50)))?;
 //! let start = tokio::time::Instant::now();
 //! let answer: Result<&str, ()> = hedge
@@ -51,7 +52,7 @@
 //!     .await;
 //! assert_eq!(answer, Ok("hedge"));
 //! assert_eq!(start.elapsed(), Duration::from_millis(60));
-//! # Ok::<(), breaker::hedge::InvalidHedge>(()) }
+//! # Ok(()) }
 //! ```
 
 mod error;

@@ -41,11 +41,19 @@
 //! use breaker::throttle::{ThrottlePolicy, Throttler};
 //!
 //! let time = ManualClock::new();
-//! let throttler = Throttler::with_clock(ThrottlePolicy::default(), Clock::manual(&time))?;
+//! let throttler =
+//!     Throttler::with_clock(ThrottlePolicy::default(), Clock::manual(&time))?.seeded(1);
+//! // The dependency rejects every call; the client soon rejects most of them itself.
+//! let mut local = 0;
 //! for _ in 0..10 {
-//!     throttler.try_acquire().unwrap().failure(); // the dependency rejects every call
+//!     match throttler.try_acquire() {
+//!         Ok(call) => call.failure(),
+//!         Err(_) => local += 1,
+//!     }
 //! }
+//! assert!(local > 0);
 //! // (10 - 2 × 0) / (10 + 1): 91% of the next calls are rejected locally.
+//! assert_eq!(throttler.counts(), (10, 0));
 //! assert!((throttler.probability() - 10.0 / 11.0).abs() < 1e-9);
 //! # Ok::<(), breaker::throttle::InvalidThrottle>(())
 //! ```
