@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub mod dsl;
 pub mod error;
+mod field;
 pub mod hedge;
 #[cfg(feature = "http")]
 pub mod http;
@@ -30,6 +31,7 @@ pub mod registry;
 pub mod retry;
 pub mod scope;
 mod sync;
+mod syntax;
 pub mod throttle;
 pub mod timeout;
 #[cfg(feature = "tower")]
