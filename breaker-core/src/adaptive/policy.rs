@@ -191,16 +191,72 @@ impl AdaptiveLimitPolicy {
 }
 
 impl fmt::Display for AdaptiveLimitPolicy {
-    /// `aimd 5..=200 from 20`.
+    /// The DSL's canonical form (see [`crate::dsl`]): `aimd 5..200 from 20`, followed by the
+    /// algorithm's parameters that differ from their defaults (`backoff 0.8 slow 2s`,
+    /// `tolerance 2 smoothing 0.1 window 300 queue 2`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {}..={} from {}",
+            "{} {}..{} from {}",
             self.algorithm.name(),
             self.min_limit,
             self.max_limit,
             self.initial_limit
-        )
+        )?;
+        match (
+            self.algorithm,
+            LimitAlgorithm::AIMD,
+            LimitAlgorithm::GRADIENT2,
+        ) {
+            (
+                LimitAlgorithm::Aimd {
+                    backoff_ratio,
+                    slow_call,
+                },
+                LimitAlgorithm::Aimd {
+                    backoff_ratio: b0,
+                    slow_call: s0,
+                },
+                _,
+            ) => {
+                if backoff_ratio != b0 {
+                    write!(f, " backoff {backoff_ratio}")?;
+                }
+                if slow_call != s0 {
+                    write!(f, " slow {}", crate::dsl::format_duration(slow_call))?;
+                }
+            }
+            (
+                LimitAlgorithm::Gradient2 {
+                    tolerance,
+                    smoothing,
+                    long_window,
+                    queue_size,
+                },
+                _,
+                LimitAlgorithm::Gradient2 {
+                    tolerance: t0,
+                    smoothing: s0,
+                    long_window: w0,
+                    queue_size: q0,
+                },
+            ) => {
+                if tolerance != t0 {
+                    write!(f, " tolerance {tolerance}")?;
+                }
+                if smoothing != s0 {
+                    write!(f, " smoothing {smoothing}")?;
+                }
+                if long_window != w0 {
+                    write!(f, " window {long_window}")?;
+                }
+                if queue_size != q0 {
+                    write!(f, " queue {queue_size}")?;
+                }
+            }
+            _ => unreachable!("the defaults are of their algorithms"),
+        }
+        Ok(())
     }
 }
 

@@ -118,11 +118,12 @@ impl HedgePolicy {
 }
 
 impl fmt::Display for HedgePolicy {
-    /// `1x after 50ms`, `2x after p95 in 10ms..200ms`.
+    /// The DSL's canonical form (see [`crate::dsl`]): `1x after 50ms`,
+    /// `2x after p95 in 10ms..200ms`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x after ", self.max_hedges)?;
         match self.delay {
-            HedgeDelay::Fixed(d) => write!(f, "{}", humantime::format_duration(d)),
+            HedgeDelay::Fixed(d) => write!(f, "{}", crate::dsl::format_duration(d)),
             HedgeDelay::Percentile {
                 percentile,
                 min,
@@ -130,8 +131,8 @@ impl fmt::Display for HedgePolicy {
             } => write!(
                 f,
                 "p{percentile} in {}..{}",
-                humantime::format_duration(min),
-                humantime::format_duration(max)
+                crate::dsl::compact(min),
+                crate::dsl::compact(max)
             ),
         }
     }

@@ -102,6 +102,38 @@ impl BuildError {
         if let Some((field, reason)) = errors.iter().find_map(limit) {
             return BuildError::Invalid { field, reason };
         }
+        // The rate limit, hedging, adaptive limit and throttling: their one field's problems.
+        let first = errors[0].field;
+        let problems = || {
+            errors
+                .iter()
+                .filter(|e| e.field == first)
+                .map(|e| e.message.clone())
+                .collect::<Vec<_>>()
+        };
+        match first {
+            Field::RateLimit => {
+                return BuildError::RateLimit(InvalidRateLimit {
+                    problems: problems(),
+                })
+            }
+            Field::Hedge if errors[0].rule != Rule::Idempotent => {
+                return BuildError::Hedge(InvalidHedge {
+                    problems: problems(),
+                })
+            }
+            Field::Adaptive => {
+                return BuildError::Adaptive(InvalidAdaptiveLimit {
+                    problems: problems(),
+                })
+            }
+            Field::Throttle => {
+                return BuildError::Throttle(InvalidThrottle {
+                    problems: problems(),
+                })
+            }
+            _ => {}
+        }
         let layer = errors[0].field.layer();
         errors.retain(|e| e.field.layer() == layer);
         match layer {

@@ -147,6 +147,19 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
     if let Some(bulkhead) = &policy.bulkhead {
         check_bulkhead(bulkhead, &mut errors);
     }
+    // The rate limit, hedging, adaptive limit and throttling: each policy's own ranges, at its
+    // one field.
+    let layers = [
+        (Field::RateLimit, policy.rate_limit.map(|p| p.problems())),
+        (Field::Hedge, policy.hedge.map(|p| p.problems())),
+        (Field::Adaptive, policy.adaptive.map(|p| p.problems())),
+        (Field::Throttle, policy.throttle.map(|p| p.problems())),
+    ];
+    for (field, problems) in layers {
+        for m in problems.unwrap_or_default() {
+            errors.push(FieldError::new(field, m));
+        }
+    }
     if let Some(order) = &policy.order {
         let configured = policy.configured_layers();
         for problem in check_order(order, &configured) {

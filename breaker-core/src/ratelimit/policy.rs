@@ -109,17 +109,18 @@ impl RateLimitPolicy {
 }
 
 impl fmt::Display for RateLimitPolicy {
-    /// `100/1s burst 20 wait 50ms` (the wait only when non-zero).
+    /// The DSL's canonical form (see [`crate::dsl`]): `100/1s burst 20 wait 50ms`, the wait
+    /// only when non-zero.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{}/{} burst {}",
             self.rate,
-            humantime::format_duration(self.per),
+            crate::dsl::compact(self.per),
             self.burst
         )?;
         if !self.max_wait.is_zero() {
-            write!(f, " wait {}", humantime::format_duration(self.max_wait))?;
+            write!(f, " wait {}", crate::dsl::format_duration(self.max_wait))?;
         }
         Ok(())
     }

@@ -69,13 +69,13 @@ impl ThrottlePolicy {
 }
 
 impl fmt::Display for ThrottlePolicy {
-    /// `k 2 over 2m`.
+    /// The DSL's canonical form (see [`crate::dsl`]): `k 2 over 2m`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "k {} over {}",
             self.k,
-            humantime::format_duration(self.window)
+            crate::dsl::format_duration(self.window)
         )
     }
 }
