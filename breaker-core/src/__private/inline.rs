@@ -187,6 +187,7 @@ impl InlinePolicy<'_> {
             bulkhead,
             order,
             idempotent: self.idempotent.unwrap_or(self.retry.is_some()),
+            ..Policy::default()
         };
         let mut missing = Vec::new();
         let mut others: Vec<OptionError> = Vec::new();
@@ -311,6 +312,13 @@ fn order_message(problem: OrderError) -> String {
             "layer `{layer}` is listed twice in `order`; each layer has exactly one position, \
              outermost first: remove one"
         ),
+        OrderError::NotConfigured { layer, .. }
+            if AttrOption::of_layer(layer) == AttrOption::Order =>
+        {
+            format!(
+                "layer `{layer}` is in `order` but not configured; remove `{layer}` from `order`"
+            )
+        }
         OrderError::NotConfigured { layer, .. } => {
             let option = AttrOption::of_layer(layer);
             format!(
@@ -321,6 +329,7 @@ fn order_message(problem: OrderError) -> String {
         }
         // Gathered into one message by the caller.
         OrderError::Missing { layer } => format!("`order` leaves out `{layer}`"),
+        other => other.to_string(),
     }
 }
 

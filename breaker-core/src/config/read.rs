@@ -554,7 +554,15 @@ mod tests {
                     names(BULKHEAD),
                     BULKHEAD.iter().filter(|k| k.0 == f).count(),
                 ),
-                Some(Layer::Timeout) => (Vec::new(), 0),
+                // Layers whose one field is at the top of a section (`timeout`, and the DSL
+                // strings `rate`, `hedge`, `adaptive`, `throttle`): no field is in their table.
+                Some(
+                    Layer::Timeout
+                    | Layer::RateLimit
+                    | Layer::Hedge
+                    | Layer::Adaptive
+                    | Layer::Throttle,
+                ) => (Vec::new(), 0),
                 None => (
                     section.clone(),
                     section.iter().filter(|k| **k == f.key()).count(),
