@@ -95,7 +95,7 @@ impl Display for Action {
 }
 
 /// The service a user-supplied auth layer wraps: it carries out admin requests (actions and
-/// reloads) that reached it, with the caller named by a [`Principal`] extension if the layer
+/// reloads) that reached it, with the caller named by a [`Principal`](crate::Principal) extension if the layer
 /// set one. See [`AdminBuilder::admin_layer`].
 #[derive(Clone)]
 pub struct Actions {
@@ -403,7 +403,7 @@ impl AdminBuilder {
     /// Turns admin actions on behind `layer`, the program's own tower authentication (mTLS
     /// identity, OAuth, a session store...): admin requests (a bounded body already read)
     /// reach [`Actions`] through it, and only what it lets through is carried out. The layer
-    /// names the caller for the logs by inserting a [`Principal`] extension. Read routes are
+    /// names the caller for the logs by inserting a [`Principal`](crate::Principal) extension. Read routes are
     /// not behind it; wrap the whole [`service`](Admin::service) for that.
     ///
     /// # Panics

@@ -28,7 +28,7 @@
 //! shows its count of keys by state, and its keys page by page, busiest first.
 //!
 //! # How, and what it costs calls: nothing
-//! A [sampler](sampler) task reads every breaker every 250 ms ([`AdminBuilder::sample_every`])
+//! A [sampler] task reads every breaker every 250 ms ([`AdminBuilder::sample_every`])
 //! through what the breaker already keeps (its state word and its striped totals); no call
 //! path has a hook, a lock or an extra atomic for it. The [event stream](events) is fed by the
 //! sampler into one ring of a fixed size that every reader shares: a slow reader loses the

@@ -144,6 +144,15 @@ pub(crate) fn error(status: StatusCode, message: impl AsRef<str>) -> Response<Bo
     )
 }
 
+/// A refusal, before it becomes a response (small, unlike a response).
+pub(crate) struct Refusal(StatusCode, String);
+
+impl From<Refusal> for Response<Body> {
+    fn from(r: Refusal) -> Response<Body> {
+        error(r.0, r.1)
+    }
+}
+
 /// The admin was dropped while a request was under way.
 pub(crate) fn gone() -> Response<Body> {
     error(
@@ -412,7 +421,7 @@ where
 }
 
 /// Refuses parameters a route does not read, so a typo is not silently ignored.
-fn known_params(query: &[(String, String)], known: &[&str]) -> Result<(), Response<Body>> {
+fn known_params(query: &[(String, String)], known: &[&str]) -> Result<(), Refusal> {
     for (k, _) in query {
         if !known.contains(&k.as_str()) {
             let list = if known.is_empty() {
@@ -424,7 +433,7 @@ fn known_params(query: &[(String, String)], known: &[&str]) -> Result<(), Respon
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            return Err(error(
+            return Err(Refusal(
                 StatusCode::BAD_REQUEST,
                 format!("unknown query parameter `{k}`; this route reads {list}"),
             ));
@@ -433,13 +442,13 @@ fn known_params(query: &[(String, String)], known: &[&str]) -> Result<(), Respon
     Ok(())
 }
 
-fn bool_param(query: &[(String, String)], name: &str) -> Result<bool, Response<Body>> {
+fn bool_param(query: &[(String, String)], name: &str) -> Result<bool, Refusal> {
     match query.iter().rev().find(|(k, _)| k == name) {
         None => Ok(false),
         Some((_, v)) => match v.as_str() {
             "true" | "1" | "" => Ok(true),
             "false" | "0" => Ok(false),
-            other => Err(error(
+            other => Err(Refusal(
                 StatusCode::BAD_REQUEST,
                 format!("query parameter `{name}={other}`: expected `true` or `false`"),
             )),
@@ -463,11 +472,11 @@ fn row(inner: &Inner, item: &Item, history: bool) -> BreakerJson {
 
 fn list(inner: &Inner, query: &[(String, String)]) -> Response<Body> {
     if let Err(r) = known_params(query, &["history"]) {
-        return r;
+        return r.into();
     }
     let history = match bool_param(query, "history") {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return r.into(),
     };
     let items = inner.items();
     let breakers = items.iter().map(|i| row(inner, i, history)).collect();
@@ -483,11 +492,11 @@ fn list(inner: &Inner, query: &[(String, String)]) -> Response<Body> {
 }
 
 /// The row `id`, or a 404 naming it.
-fn find(inner: &Inner, id: &str) -> Result<Item, Response<Body>> {
+fn find(inner: &Inner, id: &str) -> Result<Item, Refusal> {
     let items = inner.items();
     match items.into_iter().find(|i| i.id == id) {
         Some(i) => Ok(i),
-        None => Err(error(
+        None => Err(Refusal(
             StatusCode::NOT_FOUND,
             format!("unknown breaker `{id}`; `GET /api/v1/breakers` lists them"),
         )),
@@ -496,11 +505,11 @@ fn find(inner: &Inner, id: &str) -> Result<Item, Response<Body>> {
 
 fn one(inner: &Inner, id: &str, query: &[(String, String)]) -> Response<Body> {
     if let Err(r) = known_params(query, &[]) {
-        return r;
+        return r.into();
     }
     match find(inner, id) {
         Ok(item) => json(StatusCode::OK, &row(inner, &item, true)),
-        Err(r) => r,
+        Err(r) => r.into(),
     }
 }
 
@@ -514,13 +523,13 @@ fn usize_param(
     name: &str,
     default: usize,
     range: std::ops::RangeInclusive<usize>,
-) -> Result<usize, Response<Body>> {
+) -> Result<usize, Refusal> {
     let Some((_, v)) = query.iter().rev().find(|(k, _)| k == name) else {
         return Ok(default);
     };
     match v.parse::<usize>() {
         Ok(n) if range.contains(&n) => Ok(n),
-        _ => Err(error(
+        _ => Err(Refusal(
             StatusCode::BAD_REQUEST,
             format!(
                 "query parameter `{name}={v}`: expected a whole number in {}..={}",
@@ -531,11 +540,11 @@ fn usize_param(
     }
 }
 
-fn keyed(inner: &Inner, id: &str) -> Result<(Item, Arc<dyn catalog::Keys>), Response<Body>> {
+fn keyed(inner: &Inner, id: &str) -> Result<(Item, Arc<dyn catalog::Keys>), Refusal> {
     let item = find(inner, id)?;
     match item.keys.clone() {
         Some(k) => Ok((item, k)),
-        None => Err(error(
+        None => Err(Refusal(
             StatusCode::NOT_FOUND,
             format!("breaker `{id}` has no keys: it is a single breaker, not a keyed group"),
         )),
@@ -544,14 +553,14 @@ fn keyed(inner: &Inner, id: &str) -> Result<(Item, Arc<dyn catalog::Keys>), Resp
 
 fn keys(inner: &Inner, id: &str, query: &[(String, String)]) -> Response<Body> {
     if let Err(r) = known_params(query, &["offset", "limit", "state"]) {
-        return r;
+        return r.into();
     }
     let (offset, limit) = match (
         usize_param(query, "offset", 0, 0..=MAX_OFFSET),
         usize_param(query, "limit", 50, 1..=MAX_LIMIT),
     ) {
         (Ok(o), Ok(l)) => (o, l),
-        (Err(r), _) | (_, Err(r)) => return r,
+        (Err(r), _) | (_, Err(r)) => return r.into(),
     };
     let state = match query.iter().rev().find(|(k, _)| k == "state") {
         None => None,
@@ -573,7 +582,7 @@ fn keys(inner: &Inner, id: &str, query: &[(String, String)]) -> Response<Body> {
             StatusCode::OK,
             &view::keys_page(&item.id, &*k, offset, limit, state),
         ),
-        Err(r) => r,
+        Err(r) => r.into(),
     }
 }
 
@@ -590,7 +599,7 @@ fn unknown_key(id: &str, key: &str) -> Response<Body> {
 fn key_of(inner: &Inner, id: &str, key: &str) -> Response<Body> {
     let (_, k) = match keyed(inner, id) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(r) => return r.into(),
     };
     match k.find(key) {
         Some(b) => json(
@@ -862,7 +871,7 @@ fn act_on(
     }
     let item = match find(inner, id) {
         Ok(i) => i,
-        Err(r) => return r,
+        Err(r) => return r.into(),
     };
     let breaker = match (key, &item.breaker, &item.keys) {
         (None, Some(b), _) => b.clone(),

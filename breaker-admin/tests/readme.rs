@@ -27,7 +27,10 @@ fn the_readme_example_is_the_crate_docs_example() {
         .next()
         .unwrap()
         .lines()
-        .map(|l| l.strip_prefix("//! ").unwrap_or(l.trim_start_matches("//!")))
+        .map(|l| {
+            l.strip_prefix("//! ")
+                .unwrap_or(l.trim_start_matches("//!"))
+        })
         .filter(|l| !l.starts_with("# "))
         .collect();
     assert_eq!(block, doc);

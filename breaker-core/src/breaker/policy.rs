@@ -4,7 +4,7 @@
 //! read from config files and checked by the `#[circuit_breaker]` attribute at compile time, and
 //! [`BreakerPolicy::validate`] is the one validator all of those paths share.
 
-use crate::policy::Field;
+use crate::field::Field;
 use std::time::Duration;
 
 /// Which calls make up the sliding window that failure-rate and slow-call rules look at.
@@ -110,36 +110,18 @@ pub struct BreakerPolicy {
     pub half_open_probes: u32,
     /// Close after this many successful probes. Range `1..=8_191`.
     pub successes_to_close: u32,
-    /// A half-open breaker whose probe slots are all taken admits a fresh probe anyway once the
-    /// newest probe has been outstanding this long; the older probes' late results are then
-    /// ignored (a hung probe must not wedge the breaker; case BR-04). `None` means "the current
-    /// cooldown". Range: non-zero, at most [`MAX_COOLDOWN`] (365 days).
+    /// A half-open breaker whose probe slots are all taken admits one more probe once the
+    /// newest probe has been outstanding this long (a hung probe must not wedge the breaker;
+    /// case BR-04), in the same half-open period: the held probes' late results still count (a
+    /// late success towards closing, a late failure re-opens). So at most `half_open_probes`
+    /// probes are admitted within any probe wait. `None` means "the current cooldown". Range:
+    /// non-zero, at most [`MAX_COOLDOWN`] (365 days).
     pub max_probe_wait: Option<Duration>,
     /// What an ignored probe outcome means.
     pub neutral_probe: NeutralProbe,
 }
 
-impl Default for BreakerPolicy {
-    fn default() -> Self {
-        BreakerPolicy {
-            consecutive_failures: Some(5),
-            failure_rate_percent: None,
-            slow_call: None,
-            window: SlidingWindow::Count(100),
-            min_calls: 100,
-            cooldown: Duration::from_secs(30),
-            cooldown_multiplier: 1.0,
-            cooldown_max: Duration::from_secs(30),
-            cooldown_jitter: 0.0,
-            half_open_probes: 1,
-            successes_to_close: 1,
-            max_probe_wait: None,
-            neutral_probe: NeutralProbe::Release,
-        }
-    }
-}
-
-pub use crate::policy::{FieldError, ValidationError};
+pub use crate::field::{FieldError, ValidationError};
 
 /// Largest count window accepted.
 pub const MAX_COUNT_WINDOW: u32 = 1_000_000;

@@ -6,9 +6,9 @@ use super::load::{Loader, Policies};
 use crate::breaker::{BreakerFactory, CircuitBreaker};
 use crate::clock::Clock;
 use crate::policy::Policy;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The name of the counter of reloads, by `result` (`"ok"` or `"error"`), with the `metrics`
@@ -537,7 +537,7 @@ fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &
     if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
         if policy_breaker
             .warned
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
+            .swap(true, crate::sync::Ordering::Relaxed)
         {
             return;
         }
@@ -549,5 +549,49 @@ fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &
              `breaker_redis::share_policies` with this registry, or `breaker_redis::install` a \
              store before taking its pipeline: until then it runs local"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Format;
+
+    #[test]
+    fn generation_counts_the_reloads_that_succeed_and_source_file_names_the_file() {
+        let dir = std::env::temp_dir().join(format!("breaker-registry-gen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policies.toml");
+        std::fs::write(&path, "[policies.a]\nbreaker = \"3 consecutive\"\n").unwrap();
+        let registry = PolicyRegistry::load(Loader::file(&path)).unwrap();
+        assert_eq!(registry.generation(), 0);
+        assert_eq!(registry.source_file(), Some(path.as_path()));
+        registry.reload().unwrap();
+        assert_eq!(
+            registry.generation(),
+            1,
+            "a reload that changes nothing still counts"
+        );
+        std::fs::write(&path, "[policies.a]\nbreaker = \"3 parsecs\"\n").unwrap();
+        assert!(registry.reload().is_err());
+        assert_eq!(registry.generation(), 1, "a failed reload changes nothing");
+        // A clone is the same registry.
+        let clone = registry.clone();
+        std::fs::write(&path, "[policies.a]\nbreaker = \"4 consecutive\"\n").unwrap();
+        clone.reload().unwrap();
+        assert_eq!(registry.generation(), 2);
+        assert_eq!(
+            registry
+                .get("a")
+                .unwrap()
+                .breaker
+                .as_ref()
+                .unwrap()
+                .consecutive_failures,
+            Some(4)
+        );
+        let text = PolicyRegistry::load(Loader::text("[policies.a]\n", Format::Toml)).unwrap();
+        assert_eq!(text.source_file(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
