@@ -358,6 +358,14 @@ impl AdminBuilder {
         self
     }
 
+    /// Shows a breaker shared by a fleet as `name`: its local state with the fleet's view
+    /// beside it (`fleet` in the JSON), and admin actions on it carried out fleet-wide through
+    /// the shared store (see [`fleet`](crate::fleet)).
+    pub fn shared(mut self, name: impl Into<String>, shared: impl crate::fleet::Shared) -> Self {
+        self.sources.shared.push((name.into(), Arc::new(shared)));
+        self
+    }
+
     /// Shows the breakers of every named policy of `registry` (the
     /// [installed](breaker_core::config::install) registry is shown without this), with their
     /// policy's file and reload generation; `POST /api/v1/reload` reloads it.

@@ -36,6 +36,8 @@ pub(crate) enum Kind {
     Plain,
     /// The breakers of a keyed registry (or a `key = ..` function).
     Keyed,
+    /// A breaker shared by a fleet, with the fleet's view beside the local one.
+    Shared,
 }
 
 /// Where the policy in force comes from.
@@ -68,6 +70,8 @@ pub(crate) struct Item {
     pub(crate) layers: Vec<Layer>,
     /// Annotated functions and pipelines that run through this breaker.
     pub(crate) used_by: Vec<String>,
+    /// The fleet's side of a shared breaker.
+    pub(crate) fleet: Option<Arc<dyn crate::fleet::Shared>>,
 }
 
 impl Item {
@@ -140,6 +144,7 @@ pub(crate) struct Sources {
     pub(crate) pipelines: Vec<(String, PipelineRef)>,
     pub(crate) breakers: Vec<(String, CircuitBreaker)>,
     pub(crate) keyed: Vec<(String, Arc<dyn Keys>)>,
+    pub(crate) shared: Vec<(String, Arc<dyn crate::fleet::Shared>)>,
 }
 
 /// Rows under construction, with unique ids.
@@ -206,6 +211,7 @@ impl Sources {
                         keys: None,
                         source: registry_source(&registry),
                         used_by: Vec::new(),
+                        fleet: None,
                     },
                     &name,
                 );
@@ -241,6 +247,7 @@ impl Sources {
                     source: Source::Code,
                     layers,
                     used_by: vec![name.clone()],
+                    fleet: None,
                 },
                 &breaker_name,
             );
@@ -256,8 +263,27 @@ impl Sources {
                     source: Source::Code,
                     layers: Vec::new(),
                     used_by: Vec::new(),
+                    fleet: None,
                 },
                 breaker.name(),
+            );
+        }
+        for (name, shared) in &self.shared {
+            let breaker = shared.local().clone();
+            let breaker_name = breaker.name().to_owned();
+            rows.push(
+                Item {
+                    id: name.clone(),
+                    kind: Kind::Shared,
+                    breaker: Some(breaker),
+                    keys: None,
+                    policy: None,
+                    source: Source::Code,
+                    layers: Vec::new(),
+                    used_by: Vec::new(),
+                    fleet: Some(Arc::clone(shared)),
+                },
+                &breaker_name,
             );
         }
         for (name, keys) in &self.keyed {
@@ -271,6 +297,7 @@ impl Sources {
                     source: Source::Code,
                     layers: Vec::new(),
                     used_by: Vec::new(),
+                    fleet: None,
                 },
                 name,
             );
@@ -300,6 +327,7 @@ impl Sources {
                         policy: policy.map(|p| (*p).clone()),
                         source: registry_source(&registry),
                         used_by: vec![name.clone()],
+                        fleet: None,
                     },
                     &name,
                 );
@@ -329,6 +357,7 @@ impl Sources {
                     policy: policy.map(|p| (*p).clone()),
                     source: registry_source(&registry),
                     used_by: vec![name],
+                    fleet: None,
                 },
                 &breaker_name,
             );
@@ -354,6 +383,7 @@ impl Sources {
                     source,
                     layers,
                     used_by: vec![name.clone()],
+                    fleet: None,
                 },
                 &name,
             );
@@ -370,6 +400,7 @@ impl Sources {
                 source,
                 layers,
                 used_by: vec![name.clone()],
+                fleet: None,
             },
             &name,
         );

@@ -83,6 +83,7 @@ mod admin;
 pub mod auth;
 pub mod catalog;
 pub mod events;
+pub mod fleet;
 mod latency;
 pub mod sampler;
 mod server;
@@ -94,5 +95,6 @@ pub use admin::{
     DEFAULT_MAX_EVENT_READERS, DEFAULT_SAMPLE_EVERY, MAX_BODY_BYTES,
 };
 pub use auth::Principal;
+pub use fleet::Shared;
 pub use server::{Listening, HEADER_READ_TIMEOUT, LOOPBACK};
 pub use service::{AdminService, Body, PeerAddr};

@@ -362,6 +362,7 @@ mod tests {
             source: Source::Code,
             layers: Vec::new(),
             used_by: Vec::new(),
+            fleet: None,
         }
     }
 

@@ -467,7 +467,8 @@ struct ListBody {
 }
 
 fn row(inner: &Inner, item: &Item, history: bool) -> BreakerJson {
-    BreakerJson::of(item, inner.sampler.stats(item, history), None)
+    let fleet = item.fleet.as_ref().map(|f| f.fleet_view());
+    BreakerJson::of(item, inner.sampler.stats(item, history), fleet)
 }
 
 fn list(inner: &Inner, query: &[(String, String)]) -> Response<Body> {
@@ -773,7 +774,8 @@ struct ActionDone<'a> {
     /// The local breaker's state after the action.
     state: &'static str,
     who: &'a str,
-    fleet: bool,
+    /// A shared breaker's: the fleet's view after the action (`null` for a local breaker).
+    fleet: Option<serde_json::Value>,
 }
 
 /// Carries out an admin request that passed the guard (with a [`Principal`] when known).
@@ -813,7 +815,7 @@ pub(crate) async fn act(inner: Arc<Inner>, req: Request<Full<Bytes>>) -> Respons
         );
     }
     match route {
-        Some(Route::Act(id, key)) => act_on(&inner, &id, key.as_deref(), &body, &who, &peer),
+        Some(Route::Act(id, key)) => act_on(&inner, &id, key.as_deref(), &body, &who, &peer).await,
         Some(Route::Reload) => reload(&inner, &who, &peer),
         _ => error(
             StatusCode::NOT_FOUND,
@@ -822,7 +824,7 @@ pub(crate) async fn act(inner: Arc<Inner>, req: Request<Full<Bytes>>) -> Respons
     }
 }
 
-fn act_on(
+async fn act_on(
     inner: &Inner,
     id: &str,
     key: Option<&str>,
@@ -899,7 +901,35 @@ fn act_on(
         }
     };
     let before = breaker.state();
-    action.apply(&breaker);
+    // A shared breaker's action goes to the fleet (through its store); the local breaker
+    // follows the fleet's decision.
+    let fleet = match (&item.fleet, key) {
+        (Some(f), None) => match f.act(action).await {
+            Ok(view) => Some(view),
+            Err(e) => {
+                tracing::warn!(
+                    target: "breaker_admin",
+                    who,
+                    peer,
+                    action = action.as_str(),
+                    breaker = id,
+                    error = %e,
+                    "admin action failed: the fleet's store did not carry it out; nothing changed"
+                );
+                return error(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "`{action}` on shared breaker `{id}` did not reach the fleet: {e}; nothing \
+                         changed"
+                    ),
+                );
+            }
+        },
+        _ => {
+            action.apply(&breaker);
+            None
+        }
+    };
     let after = breaker.state();
     tracing::warn!(
         target: "breaker_admin",
@@ -908,6 +938,7 @@ fn act_on(
         action = action.as_str(),
         breaker = id,
         key,
+        fleet = fleet.is_some(),
         from = before.as_str(),
         to = after.as_str(),
         reason = parsed.reason.as_deref(),
@@ -918,7 +949,7 @@ fn act_on(
         key: key.map(str::to_owned),
         action: action.as_str(),
         who: who.to_owned(),
-        fleet: false,
+        fleet: fleet.is_some(),
         at_ms: inner.now_ms(),
     });
     json(
@@ -929,7 +960,7 @@ fn act_on(
             action: action.as_str(),
             state: after.as_str(),
             who,
-            fleet: false,
+            fleet,
         },
     )
 }

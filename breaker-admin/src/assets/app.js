@@ -118,7 +118,8 @@
     }
     tr.append(
       name,
-      el('td', {}, el('span', { class: 'state ' + state, text: state })),
+      el('td', {}, el('span', { class: 'state ' + state, text: state }),
+        b.fleet ? el('div', { class: 'fleet', 'data-fleet-state': b.fleet.state || '', text: 'fleet: ' + (b.fleet.state || '?') }) : null),
       el('td', { class: 'num', text: fmtMs(b.time_in_state_ms) }),
       el('td', {}, band(b.history)),
       el('td', { class: 'num', text: fmtRate(rate(b, 'calls_per_s')) }),
