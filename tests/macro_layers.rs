@@ -23,7 +23,12 @@ static STARTED: AtomicU32 = AtomicU32::new(0);
 )]
 async fn search(call: u32) -> Result<u32, Down> {
     let attempt = STARTED.fetch_add(1, Ordering::SeqCst);
-    sleep(Duration::from_millis(if attempt % 2 == 0 { 10_000 } else { 20 })).await;
+    sleep(Duration::from_millis(if attempt % 2 == 0 {
+        10_000
+    } else {
+        20
+    }))
+    .await;
     Ok(call)
 }
 
@@ -51,7 +56,12 @@ async fn rate_hedge_adaptive_and_breaker_act_in_the_declared_order() {
     let breaker = breaker::annotated::breaker("search").unwrap();
     let totals = breaker.snapshot().totals.unwrap();
     assert_eq!(
-        (totals.admitted, totals.succeeded, totals.ignored, totals.failed),
+        (
+            totals.admitted,
+            totals.succeeded,
+            totals.ignored,
+            totals.failed
+        ),
         (2, 1, 1, 0)
     );
     assert_eq!(breaker.state(), breaker::State::Closed);
