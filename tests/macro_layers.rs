@@ -16,6 +16,7 @@ static STARTED: AtomicU32 = AtomicU32::new(0);
 /// The first attempt of each call hangs for 10 s; a hedge answers in 20 ms.
 #[circuit_breaker(
     threshold = 3,
+    name = "layers_search",
     rate = "1/s burst 2",
     hedge = "1x after 50ms",
     adaptive = "aimd 1..10 from 4",
@@ -53,7 +54,7 @@ async fn rate_hedge_adaptive_and_breaker_act_in_the_declared_order() {
     assert_eq!(STARTED.load(Ordering::SeqCst), 2);
     // The breaker is outside the hedge: one permit per call, whatever the hedges. It saw one
     // success, and the rate limit's refusal as ignored (not the dependency's failure).
-    let breaker = breaker::annotated::breaker("search").unwrap();
+    let breaker = breaker::annotated::breaker("layers_search").unwrap();
     let totals = breaker.snapshot().totals.unwrap();
     assert_eq!(
         (
