@@ -4,6 +4,13 @@
 //! Most users depend on the facade crate `breaker`, which re-exports everything here together
 //! with the `#[circuit_breaker]` attribute.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+// `unsafe` is allowed only where a module says so (`breaker/striped.rs`, `breaker/totals.rs`,
+// the pipeline's out-of-line future), each block with its `// SAFETY:` argument.
+#![deny(
+    unsafe_code,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
 
 #[doc(hidden)]
 pub mod __private;

@@ -64,6 +64,38 @@ fn br_38_duplicate_jitter_is_an_error_at_the_second() {
     );
 }
 
+/// A number of hundreds of digits is out of range, not infinite: `inf%` would not parse back.
+#[test]
+fn a_number_too_large_for_a_float_is_out_of_range() {
+    let huge = format!("{}50", "9".repeat(400));
+    let e = dsl::parse_percent(&format!("{huge}%")).unwrap_err();
+    assert_eq!(
+        (e.fragment.as_str(), e.span.clone()),
+        (&*format!("{huge}%"), 0..403)
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "a percentage `{huge}%` is out of range: too large for a number at 0..403; \
+             expected a percentage such as `50%`"
+        )
+    );
+    let e = format!("{huge}% of 100 calls")
+        .parse::<BreakerPolicy>()
+        .unwrap_err();
+    assert!(e.message.starts_with("a failure rate `"), "{e}");
+    let e = format!("5 consecutive, open 1s factor {huge}")
+        .parse::<BreakerPolicy>()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("is out of range: too large for a number"),
+        "{e}"
+    );
+    // The largest finite values still parse (the validators judge their range).
+    assert!(dsl::parse_percent(&format!("{}%", "9".repeat(300))).is_ok());
+}
+
 /// A keyword of the grammar after a number is the next clause, not a misspelt unit: the number
 /// lacks its unit (the grammars tell the shared tokenizer their keywords).
 #[test]

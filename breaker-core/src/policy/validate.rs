@@ -122,31 +122,6 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
             );
         }
     }
-    if let (Some(timeout), Some(breaker)) = (policy.timeout, &policy.breaker) {
-        let wait = breaker.max_probe_wait.unwrap_or(breaker.cooldown);
-        if timeout > wait && !wait.is_zero() {
-            let which = if breaker.max_probe_wait.is_some() {
-                "`max_probe_wait`"
-            } else {
-                "the cooldown, as `max_probe_wait` is not set"
-            };
-            errors.push(
-                FieldError::of(
-                    Field::Timeout,
-                    Rule::TimeoutWithinProbeWait,
-                    format!(
-                        "attempt timeout ({}) must be <= the breaker's probe wait ({}: {which}): a \
-                         probe slower than the wait is taken over and its result ignored, so \
-                         while calls take that long the breaker would never close; set \
-                         `max_probe_wait` (DSL `probe-wait`) to at least the timeout",
-                        humantime::format_duration(timeout),
-                        humantime::format_duration(wait)
-                    ),
-                )
-                .reading(&[Field::Cooldown, Field::MaxProbeWait]),
-            );
-        }
-    }
     if let Some(bulkhead) = &policy.bulkhead {
         check_bulkhead(bulkhead, &mut errors);
     }
