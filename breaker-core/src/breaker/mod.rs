@@ -133,20 +133,23 @@ mod builder;
 mod closed;
 pub(crate) mod defaults;
 mod event;
+mod factory;
 mod machine;
 mod permit;
 mod policy;
 mod rejected;
 mod remote;
 mod ring;
+mod shared;
 mod snapshot;
 mod state;
 mod striped;
 mod totals;
 mod window;
 
-pub use builder::{BreakerBuilder, BreakerFactory};
+pub use builder::BreakerBuilder;
 pub use event::{Listener, Transition, TransitionReason};
+pub use factory::BreakerFactory;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{
     BreakerPolicy, FieldError, NeutralProbe, SlidingWindow, SlowCall, ValidationError,
