@@ -19,9 +19,11 @@
 //! `failsafe/consecutive`, `failsafe/time_window`, `recloser/count_window`, `open/new`,
 //! `open/failsafe`, `open/recloser`, `async/new/<shape>` (a breaker-only `Pipeline::call`),
 //! `async/failsafe`, `async/failsafe/time_window`, `async/recloser`, `create/new/<shape>`,
-//! `create/failsafe`, `create/recloser`, `create/tower`, and `empty`: the harness alone;
+//! `create/failsafe`, `create/recloser`, `create/tower`, and `empty` and `async/empty`: the
+//! harness alone, sync and async;
 //! shapes: `consecutive`, `count_window`, `time_window`). Only the calls are counted (the
-//! function `measured`), so one call's cost is the count divided by the calls, less `empty`'s:
+//! function `measured`), so one call's cost is the count divided by the calls, less the
+//! harness's (`empty`, or `async/empty` for an `async/` row):
 //!
 //! ```text
 //! B=$(ls -t target/release/deps/breaker-* | grep -v '\.d$' | head -1)
@@ -722,6 +724,10 @@ fn count_instructions(spec: &str) {
                         timed(&rt, n, || p.call(op));
                     });
                 }
+                // The async harness alone: the runtime's loop awaiting the bare operation.
+                ("empty", "") => measured(1, &|| {
+                    timed(&rt, n, op);
+                }),
                 ("failsafe", "time_window") => {
                     let f = failsafe_time();
                     measured(1, &|| {

@@ -2,7 +2,8 @@
 # Instructions per call of every row of the breaker bench, counted by callgrind (valgrind), which
 # unlike times do not move with the machine's load. Builds the bench, then runs each row's calls
 # alone (`BREAKER_IR=<row>,<calls>`; only the function `measured` is counted) and prints the
-# count per call less the harness's (`empty`: the loop and a call through `&dyn Fn`).
+# count per call less the harness's (`empty`: the loop and a call through `&dyn Fn`; for an
+# async row `async/empty`: the runtime's loop awaiting the bare operation).
 #
 #   breaker-core/benches/ir.sh [calls]          # default 100000 calls per row
 #
@@ -18,6 +19,7 @@ count() {
         --callgrind-out-file=/dev/null "$bin" 2>&1 | awk '/refs:/ { gsub(",", "", $NF); print $NF }'
 }
 harness=$(count empty)
+async_harness=$(count async/empty)
 printf '%-28s %12s\n' row "instr/call"
 for row in \
     new/consecutive factory/consecutive totals/consecutive failsafe/consecutive \
@@ -30,7 +32,10 @@ for row in \
     create/new/consecutive create/new/count_window create/new/time_window \
     create/failsafe create/recloser create/tower; do
     n=$(count "$row")
-    awk -v r="$row" -v n="$n" -v h="$harness" -v c="$calls" \
+    h=$harness
+    case "$row" in async/*) h=$async_harness ;; esac
+    awk -v r="$row" -v n="$n" -v h="$h" -v c="$calls" \
         'BEGIN { printf "%-28s %12.1f\n", r, (n - h) / c }'
 done
-awk -v h="$harness" -v c="$calls" 'BEGIN { printf "%-28s %12.1f\n", "(harness, subtracted)", h / c }'
+awk -v h="$harness" -v a="$async_harness" -v c="$calls" \
+    'BEGIN { printf "%-28s %12.1f / %.1f\n", "(harness sync / async)", h / c, a / c }'
