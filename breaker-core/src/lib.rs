@@ -14,6 +14,7 @@
 
 #[doc(hidden)]
 pub mod __private;
+pub mod adaptive;
 pub mod annotated;
 pub mod breaker;
 pub mod bulkhead;
@@ -24,18 +25,21 @@ pub mod config;
 pub mod dsl;
 pub mod error;
 mod field;
+pub mod hedge;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod layer;
 pub mod observe;
 pub mod pipeline;
 pub mod policy;
+pub mod ratelimit;
 pub mod record;
 pub mod registry;
 pub mod retry;
 pub mod scope;
 mod sync;
 mod syntax;
+pub mod throttle;
 pub mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;

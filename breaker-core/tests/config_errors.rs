@@ -92,7 +92,7 @@ fn expected(at: [&str; 9]) -> Vec<String> {
                         `neutral_probe`";
     let file = [
         "default.timout: unknown field `timout`, expected one of `breaker`, `retry`, \
-         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; \
+         `timeout`, `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; \
          did you mean `timeout`?"
             .to_owned(),
         "default.idempotent: invalid type: string \"yes\", expected a boolean".to_owned(),
@@ -563,7 +563,7 @@ fn an_unreadable_value_hides_only_the_errors_of_rules_that_read_it() {
 /// no key gets the list alone.
 #[test]
 fn unknown_keys_in_another_form_suggest_the_key() {
-    let section_keys = "`breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `order`, \
+    let section_keys = "`breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`, `order`, \
                         `idempotent`, `max_keys`, `key_idle`, `scope`";
     let text = "[policy.a]\n[policies.a]\nretries = 3\ntimeout_ms = 500\nfoo = 1\n\
                 [policies.a.retry]\nmaxAttempts = 3\n";
