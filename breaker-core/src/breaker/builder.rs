@@ -4,9 +4,7 @@
 use super::event::{Listener, Transition};
 use super::factory::BreakerFactory;
 use super::policy::{BreakerPolicy, ValidationError};
-// `Shared` is named here too until the machine moves to it (`machine.rs`, `closed.rs`).
-pub(super) use super::shared::Shared;
-use super::shared::{create, intern, Hot};
+use super::shared::{create, intern, Hot, Shared};
 use super::CircuitBreaker;
 use crate::clock::Clock;
 use arc_swap::ArcSwap;

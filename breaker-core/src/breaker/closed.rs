@@ -21,7 +21,7 @@
 //! true durations reads the precise clock: the slow-call rule (a call's start and end both
 //! precise) and a trip's entry stamps and cooldown deadline (the trip reads the clock itself).
 
-use super::builder::{Hot, Shared};
+use super::shared::{Hot, Shared};
 use super::event::TransitionReason;
 use super::machine::{Cause, Inner};
 use super::permit::Ticket;

@@ -20,7 +20,7 @@
 //!   reading: an open breaker then admits a probe at most one cooldown later, whatever happened
 //!   to the winner.
 
-use super::builder::Shared;
+use super::shared::Shared;
 use super::closed::WindowSlot;
 use super::event::{Transition, TransitionReason};
 use super::permit::{Kind, Ticket};
