@@ -179,7 +179,7 @@ impl BreakerBuilder {
     ///
     /// They are off by default because a breaker with them costs a second heap block
     /// at creation and, once called, a table of stripe pointers and a stripe per calling thread
-    /// (a consecutive-rule breaker: 64 bytes in one allocation without totals, about 208 bytes
+    /// (a consecutive-rule breaker: 72 bytes in one allocation without totals, about 216 bytes
     /// in four with them), plus a store per call; turn them on where something reads them.
     /// The breakers built for a caller who has no builder to ask with keep them: an annotated
     /// function's own breaker and a config registry's policy breaker. A `Pipeline` that builds

@@ -9,7 +9,7 @@ use crate::sync::Ordering;
 use std::sync::Arc;
 
 /// Creates breakers that share one policy, clock, name and listener set; see
-/// [`BreakerBuilder::build_factory`]. Cloning is cheap.
+/// [`BreakerBuilder::build_factory`](super::BreakerBuilder::build_factory). Cloning is cheap.
 #[derive(Clone)]
 pub struct BreakerFactory {
     pub(super) shared: Arc<Shared>,

@@ -2,11 +2,13 @@
 //! hot paths, the clock, the name, the listeners), and [`create`], which makes a breaker of a
 //! configuration.
 
-use super::closed::WindowSlot;
 use super::event::Listener;
 use super::machine::{Heavy, Inner};
+use super::permit::Ticket;
 use super::policy::BreakerPolicy;
+use super::rules::RateThresholds;
 use super::state::Word;
+use super::store::WindowSlot;
 use super::totals::Striped;
 use super::CircuitBreaker;
 use crate::clock::Clock;
@@ -46,7 +48,7 @@ pub(crate) struct Hot {
     /// The slow-call rate in percent as `f64` bits, or `u64::MAX` when that rule is off.
     slow_rate_bits: AtomicU64,
     /// Bumped by every reload that changes the window's shape; a breaker's window store
-    /// remembers the value it was built for (see `closed.rs`).
+    /// remembers the value it was built for (see `store.rs`).
     pub(super) window_epoch: AtomicU32,
 }
 
@@ -124,6 +126,34 @@ impl Hot {
     }
 }
 
+impl Shared {
+    /// Whether the call of `t`, ending at `now`, was slow under the slow-call rule in force.
+    pub(crate) fn is_slow(&self, t: &Ticket, now: u64) -> bool {
+        let limit = self.hot.slow_nanos();
+        limit != 0
+            && t.start()
+                .is_some_and(|start| now.saturating_sub(start) >= limit)
+    }
+}
+
+/// The policy's mirror on the closed path: the thresholds without an `ArcSwap` load.
+impl RateThresholds for Hot {
+    #[inline(always)]
+    fn min_calls(&self) -> u32 {
+        Hot::min_calls(self)
+    }
+
+    #[inline(always)]
+    fn failure_rate_percent(&self) -> Option<f64> {
+        Hot::failure_rate_percent(self)
+    }
+
+    #[inline(always)]
+    fn slow_rate_percent(&self) -> Option<f64> {
+        Hot::slow_rate_percent(self)
+    }
+}
+
 /// Interns a breaker name: names are few (one per policy, not per key), so each distinct name
 /// is leaked once and shared from then on.
 pub(super) fn intern(name: &str) -> &'static str {
@@ -175,6 +205,7 @@ pub(super) fn create(
             at: AtomicU64::new(0),
             since: AtomicU64::new(0),
             consecutive: AtomicU64::new(0),
+            hint: AtomicU64::new(0),
             shared,
             heavy,
         }),

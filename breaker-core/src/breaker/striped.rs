@@ -29,7 +29,7 @@
 //! allocated when a second stripe is first written.
 //!
 //! # Time domain
-//! The window is fed readings of one clock for its whole life (`closed.rs` picks the coarse clock
+//! The window is fed readings of one clock for its whole life (`store.rs` picks the coarse clock
 //! where the breaker's clock has one, else the precise one); its bucket indices are only ever
 //! compared with readings of that same clock.
 //!
