@@ -53,16 +53,20 @@ impl Inner {
     /// the open state's path, which has it in no other form.
     #[inline(always)]
     fn reject_nanos(&self, reason: RejectReason, retry_after: u64) -> Rejected {
-        self.count(Counter::Rejected);
+        // The optional parts read once: the totals' count and the key.
+        let key = match &self.heavy {
+            None => None,
+            Some(h) => {
+                if let Some(totals) = &h.totals {
+                    totals.add(Counter::Rejected);
+                }
+                h.key.clone()
+            }
+        };
         if tracing::level_enabled!(tracing::Level::DEBUG) {
             self.trace_rejection(reason, retry_after);
         }
-        Rejected::from_nanos(
-            reason,
-            retry_after,
-            self.shared.name,
-            self.heavy.as_ref().and_then(|h| h.key.clone()),
-        )
+        Rejected::from_nanos(reason, retry_after, self.shared.name, key)
     }
 
     /// The `tracing` event of a rejection, out of line: the rejection path keeps no frame for
