@@ -187,18 +187,23 @@ pub(super) fn create(
     policy: &BreakerPolicy,
     room: bool,
 ) -> CircuitBreaker {
-    let window = policy
-        .uses_window()
-        .then(|| Box::new(WindowSlot::new(policy.window, epoch)));
-    let totals = totals.then(Striped::new);
-    let heavy = (room || window.is_some() || totals.is_some() || key.is_some()).then(|| {
-        Box::new(Heavy {
+    // Plain branches, not `bool::then` closures: a closure that owns the parts would bring
+    // its own drop glue to every breaker's creation.
+    let heavy = if room || totals || key.is_some() || policy.uses_window() {
+        let window = if policy.uses_window() {
+            Some(Box::new(WindowSlot::new(policy.window, epoch)))
+        } else {
+            None
+        };
+        Some(Box::new(Heavy {
             window,
-            totals,
+            totals: if totals { Some(Striped::new()) } else { None },
             key,
             fleet: std::sync::OnceLock::new(),
-        })
-    });
+        }))
+    } else {
+        None
+    };
     CircuitBreaker {
         inner: triomphe::Arc::new(Inner {
             state: AtomicU64::new(Word::INITIAL),
