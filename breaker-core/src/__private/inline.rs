@@ -208,7 +208,6 @@ impl InlinePolicy<'_> {
             };
             let involved = match e.rule {
                 Rule::TimeoutWithinDeadline => vec![AttrOption::Timeout, AttrOption::Deadline],
-                Rule::TimeoutWithinProbeWait => vec![AttrOption::Timeout, AttrOption::Cooldown],
                 _ => option.into_iter().collect(),
             };
             // One error per option: a value that did not parse already has its error (the
@@ -331,15 +330,6 @@ fn field_message(e: FieldError, option: Option<AttrOption>) -> OptionError {
         (Rule::Idempotent, _) => "`retry` runs the function again, but `idempotent = false` says \
                                   it must run at most once; remove `retry` or set \
                                   `idempotent = true`"
-            .to_owned(),
-        // The attribute has no `max_probe_wait`: the probe wait is the cooldown.
-        (Rule::TimeoutWithinProbeWait, _) => "`timeout` is longer than `cooldown`, the \
-                                              breaker's probe wait: a half-open probe slower \
-                                              than the cooldown is taken over and its result \
-                                              ignored, so while calls take that long the \
-                                              breaker would never close; shorten `timeout` or \
-                                              lengthen `cooldown` (a policy file can set \
-                                              `probe-wait` instead)"
             .to_owned(),
         (_, Some(option)) => format!("invalid `{option}`: {}", e.message),
         (_, None) => format!("invalid `{}`: {}", e.field, e.message),

@@ -33,11 +33,6 @@ pub enum Rule {
     Idempotent,
     /// A rule of the layer order (reported at `order`).
     Order(OrderError),
-    /// The attempt timeout is longer than the breaker's probe wait (`max_probe_wait`, or the
-    /// cooldown when it is not set; reported at `timeout`): a probe slower than the wait is
-    /// taken over and its result ignored, so while calls take that long the breaker would stay
-    /// half-open and never close.
-    TimeoutWithinProbeWait,
 }
 
 /// One invalid value of a policy: which field, which rule, and why.
@@ -219,31 +214,6 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
                     ),
                 )
                 .reading(&[Field::Deadline]),
-            );
-        }
-    }
-    if let (Some(timeout), Some(breaker)) = (policy.timeout, &policy.breaker) {
-        let wait = breaker.max_probe_wait.unwrap_or(breaker.cooldown);
-        if timeout > wait && !wait.is_zero() {
-            let which = if breaker.max_probe_wait.is_some() {
-                "`max_probe_wait`"
-            } else {
-                "the cooldown, as `max_probe_wait` is not set"
-            };
-            errors.push(
-                FieldError::of(
-                    Field::Timeout,
-                    Rule::TimeoutWithinProbeWait,
-                    format!(
-                        "attempt timeout ({}) must be <= the breaker's probe wait ({}: {which}): a \
-                         probe slower than the wait is taken over and its result ignored, so \
-                         while calls take that long the breaker would never close; set \
-                         `max_probe_wait` (DSL `probe-wait`) to at least the timeout",
-                        humantime::format_duration(timeout),
-                        humantime::format_duration(wait)
-                    ),
-                )
-                .reading(&[Field::Cooldown, Field::MaxProbeWait]),
             );
         }
     }
