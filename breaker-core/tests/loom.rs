@@ -66,6 +66,51 @@ fn never_more_than_k_probes_in_flight() {
     });
 }
 
+/// A probe held past the probe wait lets exactly one more in, in the same half-open period:
+/// two takeovers racing admit one (the winner's admission is stamped before its swap, so the
+/// loser sees a probe younger than the wait), and the held probe's late success still counts.
+#[test]
+fn a_takeover_admits_one_more_probe_and_the_held_one_still_counts() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 2);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let held = b.try_acquire_owned().unwrap();
+        let generation = b.snapshot().generation;
+        time.advance(PROBE_WAIT);
+        let admitted = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, admitted) = (b.clone(), admitted.clone());
+                thread::spawn(move || match b.try_acquire_owned() {
+                    Ok(p) => {
+                        admitted.fetch_add(1, Ordering::SeqCst);
+                        Some(p)
+                    }
+                    Err(_) => None,
+                })
+            })
+            .collect();
+        let taken: Vec<_> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(admitted.load(Ordering::SeqCst), 1, "one takeover");
+        let s = b.snapshot();
+        assert_eq!((s.generation, s.probes_in_flight), (generation, 2));
+        held.record(Outcome::Success);
+        assert_eq!(
+            b.snapshot().probe_successes,
+            1,
+            "the held probe's success counts"
+        );
+        for p in taken {
+            p.record(Outcome::Success);
+        }
+        assert_eq!(b.state(), State::Closed);
+    });
+}
+
 /// Concurrent failures while closed trip the breaker exactly once.
 #[test]
 fn concurrent_failures_trip_once() {
