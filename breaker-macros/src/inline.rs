@@ -50,11 +50,12 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         _ => None,
     };
     let string = |g: &Option<Given<LitStr>>| g.as_ref().map(|g| g.value.value());
-    let (cooldown, retry, timeout, deadline) = (
+    let (cooldown, retry, timeout, deadline, scope) = (
         string(&args.cooldown),
         string(&args.retry),
         string(&args.timeout),
         string(&args.deadline),
+        string(&args.scope),
     );
     let order_names: Option<Vec<String>> = args
         .order
@@ -77,6 +78,7 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         deadline: deadline.as_deref(),
         concurrency,
         order: order_refs.as_deref(),
+        scope: scope.as_deref(),
     };
     match policy.build() {
         Ok(policy) => Some(InlineTokens {
@@ -165,5 +167,6 @@ fn inline_tokens(args: &Args) -> TokenStream {
             quote!(&[#(#names),*])
         }),
     );
+    field("scope", string(&args.scope));
     fields
 }

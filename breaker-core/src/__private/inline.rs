@@ -40,6 +40,9 @@ pub struct InlinePolicy<'a> {
     pub concurrency: Option<u64>,
     /// `order = [..]`, the layer names as written.
     pub order: Option<&'a [&'a str]>,
+    /// `scope = ".."` (its syntax checked by the macro with the same parser): the fleet's
+    /// rules of the one validator apply to a shared scope.
+    pub scope: Option<&'a str>,
 }
 
 /// One invalid option value.
@@ -108,6 +111,7 @@ impl InlinePolicy<'_> {
         deadline: None,
         concurrency: None,
         order: None,
+        scope: None,
     };
 
     /// Builds and validates the whole policy, returning every error at once.
@@ -187,6 +191,7 @@ impl InlinePolicy<'_> {
             bulkhead,
             order,
             idempotent: self.idempotent.unwrap_or(self.retry.is_some()),
+            scope: self.scope.and_then(|s| s.parse().ok()).unwrap_or_default(),
         };
         let mut missing = Vec::new();
         let mut others: Vec<OptionError> = Vec::new();

@@ -178,6 +178,7 @@ impl AttrOption {
             Field::Order => AttrOption::Order,
             Field::Idempotent => AttrOption::Idempotent,
             Field::MaxConcurrent => AttrOption::Concurrency,
+            Field::Scope => AttrOption::Scope,
             Field::SlowCallDuration
             | Field::SlowCallRate
             | Field::CooldownMultiplier

@@ -317,6 +317,7 @@ impl PipelineBuilder {
             }),
             order: self.order.clone(),
             idempotent: self.idempotent,
+            scope: crate::scope::Scope::Local,
         }
     }
 

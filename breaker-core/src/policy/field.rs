@@ -62,11 +62,13 @@ pub enum Field {
     MaxConcurrent,
     /// `bulkhead.max_wait`.
     MaxWait,
+    /// `scope`: where the breaker's state lives ([`Scope`](crate::scope::Scope)).
+    Scope,
 }
 
 impl Field {
     /// Every field, in the order the validator checks them.
-    pub const ALL: [Field; 23] = [
+    pub const ALL: [Field; 24] = [
         Field::ConsecutiveFailures,
         Field::FailureRate,
         Field::SlowCallDuration,
@@ -90,6 +92,7 @@ impl Field {
         Field::Idempotent,
         Field::MaxConcurrent,
         Field::MaxWait,
+        Field::Scope,
     ];
 
     /// The dotted path of the field inside a policy section of a config file:
@@ -119,6 +122,7 @@ impl Field {
             Field::Idempotent => "idempotent",
             Field::MaxConcurrent => "bulkhead.max_concurrent",
             Field::MaxWait => "bulkhead.max_wait",
+            Field::Scope => "scope",
         }
     }
 

@@ -10,8 +10,10 @@
 
 use super::field::Field;
 use super::{BulkheadPolicy, Policy, MAX_ATTEMPTS, MAX_CONCURRENT};
+use crate::breaker::BreakerPolicy;
 use crate::layer::{check_order, OrderError};
 use crate::retry::{Backoff, RetryPolicy};
+use crate::scope::Scope;
 use std::fmt;
 use std::time::Duration;
 
@@ -172,6 +174,45 @@ fn check_non_zero(field: Field, d: Option<Duration>, errors: &mut Vec<FieldError
     }
 }
 
+/// The rules a breaker must meet to run in a shared `scope` (the fleet's own rules; every
+/// other rule is the breaker's): its rate rules need a time window (a count window, "the last
+/// n calls", has no order across replicas), of at most
+/// [`MAX_SHARED_BUCKETS`](crate::scope::MAX_SHARED_BUCKETS) buckets. Reported at
+/// [`Field::Window`], reading [`Field::Scope`]. Empty for `local`.
+pub fn scope_errors(breaker: &BreakerPolicy, scope: Scope) -> Vec<FieldError> {
+    use crate::breaker::SlidingWindow;
+    use crate::scope::MAX_SHARED_BUCKETS;
+    let mut errors = Vec::new();
+    if !scope.is_shared() || !breaker.uses_window() {
+        return errors;
+    }
+    match breaker.window {
+        SlidingWindow::Count(n) => errors.push(
+            FieldError::new(
+                Field::Window,
+                format!(
+                    "a count window (the last {n} calls) has no order across replicas, so \
+                     scope `{scope}` cannot share it: give the rate rules a time window \
+                     (`window = \"10s\"`, DSL `50% of 10s`)"
+                ),
+            )
+            .reading(&[Field::Scope]),
+        ),
+        SlidingWindow::Time { buckets, .. } if buckets > MAX_SHARED_BUCKETS => errors.push(
+            FieldError::new(
+                Field::Window,
+                format!(
+                    "under scope `{scope}` a time window has at most {MAX_SHARED_BUCKETS} \
+                     buckets (the store keeps each breaker under 1 KiB), got {buckets}"
+                ),
+            )
+            .reading(&[Field::Scope]),
+        ),
+        SlidingWindow::Time { .. } => {}
+    }
+    errors
+}
+
 /// Every rule of [`Policy::validate`], in field order.
 pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -219,6 +260,18 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
     }
     if let Some(bulkhead) = &policy.bulkhead {
         check_bulkhead(bulkhead, &mut errors);
+    }
+    if policy.scope.is_shared() {
+        match &policy.breaker {
+            Some(breaker) => errors.extend(scope_errors(breaker, policy.scope)),
+            None => errors.push(FieldError::new(
+                Field::Scope,
+                format!(
+                    "scope `{}` shares the breaker, but the policy has no `breaker`",
+                    policy.scope
+                ),
+            )),
+        }
     }
     if let Some(order) = &policy.order {
         let configured = policy.configured_layers();
