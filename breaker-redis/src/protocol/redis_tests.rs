@@ -318,11 +318,14 @@ async fn votes_count_distinct_replicas_of_the_expected_period() {
         _ => 0,
     };
     for (replica, expected) in [("a", 1), ("a", 1), ("b", 2), ("c", 3)] {
-        let r = proto(replica).vote(&mut c, &t, closed, FAR).await.unwrap();
+        let r = proto(replica)
+            .vote(&mut c, &t, closed, false, FAR)
+            .await
+            .unwrap();
         assert_eq!(votes(&r.items[0]), expected, "{replica}");
     }
     let r = proto("d")
-        .vote(&mut c, &t, word(State::Closed, 5), FAR)
+        .vote(&mut c, &t, word(State::Closed, 5), false, FAR)
         .await
         .unwrap();
     assert_eq!(r.items[0].code, Code::Stale, "a vote of another period");
@@ -436,7 +439,7 @@ async fn footprint(s: &Server, name: &str, buckets: u32, leases: u32, vote: bool
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     if vote {
-        p.vote(&mut c, &t, closed, FAR).await.unwrap();
+        p.vote(&mut c, &t, closed, false, FAR).await.unwrap();
     }
     let k = &t.keys;
     let usage = |key: &str| {
