@@ -554,7 +554,8 @@ pub(super) fn resolve(
                 .map(|e| format!("scope `{scope}` of policy `{name}`: `{}`: {}", e.field, e.message))
                 .collect(),
         };
-        if file.store.is_none() {
+        // A policy with no breaker has nothing to share: that one problem is enough.
+        if file.store.is_none() && policy.breaker.is_some() {
             problems.push(format!(
                 "scope `{scope}` of policy `{name}` needs a `[store]` table (`url`, `namespace`); \
                  a shared breaker never falls back to local silently"

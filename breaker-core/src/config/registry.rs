@@ -510,7 +510,10 @@ fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &
         return;
     }
     if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
-        if policy_breaker.warned.swap(true, crate::sync::Ordering::Relaxed) {
+        if policy_breaker
+            .warned
+            .swap(true, crate::sync::Ordering::Relaxed)
+        {
             return;
         }
         tracing::warn!(

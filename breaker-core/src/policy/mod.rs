@@ -19,8 +19,8 @@ mod validate;
 
 pub use crate::bulkhead::{BulkheadPolicy, MAX_CONCURRENT};
 pub use crate::field::{Field, FieldError, Rule, ValidationError};
-pub(crate) use validate::{check_retry, policy_errors};
 pub use validate::scope_errors;
+pub(crate) use validate::{check_retry, policy_errors};
 
 use crate::adaptive::AdaptiveLimitPolicy;
 use crate::breaker::BreakerPolicy;

@@ -724,6 +724,48 @@ async fn a_store_hung_past_the_cooldown_costs_no_call_and_grants_no_late_lease()
     eprintln!("issue 26 fault 2: {calls} calls after SIGCONT, none rejected");
 }
 
+/// Management calls are not queued behind a hung flush (issue 26 item 5): with the store hung,
+/// a flush takes its operation timeout; meanwhile `sync` answers at once and a `reset` fails
+/// at its own timeout (it waited for the flush's first, up to twice the timeout).
+#[tokio::test]
+async fn management_calls_are_not_queued_behind_a_hung_flush() {
+    let s = server!();
+    let ns = unique_ns("mgmt");
+    let timeout = Duration::from_millis(600);
+    let cfg = config(&s.url(), &ns, "a", Clock::system())
+        .op_timeout(timeout)
+        .store_breaker(10, Duration::from_millis(50), Duration::from_millis(200));
+    let st = Store::connect(cfg).await.unwrap();
+    let r = dep(&st);
+    st.sync().await.unwrap();
+    s.pause();
+    touch(&r);
+    // The flush is sent first (the handle's commands are served in order), then the others.
+    let (flushed, (synced, reset)) = tokio::join!(st.flush_now(), async {
+        let t = Instant::now();
+        st.sync().await.unwrap();
+        let synced = t.elapsed();
+        let t = Instant::now();
+        let e = st.reset(&id()).await.unwrap_err();
+        (synced, (t.elapsed(), e))
+    });
+    assert!(
+        matches!(flushed, Err(StoreError::Timeout { .. })),
+        "{flushed:?}"
+    );
+    assert!(
+        synced < Duration::from_millis(50),
+        "sync waited: {synced:?}"
+    );
+    let (took, e) = reset;
+    assert!(matches!(e, StoreError::Timeout { .. }), "{e}");
+    assert!(
+        took < timeout + Duration::from_millis(150),
+        "reset waited behind the flush: {took:?}"
+    );
+    s.resume();
+}
+
 /// A port on loopback where nothing listens (bound by the OS, then closed).
 fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
