@@ -49,6 +49,15 @@ impl Service {
     }
 }
 
+/// One request in flight at the service, counted out when dropped.
+struct InFlight(Arc<Service>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn serve(service: Arc<Service>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -62,6 +71,9 @@ async fn serve(service: Arc<Service>) -> String {
                         let n = s.requests.fetch_add(1, Ordering::SeqCst) + 1;
                         let now = s.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                         s.max_in_flight.fetch_max(now, Ordering::SeqCst);
+                        // Counted out however the request ends: a hedge's loser is dropped by
+                        // the server when its client closes the connection.
+                        let _in_flight = InFlight(Arc::clone(&s));
                         let every = s.tail_every.load(Ordering::SeqCst);
                         let ms = if every > 0 && n % every == 0 {
                             s.tail_ms.load(Ordering::SeqCst)
@@ -69,7 +81,6 @@ async fn serve(service: Arc<Service>) -> String {
                             s.base_ms.load(Ordering::SeqCst)
                         };
                         tokio::time::sleep(Duration::from_millis(ms)).await;
-                        s.in_flight.fetch_sub(1, Ordering::SeqCst);
                         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
                     }
                 });
