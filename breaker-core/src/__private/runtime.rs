@@ -90,6 +90,10 @@ pub struct Pipeline {
 
 /// The pipeline of an annotated function: its own, or its named policy's, which follows the
 /// registry's reloads (one `ArcSwap` load per call).
+///
+/// There is one per annotated function, in its `static`, so the size of `Fixed` costs nothing
+/// per call, while boxing it would add a pointer chase to every call of the common case.
+#[allow(clippy::large_enum_variant)]
 enum Shared {
     Fixed(pipeline::Pipeline),
     #[cfg(feature = "config")]
@@ -169,6 +173,7 @@ impl Pipeline {
         if let Some(breaker) = registry.breaker(policy) {
             annotated::register(name, &breaker);
         }
+        annotated::register_registry(name, registry);
         let keys = registry.key_bounds(policy);
         Pipeline {
             shared: Shared::Live(live),
@@ -184,6 +189,7 @@ impl Pipeline {
     }
 
     fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
+        annotated::register_policy(name, &policy);
         let breaker = policy.breaker.as_ref().map(|b| {
             let breaker = breaker_builder(b.clone(), name)
                 .build()
