@@ -30,9 +30,8 @@
 //!
 //! Hidden and unstable: an entry point for the shared-state backend, not for applications.
 
+use super::event::Cause;
 use super::event::TransitionReason;
-use super::machine::Cause;
-use super::permit::{OwnedPermit, Permit};
 use super::rejected::{RejectReason, Rejected};
 use super::state::{State, Word};
 use super::CircuitBreaker;
@@ -444,22 +443,6 @@ impl CircuitBreaker {
     #[doc(hidden)]
     pub fn all_handles(&self) -> usize {
         triomphe::Arc::strong_count(&self.inner)
-    }
-}
-
-impl Permit<'_> {
-    /// The token of the fleet lease this probe holds ([`FleetProbe::Leased`]), if any.
-    #[doc(hidden)]
-    pub fn fleet_token(&self) -> Option<u32> {
-        self.ticket.fleet_token()
-    }
-}
-
-impl OwnedPermit {
-    /// The token of the fleet lease this probe holds ([`FleetProbe::Leased`]), if any.
-    #[doc(hidden)]
-    pub fn fleet_token(&self) -> Option<u32> {
-        self.ticket.fleet_token()
     }
 }
 
