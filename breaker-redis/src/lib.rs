@@ -176,6 +176,7 @@ pub mod fleet;
 pub mod health;
 mod link;
 pub mod names;
+mod plan;
 mod policy;
 mod protocol;
 pub mod store;
