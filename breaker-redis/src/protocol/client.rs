@@ -412,6 +412,9 @@ impl Protocol {
                     reason_code(i.reason).to_string(),
                     p.fingerprint.to_string(),
                     p.ttl_ms.to_string(),
+                    i.nonce
+                        .map(|n| n.min(MAX_SAFE).to_string())
+                        .unwrap_or_default(),
                 ]
             },
         );

@@ -82,8 +82,9 @@ pub(crate) const MAX_SAFE: u64 = (1 << 53) - 1;
 /// The longest breaker id the script accepts: the one bound of every id
 /// ([`names::MAX_ID_LEN`](crate::names::MAX_ID_LEN); a keyed breaker's id is hashed to fit).
 pub(crate) const MAX_ID_LEN: usize = crate::names::MAX_ID_LEN;
-/// The longest lease id: a sequence number, the epoch and the replica id.
-pub(crate) const MAX_LEASE_ID: usize = 20 + 1 + 40 + 1 + crate::names::MAX_NAME_LEN;
+/// The longest lease id: a sequence number or a request's nonce, the epoch, the replica id
+/// and (a nonce's) the lease's index.
+pub(crate) const MAX_LEASE_ID: usize = 20 + 1 + 40 + 1 + crate::names::MAX_NAME_LEN + 1 + 2;
 /// The longest channel name.
 const MAX_CHANNEL: usize = 16 + crate::names::MAX_NAME_LEN;
 /// The most probes of a half-open period (the word's field).
@@ -410,6 +411,9 @@ pub(crate) struct CasItem<'a> {
     pub(crate) want: u32,
     /// A lease to release.
     pub(crate) release: Option<Arc<str>>,
+    /// The lease request's nonce (below 2^53): with `want > 0`, leases granted to it before
+    /// and still held are granted again (and no more); with `want == 0`, they are released.
+    pub(crate) nonce: Option<u64>,
 }
 
 impl CasItem<'_> {

@@ -60,6 +60,7 @@ fn cas<'a>(t: &'a Target, expect: Option<Word>, next: Word) -> CasItem<'a> {
         cooldown_ms: (next.state == State::Open).then_some(30_000),
         want: 0,
         release: None,
+        nonce: None,
     }
 }
 
@@ -209,6 +210,66 @@ async fn promotions_wait_for_the_store_clock_and_are_joined() {
     // The cap holds across them.
     let it = one(&b, &mut c, ask(now), FAR).await;
     assert_eq!((it.code, granted(&it)), (Code::Applied, 0));
+}
+
+/// A lease request is idempotent by its nonce: re-sent after its reply was lost, it gets the
+/// leases it was granted and no more (the cap is not spent twice); a later compare-and-set
+/// wanting no lease that carries the nonce releases them, even one that loses its compare.
+#[tokio::test]
+async fn a_lease_request_is_idempotent_by_its_nonce_and_released_by_it() {
+    let s = server!();
+    let mut c = s.conn().await;
+    let (a, b) = (proto("a"), proto("b"));
+    let t = target("b", 2);
+    let open = word(State::Open, 1);
+    one(&a, &mut c, cas(&t, None, open), FAR).await;
+    let Admit::Probe { next, .. } = decide::admit_open(open, 0, 0) else {
+        panic!("promotes")
+    };
+    let ask = |nonce| CasItem {
+        join: true,
+        want: 1,
+        nonce,
+        reason: TransitionReason::CooldownElapsed,
+        ..cas(&t, Some(open), next)
+    };
+    let first = one(&a, &mut c, ask(Some(7)), FAR).await;
+    let Extra::Granted(leases) = &first.extra else {
+        panic!("granted: {first:?}")
+    };
+    assert_eq!(leases.len(), 1);
+    // The reply was lost: the same request again (still deciding on the open word it knew).
+    let again = one(&a, &mut c, ask(Some(7)), FAR).await;
+    let Extra::Granted(same) = &again.extra else {
+        panic!("granted again: {again:?}")
+    };
+    assert_eq!(
+        (same.len(), same[0].id(), same[0].expiry_ms),
+        (1, leases[0].id(), leases[0].expiry_ms),
+        "the lease it was granted"
+    );
+    assert_eq!(again.stored.as_ref().unwrap().word.in_flight, 1, "no more");
+    // The cap's other slot is still free for another replica.
+    let other = one(&b, &mut c, ask(Some(7)), FAR).await;
+    assert_eq!(granted(&other), 1, "b's own nonce 7 is another lease");
+    let full = one(&b, &mut c, ask(Some(8)), FAR).await;
+    assert_eq!(granted(&full), 0, "the cap holds");
+    // A replica that no longer wants its lease releases it with any compare-and-set carrying
+    // the nonce: here one decided on an older word, which loses its compare.
+    let release = CasItem {
+        nonce: Some(7),
+        ..cas(&t, Some(open), open)
+    };
+    let it = one(&a, &mut c, release, FAR).await;
+    assert_eq!(it.code, Code::Stale);
+    assert_eq!(
+        it.stored.unwrap().word.in_flight,
+        1,
+        "a's lease released, b's held"
+    );
+    let leases: Vec<String> = s.cmd(&["ZRANGE", "br:{t}:p:b", "0", "-1"]);
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    assert!(leases[0].ends_with(":b:1"), "{leases:?}");
 }
 
 /// The one rule the script keeps, checked against the core: for every number of unexpired
@@ -458,8 +519,18 @@ async fn footprint(s: &Server, name: &str, buckets: u32, leases: u32, vote: bool
             failures: 7_890,
             slow: 55,
         };
-        p.flush(&mut c, &[add], &[], FAR).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let now = p
+            .flush(&mut c, &[add], &[], FAR)
+            .await
+            .unwrap()
+            .server_now_ms;
+        // The next bucket (20 ms), on the server's clock: polled, so a loaded machine does not
+        // skip one (a 20 ms sleep plus the flush's time could).
+        let mut at = now;
+        while at / 20 == now / 20 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            at = p.server_time(&mut c).await.unwrap();
+        }
     }
     if vote {
         p.vote(&mut c, &t, closed, false, FAR).await.unwrap();
@@ -595,6 +666,7 @@ fn random_schedules_apply_no_write_decided_on_another_word() {
                         cooldown_ms: w.cooldown_ms,
                         want: 0,
                         release: None,
+                        nonce: None,
                     };
                     let it = one(&replicas[r], &mut c, item, FAR).await;
                     let strip = |x: Word| Word { in_flight: 0, ..x };

@@ -214,23 +214,38 @@ local OPS = {
 
   -- expected word ('' = missing), next word, transition 0/1, join 0/1, not before ms (0:
   -- none), cooldown ms ('': keep the deadline; on a transition without it, none), leases
-  -- wanted, probe cap, lease ms, lease to release ('': none), reason code, fingerprint, ttl ms.
+  -- wanted, probe cap, lease ms, lease to release ('': none), reason code, fingerprint, ttl ms,
+  -- lease request nonce ('': none).
   -- With `join`, a stored word that already is `next` (another replica made the same
   -- deterministic change first) is joined: nothing is written but the leases.
-  cas = { n = 13, parse = function(a)
+  -- The nonce makes a lease request idempotent: the leases it grants are named after it, and
+  -- a request that carries a nonce whose leases are still held gets those back and no more
+  -- (its first reply was lost: a lost reply costs one retry, never a lease time). A call that
+  -- wants no lease and carries a nonce releases that nonce's leases (the replica no longer
+  -- wants them), whatever the compare's outcome.
+  cas = { n = 14, parse = function(a)
     local p = { expect = word(a[1]), next = word(a[2]), tr = num(a[3]), join = num(a[4]),
       nb = num(a[5]), want = num(a[7]), cap = num(a[8]), lease = num(a[9]),
       release = text(a[10], MAX_LEASE_ID), rs = num(a[11]), fp = text(a[12], 64),
-      ttl = num(a[13]) }
+      ttl = num(a[13]), nonce = '' }
     if a[6] ~= '' then p.cool = num(a[6]) end
+    if a[14] ~= '' then p.nonce = num(a[14]) end
     if not (p.expect and p.next and p.tr and p.join and p.nb and p.want and p.cap and p.lease
-      and p.release and p.rs and p.fp and p.ttl) or (a[6] ~= '' and not p.cool)
+      and p.release and p.rs and p.fp and p.ttl and p.nonce) or (a[6] ~= '' and not p.cool)
       or p.next == '' or p.tr > 1 or p.join > 1 or p.want > MAX_LEASES or p.cap > MAX_PROBES
-      or p.rs > 255 or p.ttl < 1 or (p.want > 0 and p.lease < 1) then
+      or p.rs > 255 or p.ttl < 1 or (p.want > 0 and p.lease < 1)
+      or (p.nonce ~= '' and p.nonce ~= math.floor(p.nonce)) then
       return nil
     end
     return p
   end, fn = function(ctx, b, a)
+    -- A nonce's lease `i`.
+    local function member(i)
+      return int(a.nonce) .. ':' .. ctx.epoch .. ':' .. ctx.replica .. ':' .. int(i)
+    end
+    if a.nonce ~= '' and a.want == 0 then
+      for i = 1, MAX_LEASES do redis.call('ZREM', b.pkey, member(i)) end
+    end
     local s = load(ctx, b)
     local have = ''
     if s then have = s.w end
@@ -257,21 +272,33 @@ local OPS = {
     end
     -- The lease semaphore: the one decision kept here (see the header).
     local granted = {}
-    if a.want > 0 then
-      local held = redis.call('ZCARD', b.pkey)
-      local n = math.min(a.want, math.max(a.cap - held, 0))
-      local exp = ctx.now + a.lease
-      for i = 1, n do
-        local seq = redis.call('HINCRBY', b.skey, 'ls', 1)
-        local member = int(seq) .. ':' .. ctx.epoch .. ':' .. ctx.replica
-        redis.call('ZADD', b.pkey, int(exp), member)
-        granted[i] = member
-      end
-      if n > 0 then
-        redis.call('PEXPIRE', b.pkey, int(a.ttl))
-        granted[#granted + 1] = exp
+    local exp = ctx.now + a.lease
+    if a.want > 0 and a.nonce ~= '' then
+      -- Granted before to this nonce (its reply was lost), still held: the same leases.
+      for i = 1, a.want do
+        local score = redis.call('ZSCORE', b.pkey, member(i))
+        if score then
+          granted[#granted + 1] = member(i)
+          exp = math.min(exp, tonumber(score))
+        end
       end
     end
+    if a.want > 0 and #granted == 0 then
+      local held = redis.call('ZCARD', b.pkey)
+      local n = math.min(a.want, math.max(a.cap - held, 0))
+      for i = 1, n do
+        local m
+        if a.nonce ~= '' then
+          m = member(i)
+        else
+          m = int(redis.call('HINCRBY', b.skey, 'ls', 1)) .. ':' .. ctx.epoch .. ':' .. ctx.replica
+        end
+        redis.call('ZADD', b.pkey, int(exp), m)
+        granted[i] = m
+      end
+      if n > 0 then redis.call('PEXPIRE', b.pkey, int(a.ttl)) end
+    end
+    if #granted > 0 then granted[#granted + 1] = exp end
     s.inflight = redis.call('ZCARD', b.pkey)
     redis.call('HSET', b.skey, 'w', s.w, 'dl', int(s.dl), 'by', s.by, 'rs', int(s.rs), 'fp', s.fp)
     redis.call('PEXPIRE', b.skey, int(a.ttl))

@@ -179,6 +179,7 @@ fn each_op_answer_is_checked_against_its_request() {
         cooldown_ms: Some(1),
         want: 0,
         release: None,
+        nonce: None,
     };
     assert!(check::cas(
         &answer(Code::Applied, Some(open_word()), Extra::None),

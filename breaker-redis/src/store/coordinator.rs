@@ -155,6 +155,7 @@ impl Coordinator {
                     view: View::INITIAL,
                     carry: Deltas::default(),
                     mismatch: false,
+                    nonce: None,
                 },
             );
         }
@@ -409,6 +410,10 @@ impl Coordinator {
         } else {
             "cas"
         };
+        let mut jobs = jobs;
+        for j in &mut jobs {
+            j.nonce = self.nonce_for(j);
+        }
         let items: Vec<CasArgs> = jobs
             .iter()
             .map(|j| {
@@ -419,6 +424,7 @@ impl Coordinator {
                     j.join,
                     j.want,
                     j.release.clone(),
+                    j.nonce,
                 )
             })
             .collect();
@@ -428,7 +434,7 @@ impl Coordinator {
             Box::pin(async move {
                 let cas: Vec<CasItem<'_>> = items
                     .iter()
-                    .map(|(t, w, not_before, join, want, release)| CasItem {
+                    .map(|(t, w, not_before, join, want, release, nonce)| CasItem {
                         target: t,
                         expect: w.expect,
                         next: w.next,
@@ -438,6 +444,7 @@ impl Coordinator {
                         cooldown_ms: w.cooldown_ms,
                         want: *want,
                         release: release.clone(),
+                        nonce: *nonce,
                     })
                     .collect();
                 let calls = n.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL) as u64;
@@ -448,6 +455,25 @@ impl Coordinator {
                 }
             })
         });
+    }
+
+    /// The lease request nonce job `j` carries: a lease request carries its breaker's pending
+    /// nonce (one whose request got no answer: its leases, if it was granted, come back), or a
+    /// fresh one that stays pending until an answer; any other compare-and-set of the breaker
+    /// carries the pending nonce to release its leases (the replica no longer wants them).
+    fn nonce_for(&mut self, j: &CasJob) -> Option<u64> {
+        let e = self.entries.get_mut(&j.idx?)?;
+        match j.kind {
+            CasKind::Acquire => {
+                let fresh = &mut self.next_nonce;
+                Some(*e.nonce.get_or_insert_with(|| {
+                    *fresh = (*fresh + 1) % crate::protocol::MAX_SAFE;
+                    *fresh
+                }))
+            }
+            _ if j.want == 0 => e.nonce,
+            _ => None,
+        }
     }
 
     /// Sends a quorum vote of `idx` for its word `expect`.
@@ -517,8 +543,16 @@ pub(super) type OpFuture = std::pin::Pin<
 >;
 
 /// What a compare-and-set's future needs of its job: the target, the write, `not_before`,
-/// `join`, the leases wanted and the lease to release.
-type CasArgs = (Arc<Target>, Write, u64, bool, u32, Option<Arc<str>>);
+/// `join`, the leases wanted, the lease to release and the lease request nonce.
+type CasArgs = (
+    Arc<Target>,
+    Write,
+    u64,
+    bool,
+    u32,
+    Option<Arc<str>>,
+    Option<u64>,
+);
 
 /// `e` as an error of operation `op` (the protocol names its primitive; the caller asked for
 /// `op`).

@@ -40,6 +40,13 @@
 //! store's breaker counts it, and a reconciliation after a fault that failed or expired is made
 //! again with the next flush.
 //!
+//! A lease request is idempotent by a nonce: the leases it grants are named after it, and a
+//! request that got no answer (timed out, failed) stays pending for its breaker. The next lease
+//! request re-sends the same nonce and gets the leases it was granted, if its reply was lost
+//! (and no more); any other compare-and-set of the breaker carries the nonce to release them
+//! (the replica no longer wants a probe). A lost reply costs one retry, never a lease time of
+//! rejections.
+//!
 //! # Reconciled after every store fault
 //! Every answer is checked against this replica's view of the breaker (`plan.rs`): a word
 //! missing while it was known, or older than the view, means the store lost it, and it is seeded
@@ -294,6 +301,8 @@ impl Store {
             reconcile_again: false,
             sweep: Vec::new(),
             rng: rand::rngs::SmallRng::from_entropy(),
+            // Random, so a restarted process with the same replica id reuses no nonce.
+            next_nonce: rand::Rng::gen_range(&mut rand::thread_rng(), 0..1u64 << 48),
             server: None,
             epoch: None,
             ops: FuturesUnordered::new(),
@@ -602,6 +611,10 @@ struct Entry {
     /// next flush, once the breaker is seeded again.
     carry: Deltas,
     mismatch: bool,
+    /// The nonce of a lease request that got no answer (timed out, failed): the next lease
+    /// request re-sends it (and gets the leases it was granted, if its reply was lost), any
+    /// other compare-and-set releases them.
+    nonce: Option<u64>,
 }
 
 /// The store's clock as this replica estimates it: a server reading and the local reading
@@ -679,6 +692,8 @@ struct CasJob {
     join: bool,
     want: u32,
     release: Option<Arc<str>>,
+    /// The lease request nonce it carries (set when it is sent).
+    nonce: Option<u64>,
     kind: CasKind,
     /// Attempts so far (a compare-and-set that lost to another replica's is decided again on
     /// the word that won, a bounded number of times).
@@ -742,6 +757,8 @@ struct Coordinator {
     /// [`SharedBreaker::release_if_unused`]), refilled when empty.
     sweep: Vec<u32>,
     rng: rand::rngs::SmallRng,
+    /// The last lease request nonce drawn (below 2^53).
+    next_nonce: u64,
     /// The store's clock as estimated from its newest reply.
     server: Option<ServerClock>,
     /// The namespace's epoch as last answered.

@@ -116,6 +116,7 @@ impl Coordinator {
                     join: false,
                     want: 0,
                     release: None,
+                    nonce: None,
                     kind: CasKind::Reconcile,
                     tries: 0,
                 };
@@ -332,6 +333,7 @@ impl Coordinator {
                 join: false,
                 want: 0,
                 release: None,
+                nonce: None,
                 kind: CasKind::Trip,
                 tries: 0,
             }],
@@ -358,6 +360,7 @@ impl Coordinator {
             join: ask.join,
             want: ask.want,
             release: None,
+            nonce: None,
             kind: CasKind::Acquire,
             tries,
         })
@@ -393,6 +396,7 @@ impl Coordinator {
             join: false,
             want: 0,
             release: Some(Arc::clone(&lease.member)),
+            nonce: None,
             kind: CasKind::End { lease, end },
             tries,
         })
@@ -714,6 +718,7 @@ impl Coordinator {
                     join: false,
                     want: 0,
                     release: None,
+                    nonce: None,
                     kind: CasKind::Trip,
                     tries: 0,
                 }],
@@ -755,6 +760,7 @@ impl Coordinator {
                     join: false,
                     want: 0,
                     release: None,
+                    nonce: None,
                     kind: CasKind::Trip,
                     tries: 0,
                 }],
@@ -780,6 +786,7 @@ impl Coordinator {
             if it.code == Code::Stale {
                 add(&self.stats.stale, 1);
             }
+            self.nonce_answered(&job, it.code);
             if let (Some(idx), true) = (job.idx, tells(it.code)) {
                 self.absorb(idx, it.stored.as_ref(), now, recv, false);
             }
@@ -823,6 +830,26 @@ impl Coordinator {
             if let Some(conn) = self.ready() {
                 self.launch_cas(conn, again);
             }
+        }
+    }
+
+    /// Job `job` was answered `code`: its nonce is no longer pending once its leases are
+    /// known (a lease request applied, or the store lost the breaker) or released (a
+    /// compare-and-set wanting none releases them whatever the compare's outcome).
+    fn nonce_answered(&mut self, job: &CasJob, code: Code) {
+        let (Some(idx), Some(n)) = (job.idx, job.nonce) else {
+            return;
+        };
+        let Some(e) = self.entries.get_mut(&idx) else {
+            return;
+        };
+        let settled = if job.want == 0 {
+            !matches!(code, Code::Bad | Code::Expired)
+        } else {
+            matches!(code, Code::Applied | Code::Missing)
+        };
+        if settled && e.nonce == Some(n) {
+            e.nonce = None;
         }
     }
 
@@ -989,6 +1016,7 @@ impl Coordinator {
                     join: false,
                     want: 0,
                     release: None,
+                    nonce: None,
                     kind: CasKind::Force {
                         to,
                         policy,

@@ -455,6 +455,86 @@ async fn a_count_recorded_while_the_first_flush_is_answered_is_not_lost() {
     );
 }
 
+/// A lease request whose reply was lost costs one retry, never a lease time of rejections
+/// (issue 26 item 3, the lead's decision): the request is idempotent by its nonce, and the
+/// replica's next request re-sends it and gets the lease it was granted. The replies of `b`'s
+/// connection are dropped while its lease request runs on the server (the fleet goes
+/// half-open with `b`'s lease, cap 1); `b` never degrades here (its store breaker tolerates the
+/// failures), so no local probe of its own closes anything: after the heal its next probe holds
+/// that very lease, long before the lease's 5 s expiry, and the fleet closes.
+#[tokio::test]
+async fn a_lease_granted_whose_reply_was_lost_comes_back_with_the_next_request() {
+    let s = server!();
+    let ns = unique_ns("lost-lease-reply");
+    let proxy = Proxy::start(s.port()).await;
+    let a = fast_replica(&s.url(), &ns, "a").await;
+    let b = Store::connect(
+        config(&proxy.url(), &ns, "b", Clock::system())
+            .op_timeout(Duration::from_millis(100))
+            .store_breaker(1_000, Duration::from_millis(50), Duration::from_millis(200)),
+    )
+    .await
+    .unwrap();
+    let policy = BreakerPolicy {
+        consecutive_failures: Some(1),
+        cooldown: Duration::from_millis(200),
+        cooldown_max: Duration::from_millis(200),
+        half_open_probes: 1,
+        successes_to_close: 1,
+        max_probe_wait: Some(Duration::from_secs(5)),
+        ..BreakerPolicy::default()
+    };
+    let ra = Replica::join(&a, "dep", &policy, Clock::system());
+    let rb = Replica::join(&b, "dep", &policy, Clock::system());
+    a.sync().await.unwrap();
+    b.sync().await.unwrap();
+    ra.record(1, true);
+    a.sync().await.unwrap();
+    eventually("b open", || rb.state() == State::Open).await;
+    proxy.drop_replies();
+    let leases = format!("br:{{{ns}}}:p:dep");
+    let start = Instant::now();
+    let phantom = loop {
+        let held: Vec<String> = s.cmd(&["ZRANGE", &leases, "0", "-1"]);
+        if !held.is_empty() && b.stats().errors > 0 {
+            break held;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "b's lease request never ran and timed out"
+        );
+        let _ = rb.breaker.try_acquire();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(phantom.len(), 1, "{phantom:?}");
+    assert!(phantom[0].ends_with(":b:1"), "{phantom:?}");
+    proxy.heal();
+    proxy.cut();
+    let healed = Instant::now();
+    let p = loop {
+        if let Ok(p) = rb.shared.try_acquire() {
+            if p.is_probe() && p.lease().is_some() {
+                break p;
+            }
+        }
+        assert!(
+            healed.elapsed() < Duration::from_secs(1),
+            "no lease for b within 1 s of the heal (the lost-reply lease expires after 5 s)"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(
+        p.lease().unwrap().id(),
+        phantom[0],
+        "the lease it was granted"
+    );
+    p.success();
+    eventually("the fleet closed by b's probe", || {
+        ra.state() == State::Closed && rb.state() == State::Closed
+    })
+    .await;
+}
+
 /// Pub/sub connections killed: a trip published meanwhile is learned at the next flush (poll),
 /// and the connection is resubscribed, so later trips arrive by push again.
 #[tokio::test]
