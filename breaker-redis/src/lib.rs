@@ -156,6 +156,8 @@ pub mod error;
 pub mod fleet;
 pub mod health;
 mod link;
+#[cfg(test)]
+mod model;
 pub mod names;
 mod policy;
 mod protocol;
