@@ -320,3 +320,67 @@ fn no_dead_end_when_a_close_races_a_manual_change() {
         assert_no_dead_end(&b, &time);
     });
 }
+
+// --- Lazily published stripes ------------------------------------------------------------------
+//
+// A time window's stripes and the lifetime totals' stripes are allocated by the first outcome
+// counted in them and published with one compare-and-swap from null; a thread that loses the
+// race frees its own allocation and counts into the winner's. (Under loom every thread maps to
+// the same stripe, so the two threads here race for the same cell.)
+
+fn lazily_striped(window: bool) -> CircuitBreaker {
+    let time = ManualClock::new();
+    let policy = if window {
+        BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window: breaker_core::SlidingWindow::Time {
+                length: Duration::from_secs(10),
+                buckets: 10,
+            },
+            min_calls: 100,
+            ..BreakerPolicy::default()
+        }
+    } else {
+        BreakerPolicy::default()
+    };
+    CircuitBreaker::builder(policy)
+        .clock(Clock::manual(&time))
+        .totals(!window)
+        .build()
+        .unwrap()
+}
+
+fn two_racing_successes(b: &CircuitBreaker) {
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire().unwrap().success())
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// Two first outcomes race to publish a time window's stripe: one publication wins, and
+/// neither outcome is lost (a lost race frees its stripe and counts into the winner's).
+#[test]
+fn time_window_stripes_publish_once() {
+    loom::model(|| {
+        let b = lazily_striped(true);
+        two_racing_successes(&b);
+        assert_eq!(b.snapshot().window.calls, 2);
+    });
+}
+
+/// Two first counted events race to publish the totals' table and stripe: neither is lost.
+#[test]
+fn totals_publish_once() {
+    loom::model(|| {
+        let b = lazily_striped(false);
+        two_racing_successes(&b);
+        let totals = b.snapshot().totals.expect("totals are on");
+        assert_eq!((totals.succeeded, totals.admitted), (2, 2));
+    });
+}

@@ -226,7 +226,8 @@ fn invalid_orders_are_errors() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "unknown layer `circuit`; expected one of `bulkhead`, `retry`, `breaker`, `timeout`"
+        "unknown layer `circuit`; expected one of `bulkhead`, `retry`, `breaker`, `hedge`, \
+         `throttle`, `rate`, `adaptive`, `timeout`"
     );
 
     let e = base()

@@ -134,6 +134,7 @@ mod builder;
 mod closed;
 #[doc(hidden)]
 pub mod decide;
+pub(crate) mod defaults;
 mod event;
 mod machine;
 mod permit;

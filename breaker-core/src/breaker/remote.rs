@@ -279,9 +279,10 @@ impl std::fmt::Display for ShareError {
         match self {
             ShareError::NoStore { breaker, scope } => write!(
                 f,
-                "breaker `{breaker}` has scope `{scope}` but no store is installed: connect one \
+                "breaker `{}` has scope `{scope}` but no store is installed: connect one \
                  (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`) \
-                 before its first call, or give it scope `local`"
+                 before its first call, or give it scope `local`",
+                breaker.escape_debug()
             ),
             ShareError::Refused { source, .. } => std::fmt::Display::fmt(source, f),
         }
@@ -348,8 +349,8 @@ pub fn share_created(
         if let Err(e) = share_with(backend.as_deref(), breaker, scope) {
             tracing::error!(
                 target: "breaker",
-                breaker = breaker.name(),
-                key = breaker.key(),
+                breaker = %breaker.name().escape_debug(),
+                key = %breaker.key().escape_debug(),
                 error = %e,
                 "a key's breaker of a shared scope could not be shared; it runs locally"
             );

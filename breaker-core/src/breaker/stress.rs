@@ -11,8 +11,8 @@
 
 use super::*;
 use crate::clock::MonotonicSource;
+use crate::sync::process::{AtomicU64, Ordering as StdOrdering};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering as StdOrdering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

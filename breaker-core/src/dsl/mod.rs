@@ -40,7 +40,8 @@
 //! # Grammar
 //!
 //! In ISO EBNF. Every string is one of `duration`, `retry`, `backoff`, `jitter`, `breaker`,
-//! `window-size`, `bulkhead` or `order`, and must be matched in full.
+//! `window-size`, `bulkhead`, `order`, `rate`, `hedge`, `adaptive` or `throttle`, and must be
+//! matched in full.
 //!
 //! ```text
 //! (* lexical: tokens *)
@@ -87,7 +88,28 @@
 //!
 //! bulkhead    = int , "concurrent" , [ "wait" , duration ] ;
 //! order       = layer , { ">" , layer } ;                 (* outermost first *)
-//! layer       = "timeout" | "retry" | "breaker" | "bulkhead" ;
+//! layer       = "timeout" | "retry" | "breaker" | "bulkhead"
+//!             | "rate" | "hedge" | "adaptive" | "throttle" ;
+//!                                                         (* `hedge` never outside `retry` *)
+//!
+//! (* rate limit: GCRA, `rate` permits per period, `burst` at once *)
+//! rate        = int , "/" , period , [ "burst" , int ] , [ "wait" , duration ] ;
+//!                                                         (* one word: "100/s", "5/100ms" *)
+//! period      = unit | duration-part ;                    (* "s" is "1s" *)
+//!
+//! (* hedging: attempts beyond the first, and when each starts *)
+//! hedge       = [ int , "x" ] , "after" , ( duration | percentile , "in" , delay-range ) ;
+//! percentile  = "p" , number ;                            (* one word: "p95", "p99.9" *)
+//! delay-range = duration-part , ".." , duration-part ;    (* one word: "10ms..200ms" *)
+//!
+//! (* adaptive concurrency limit: its floor and ceiling, then the algorithm's parameters *)
+//! adaptive    = ( "aimd" , limits , { "from" , int | "backoff" , number | "slow" , duration }
+//!               | "gradient2" , limits , { "from" , int | "tolerance" , number
+//!                 | "smoothing" , number | "window" , int | "queue" , int } ) ;
+//! limits      = int , ".." , int ;                        (* one word: "5..200" *)
+//!
+//! (* client-side adaptive throttling (SRE book): K, over a window *)
+//! throttle    = "k" , number , [ "over" , duration ] ;
 //! ```
 //!
 //! **Whitespace.** ASCII whitespace (space, tab, CR, LF) separates words and is otherwise
@@ -109,6 +131,11 @@
 //!   slow-call rules share one window: write it on one of them, or the same on both. `open`
 //!   without `max` has `max` = the cooldown, or 10 × the cooldown when a `factor` is given.
 //! - bulkhead: `wait 0s` (reject at once when full).
+//! - rate: a burst of the rate (a period's worth at once), no wait.
+//! - hedge: one hedge (`1x`).
+//! - adaptive: the limit starts at 20 within the range; the algorithm's parameters are
+//!   Netflix's defaults.
+//! - throttle: a window of 2 minutes.
 //!
 //! **Canonical form** (`Display`): durations in humantime's format (`1m 30s`); retry
 //! `{n}x {backoff}[ {jitter}]` with the backoff's arguments all written
@@ -122,35 +149,37 @@
 //! value: ``min_calls (10) must be <= the count window size (5)`` points at `min 10`.
 
 mod breaker;
-pub(crate) mod error;
+mod layers;
 mod order;
-mod parse;
 mod retry;
 
 pub use crate::policy::defaults::{
     default_min_calls, BACKOFF_BASE as DEFAULT_BASE, BACKOFF_FACTOR as DEFAULT_FACTOR,
     BACKOFF_MAX as DEFAULT_MAX, TIME_WINDOW_MIN_CALLS as DEFAULT_TIME_WINDOW_MIN_CALLS,
 };
-#[cfg(feature = "config")]
-pub(crate) use error::suggest;
-pub(crate) use error::suggest as error_suggest;
-pub(crate) use error::suggest_key;
-pub use error::DslError;
+pub use crate::syntax::DslError;
 pub use order::Order;
 
 use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
 use crate::retry::RetryPolicy;
+use crate::syntax::{self, Parser};
 use std::time::Duration;
+
+/// A parser of `src` for the grammars here, which knows their keywords.
+fn parser(src: &str) -> Parser<'_> {
+    Parser::new(src).keywords(is_keyword)
+}
 
 /// Whether `word` is a word of one of the grammars, which may follow a number: never taken
 /// for a misspelt duration unit.
-pub(crate) fn is_keyword(word: &str) -> bool {
+fn is_keyword(word: &str) -> bool {
     const OTHERS: [&str; 4] = ["max", "factor", "step", "after"];
     retry::BACKOFFS.contains(&word)
         || retry::JITTERS.contains(&word)
         || breaker::KEYWORDS.contains(&word)
+        || layers::KEYWORDS.contains(&word)
         || OTHERS.contains(&word)
 }
 
@@ -172,13 +201,13 @@ pub(crate) fn is_keyword(word: &str) -> bool {
 /// # Ok::<(), breaker::dsl::DslError>(())
 /// ```
 pub fn parse_duration(src: &str) -> Result<Duration, DslError> {
-    parse::parse_duration(src)
+    parser(src).whole_duration()
 }
 
 /// Writes a duration in the DSL's canonical form (`1m 30s`, `250ms`, `0s`);
 /// [`parse_duration`] reads it back exactly.
 pub fn format_duration(d: Duration) -> String {
-    parse::fmt_duration(d).to_string()
+    syntax::fmt_duration(d).to_string()
 }
 
 /// Parses and validates a retry policy; the same as `src.parse::<RetryPolicy>()`.
@@ -227,13 +256,51 @@ pub fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
     order::parse_bulkhead(src)
 }
 
+pub(crate) use layers::compact;
+
+/// Parses and validates a rate limit (`100/s`, `5/100ms burst 1 wait 50ms`); the same as
+/// `src.parse::<RateLimitPolicy>()`.
+///
+/// # Errors
+/// See [`RateLimitPolicy`'s `FromStr`](crate::ratelimit::RateLimitPolicy#impl-FromStr-for-RateLimitPolicy).
+pub fn parse_rate(src: &str) -> Result<crate::ratelimit::RateLimitPolicy, DslError> {
+    layers::parse_rate(src)
+}
+
+/// Parses and validates hedging (`after 50ms`, `2x after p95 in 10ms..200ms`); the same as
+/// `src.parse::<HedgePolicy>()`.
+///
+/// # Errors
+/// See [`HedgePolicy`'s `FromStr`](crate::hedge::HedgePolicy#impl-FromStr-for-HedgePolicy).
+pub fn parse_hedge(src: &str) -> Result<crate::hedge::HedgePolicy, DslError> {
+    layers::parse_hedge(src)
+}
+
+/// Parses and validates an adaptive concurrency limit (`aimd 5..200`,
+/// `gradient2 10..500 from 50`); the same as `src.parse::<AdaptiveLimitPolicy>()`.
+///
+/// # Errors
+/// See [`AdaptiveLimitPolicy`'s `FromStr`](crate::adaptive::AdaptiveLimitPolicy#impl-FromStr-for-AdaptiveLimitPolicy).
+pub fn parse_adaptive(src: &str) -> Result<crate::adaptive::AdaptiveLimitPolicy, DslError> {
+    layers::parse_adaptive(src)
+}
+
+/// Parses and validates client-side adaptive throttling (`k 2`, `k 1.5 over 1m`); the same
+/// as `src.parse::<ThrottlePolicy>()`.
+///
+/// # Errors
+/// See [`ThrottlePolicy`'s `FromStr`](crate::throttle::ThrottlePolicy#impl-FromStr-for-ThrottlePolicy).
+pub fn parse_throttle(src: &str) -> Result<crate::throttle::ThrottlePolicy, DslError> {
+    layers::parse_throttle(src)
+}
+
 /// Parses a percentage such as `50%` or `12.5%` (the `%` is required; the range is checked by
 /// the validators that use it).
 ///
 /// # Errors
 /// A [`DslError`] naming the offending token.
 pub fn parse_percent(src: &str) -> Result<f64, DslError> {
-    let mut p = parse::Parser::new(src);
+    let mut p = parser(src);
     let (v, _) = p.percent("a percentage")?;
     p.finish(&["end of input".to_owned()])?;
     Ok(v)

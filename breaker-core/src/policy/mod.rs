@@ -15,27 +15,21 @@
 //! - [`defaults`] is the one table of what a left-out value means.
 
 pub mod defaults;
-mod field;
 mod validate;
 
-pub use field::Field;
-pub(crate) use validate::{check_bulkhead, check_retry, policy_errors};
-pub use validate::{scope_errors, FieldError, Rule, ValidationError};
+pub use crate::bulkhead::{BulkheadPolicy, MAX_CONCURRENT};
+pub use crate::field::{Field, FieldError, Rule, ValidationError};
+pub use validate::scope_errors;
+pub(crate) use validate::{check_retry, policy_errors};
 
+use crate::adaptive::AdaptiveLimitPolicy;
 use crate::breaker::BreakerPolicy;
+use crate::hedge::HedgePolicy;
 use crate::layer::Layer;
+use crate::ratelimit::RateLimitPolicy;
 use crate::retry::RetryPolicy;
+use crate::throttle::ThrottlePolicy;
 use std::time::Duration;
-
-/// The concurrency limit of a bulkhead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BulkheadPolicy {
-    /// At most this many calls run at once. Range `1..=1_000_000`.
-    pub max_concurrent: u32,
-    /// How long a call may wait for a slot before it is rejected; zero (the default) rejects at
-    /// once when full.
-    pub max_wait: Duration,
-}
 
 /// The policy of a whole pipeline. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -51,6 +45,15 @@ pub struct Policy {
     pub deadline: Option<Duration>,
     /// Bulkhead, if any.
     pub bulkhead: Option<BulkheadPolicy>,
+    /// Rate limit, if any ([`crate::ratelimit`]).
+    pub rate_limit: Option<RateLimitPolicy>,
+    /// Hedging, if any ([`crate::hedge`]). Like a retry of more than one attempt, it needs
+    /// `idempotent`.
+    pub hedge: Option<HedgePolicy>,
+    /// Adaptive concurrency limit, if any ([`crate::adaptive`]).
+    pub adaptive: Option<AdaptiveLimitPolicy>,
+    /// Client-side adaptive throttling, if any ([`crate::throttle`]).
+    pub throttle: Option<ThrottlePolicy>,
     /// The nesting of the configured layers, outermost first; `None` means
     /// [`Layer::DEFAULT_ORDER`] restricted to the configured layers.
     pub order: Option<Vec<Layer>>,
@@ -69,8 +72,6 @@ pub struct Policy {
 
 /// Largest `max_attempts` of a retry policy.
 pub const MAX_ATTEMPTS: u32 = 100;
-/// Largest `max_concurrent` of a bulkhead.
-pub const MAX_CONCURRENT: u32 = 1_000_000;
 
 impl Policy {
     /// The layers this policy configures, in [`Layer::DEFAULT_ORDER`].
@@ -82,6 +83,10 @@ impl Policy {
                 Layer::Retry => self.retry.is_some(),
                 Layer::Breaker => self.breaker.is_some(),
                 Layer::Bulkhead => self.bulkhead.is_some(),
+                Layer::RateLimit => self.rate_limit.is_some(),
+                Layer::Hedge => self.hedge.is_some(),
+                Layer::Adaptive => self.adaptive.is_some(),
+                Layer::Throttle => self.throttle.is_some(),
             })
             .collect()
     }

@@ -254,8 +254,8 @@ struct Core {
     /// How long a granted lease may be used, nanoseconds (the lease time: never later than
     /// the store's expiry, counted from the request).
     lease: u64,
-    /// How long after a denial in half-open a new lease request waits: the lease (a returned
-    /// lease is not pushed to the other replicas).
+    /// How long after a denial in half-open a new lease request waits: the shorter of the
+    /// lease and the cooldown (a returned lease is not pushed to the other replicas).
     retry_wait: u64,
     status: AtomicU8,
     fleet: Mutex<Fleet>,
@@ -450,6 +450,22 @@ impl SharedBreaker for Core {
                 origin: Arc::from("store-unreachable"),
             });
             self.lock().told = told;
+        } else if code == DEGRADED_IGNORE {
+            // Mode `open`: the shared state is ignored, the breaker decides as a local one.
+            // Where the fleet put it (it has not moved on its own since), it starts closed;
+            // the store's return reconciles it with the fleet.
+            let (local, generation) = breaker.state_and_generation();
+            let fleet_put_it = generation == self.lock().told;
+            if fleet_put_it && local != State::Closed {
+                let told = breaker.apply_remote(RemoteTransition {
+                    to: State::Closed,
+                    reason: TransitionReason::Manual,
+                    open_until: None,
+                    streak: Some(0),
+                    origin: Arc::from("store-unreachable"),
+                });
+                self.lock().told = told;
+            }
         } else if before == DEGRADED_REJECT {
             let view = {
                 let mut g = self.lock();
@@ -567,13 +583,14 @@ impl Store {
             });
         }
         let lease = params.lease_ms.saturating_mul(1_000_000);
+        let cooldown = u64::try_from(policy.cooldown.as_nanos()).unwrap_or(u64::MAX);
         let core = Arc::new(Core {
             breaker: Mutex::new(Some(breaker.clone())),
             link: std::sync::OnceLock::new(),
             clock: self.clock().clone(),
             want: params.cap,
             lease,
-            retry_wait: lease,
+            retry_wait: lease.min(cooldown),
             status: AtomicU8::new(status_code(self.status())),
             fleet: Mutex::new(Fleet {
                 view: FleetView::initial(),

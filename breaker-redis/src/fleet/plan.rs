@@ -21,7 +21,7 @@
 //!
 //! | the store | the local breaker | action |
 //! |---|---|---|
-//! | lost the breaker (missing, or older than the view) | any | **seed** it from the local state, one generation past the view: closed -> closed; open -> open for the rest of the local cooldown; half-open -> open until now (the next probe promotes it); forced -> forced. The first replica's seed wins, the others adopt it. |
+//! | lost the breaker (missing while this replica knew it, or older than the view) | any | **seed** it from the local state, one generation past the view: closed -> closed; open -> open for the rest of the local cooldown; half-open -> open until now (the next probe promotes it); forced -> forced. The first replica's seed wins, the others adopt it. |
 //! | newer than the view | any | **adopt** it |
 //! | the view's generation, after a fault | moved on its own: closed, the store open past its deadline or half-open | **close** it (this replica's probes were the evidence) |
 //! | the view's generation, after a fault | moved on its own: open or half-open, the store closed | **send the trip** it missed (a vote under quorum) |
@@ -118,9 +118,16 @@ pub(crate) fn reconcile(
     after_fault: bool,
 ) -> Reconcile {
     let Some(store) = store else {
-        if !view.known && view.word.generation == 0 && !local.moved {
-            // Never written, nothing happened: the first write creates it.
-            return Reconcile::Keep;
+        if !view.known && view.word.generation == 0 {
+            // Never seen in the store: nothing was lost. Its first write (a flush, a trip, a
+            // vote, a lease request) creates it; a local trip the store missed during a fault
+            // is sent as one (a trip, or a vote under quorum), never as a seed.
+            let tripped = matches!(local.state, State::Open | State::HalfOpen);
+            return if after_fault && local.moved && tripped {
+                Reconcile::Trip
+            } else {
+                Reconcile::Keep
+            };
         }
         return Reconcile::Write(seed(None, view, local));
     };
@@ -155,7 +162,9 @@ pub(crate) fn reconcile(
         }
         return Reconcile::Adopt;
     }
-    if store.state != view.word.state {
+    if after_fault || store.state != view.word.state {
+        // After a fault the local breaker may have been left elsewhere (a store-error mode
+        // moved it): the store's word is applied where the local state differs.
         Reconcile::Adopt
     } else {
         Reconcile::Keep

@@ -350,8 +350,9 @@ impl Protocol {
         Ok(reply)
     }
 
-    /// Records this replica's vote for `expect`'s period of `target`; answers the distinct
-    /// votes within the window.
+    /// Records this replica's vote for `expect`'s period of `target` (`create`: the breaker
+    /// was never seen in the store, it is created as `expect` if missing); answers the
+    /// distinct votes within the window.
     ///
     /// # Errors
     /// [`StoreError`] if the store fails or a reply breaks the protocol.
@@ -360,11 +361,13 @@ impl Protocol {
         conn: &mut C,
         target: &Target,
         expect: Word,
+        create: bool,
         valid_until: u64,
     ) -> Result<Reply, StoreError> {
         let p = &target.params;
         let args = vec![
             wire_word(expect),
+            u8::from(create).to_string(),
             p.window_ms.to_string(),
             p.ttl_ms.to_string(),
         ];

@@ -78,9 +78,9 @@ pub(crate) const MAX_LEASES_PER_GRANT: u32 = 64;
 pub(crate) const MAX_BUCKETS: u32 = 20;
 /// The largest number a reply or an argument carries: 2^53 - 1 (Lua's exact integers).
 pub(crate) const MAX_SAFE: u64 = (1 << 53) - 1;
-/// The longest breaker id the script accepts: a name, `#` and a key escaped to three bytes a
-/// byte (the bound [`BreakerId::keyed`] keeps).
-pub(crate) const MAX_ID_LEN: usize = crate::names::MAX_NAME_LEN + 1 + 3 * crate::names::MAX_KEY_LEN;
+/// The longest breaker id the script accepts: the one bound of every id
+/// ([`names::MAX_ID_LEN`](crate::names::MAX_ID_LEN); a keyed breaker's id is hashed to fit).
+pub(crate) const MAX_ID_LEN: usize = crate::names::MAX_ID_LEN;
 /// The longest lease id: a sequence number, the epoch and the replica id.
 pub(crate) const MAX_LEASE_ID: usize = 20 + 1 + 40 + 1 + crate::names::MAX_NAME_LEN;
 /// The longest channel name.

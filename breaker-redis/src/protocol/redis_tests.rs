@@ -318,11 +318,14 @@ async fn votes_count_distinct_replicas_of_the_expected_period() {
         _ => 0,
     };
     for (replica, expected) in [("a", 1), ("a", 1), ("b", 2), ("c", 3)] {
-        let r = proto(replica).vote(&mut c, &t, closed, FAR).await.unwrap();
+        let r = proto(replica)
+            .vote(&mut c, &t, closed, false, FAR)
+            .await
+            .unwrap();
         assert_eq!(votes(&r.items[0]), expected, "{replica}");
     }
     let r = proto("d")
-        .vote(&mut c, &t, word(State::Closed, 5), FAR)
+        .vote(&mut c, &t, word(State::Closed, 5), false, FAR)
         .await
         .unwrap();
     assert_eq!(r.items[0].code, Code::Stale, "a vote of another period");
@@ -436,7 +439,7 @@ async fn footprint(s: &Server, name: &str, buckets: u32, leases: u32, vote: bool
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     if vote {
-        p.vote(&mut c, &t, closed, FAR).await.unwrap();
+        p.vote(&mut c, &t, closed, false, FAR).await.unwrap();
     }
     let k = &t.keys;
     let usage = |key: &str| {
@@ -501,4 +504,95 @@ async fn hostile_keys_stay_inside_their_namespace() {
         assert!(k.starts_with("br:{t}:"), "{k} escaped its namespace");
         assert_eq!(k.matches('{').count(), 1, "{k}");
     }
+}
+
+/// G9: random schedules of writes from three replicas, each decided by the core's deciders on
+/// that replica's own (often stale) view, against a reference: a write applies exactly when
+/// the store holds the word it was decided on, and the store's word is always the reference's.
+#[test]
+fn random_schedules_apply_no_write_decided_on_another_word() {
+    use crate::fleet::plan::{self, View};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let Some(s) = Server::start() else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let op = (0..3usize, 0..6u8);
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        ..Config::default()
+    });
+    let mut case = 0;
+    runner
+        .run(&proptest::collection::vec(op, 1..40), |ops| {
+            case += 1;
+            let t = target(&format!("g9-{case}"), 2);
+            let replicas: Vec<Protocol> = (0..3).map(|i| proto(&format!("r{i}"))).collect();
+            let policy = breaker_core::breaker::BreakerPolicy::default();
+            let result: Result<(), TestCaseError> = rt.block_on(async {
+                let mut c = s.conn().await;
+                let mut views = [View::INITIAL; 3];
+                let mut model: Option<Word> = None;
+                for (r, action) in ops {
+                    let v = views[r];
+                    let now0 = |_: u32| 0u64;
+                    let write = match action {
+                        0 => plan::plan_trip(v.word, TransitionReason::ConsecutiveFailures, now0),
+                        1 => plan::plan_acquire(&v, 0).map(|a| a.write),
+                        2 => plan::plan_end(
+                            v.word,
+                            v.word.generation,
+                            decide::ProbeEnd::Success,
+                            &policy,
+                            now0,
+                        ),
+                        3 => plan::plan_end(
+                            v.word,
+                            v.word.generation,
+                            decide::ProbeEnd::Failure,
+                            &policy,
+                            now0,
+                        ),
+                        4 => Some(plan::plan_force(v.expect(), State::Closed, now0)),
+                        _ => Some(plan::plan_force(v.expect(), State::ForcedOpen, now0)),
+                    };
+                    let Some(mut w) = write else { continue };
+                    w.expect = v.expect();
+                    let item = CasItem {
+                        target: &t,
+                        expect: w.expect,
+                        next: w.next,
+                        reason: w.reason,
+                        join: false,
+                        not_before: 0,
+                        cooldown_ms: w.cooldown_ms,
+                        want: 0,
+                        release: None,
+                    };
+                    let it = one(&replicas[r], &mut c, item, FAR).await;
+                    let strip = |x: Word| Word { in_flight: 0, ..x };
+                    let applies = model.map(strip) == w.expect.map(strip);
+                    prop_assert_eq!(it.code == Code::Applied, applies, "replica {} {:?}", r, w);
+                    if applies {
+                        model = Some(strip(w.next));
+                    }
+                    let stored = it.stored.as_ref().map(|st| strip(st.word));
+                    prop_assert_eq!(stored, model, "the store's word is the reference's");
+                    if let Some(st) = &it.stored {
+                        views[r] = View {
+                            word: st.word,
+                            deadline_ms: st.deadline_ms,
+                            known: true,
+                        };
+                    }
+                }
+                Ok(())
+            });
+            result
+        })
+        .unwrap();
 }

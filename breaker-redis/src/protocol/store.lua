@@ -184,16 +184,23 @@ local OPS = {
     return item(APPLIED, s, { ts, tf, tl })
   end },
 
-  -- expected word, window ms, ttl ms: records this replica's vote in the expected word's
-  -- period; the distinct votes within the window.
-  vote = { n = 3, parse = function(a)
-    local p = { expect = word(a[1]), window = num(a[2]), ttl = num(a[3]) }
-    if not (p.expect and p.window and p.ttl) or p.expect == '' or p.window < 1 or p.ttl < 1 then
+  -- expected word, create 0/1, window ms, ttl ms: records this replica's vote in the expected
+  -- word's period (with `create`, a breaker never written is created as the expected word
+  -- first); the distinct votes within the window.
+  vote = { n = 4, parse = function(a)
+    local p = { expect = word(a[1]), create = num(a[2]), window = num(a[3]), ttl = num(a[4]) }
+    if not (p.expect and p.create and p.window and p.ttl) or p.expect == '' or p.create > 1
+      or p.window < 1 or p.ttl < 1 then
       return nil
     end
     return p
   end, fn = function(ctx, b, a)
     local s = load(ctx, b)
+    if not s and a.create == 1 then
+      redis.call('HSET', b.skey, 'w', a.expect, 'dl', '0', 'by', '', 'rs', '0', 'fp', '')
+      redis.call('PEXPIRE', b.skey, int(a.ttl))
+      s = load(ctx, b)
+    end
     if not s then return item(MISSING) end
     if s.w ~= a.expect then return item(STALE, s) end
     redis.call('ZADD', b.qkey, int(ctx.now), ctx.replica)

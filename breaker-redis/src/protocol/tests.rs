@@ -264,7 +264,9 @@ fn the_script_is_generated_with_the_rust_limits() {
         "= {MAX_SAFE}, {MAX_ITEMS_PER_CALL}, {MAX_ID_LEN}, 128,"
     )));
     assert!(eval_script().contains("return dispatch(ARGV[1], KEYS, a)"));
-    // The longest id a keyed breaker can have fits.
+    // The longest id a keyed breaker can have fits (issue 26 fault 3: 256 bytes of `é` made
+    // an id longer than the script's limit).
     let id = BreakerId::keyed(&"n".repeat(128), &"é".repeat(128)).unwrap();
     assert!(id.as_str().len() <= MAX_ID_LEN, "{}", id.as_str().len());
+    assert_eq!(MAX_ID_LEN, crate::names::MAX_ID_LEN);
 }

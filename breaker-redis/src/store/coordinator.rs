@@ -69,7 +69,7 @@ impl Coordinator {
                 Event::Flush => {
                     self.early_used = false;
                     self.schedule_flush();
-                    self.flush(Vec::new());
+                    self.flush(Vec::new(), false);
                 }
                 Event::Retry => self.grace_check(),
             }
@@ -210,6 +210,10 @@ impl Coordinator {
     }
 
     pub(super) fn record_failure(&mut self, e: &StoreError) {
+        if matches!(e, StoreError::Auth { .. }) {
+            // The client keeps a refused reconnection's error and never retries it.
+            self.conn = None;
+        }
         add(&self.stats.errors, 1);
         health::metrics_count(&self.ns, "breaker_store_errors_total", 1);
         if !e.is_health_failure() {
@@ -287,6 +291,7 @@ impl Coordinator {
         reads: Vec<u32>,
         waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>,
         after_fault: bool,
+        urgent: bool,
     ) {
         self.flushing = true;
         let add_jobs: Vec<_> = adds
@@ -316,7 +321,7 @@ impl Coordinator {
             waiters,
             after_fault,
         };
-        self.launch(what, false, conn, move |proto, mut conn, vu| {
+        self.launch(what, urgent, conn, move |proto, mut conn, vu| {
             Box::pin(async move {
                 let mut replies = Vec::new();
                 let (mut ai, mut ri) = (0, 0);
@@ -363,6 +368,7 @@ impl Coordinator {
         conn: ConnectionManager,
         idxs: Vec<u32>,
         after_fault: bool,
+        urgent: bool,
     ) {
         let targets: Vec<_> = idxs
             .iter()
@@ -371,7 +377,7 @@ impl Coordinator {
         let timeout = self.cfg.op_timeout;
         self.launch(
             What::Read { idxs, after_fault },
-            false,
+            urgent,
             conn,
             move |proto, mut conn, vu| {
                 Box::pin(async move {
@@ -446,6 +452,7 @@ impl Coordinator {
         expect: breaker_core::breaker::decide::Word,
     ) {
         let target = Arc::clone(&self.entries[&idx].target);
+        let create = !self.entries[&idx].view.known;
         let timeout = self.cfg.op_timeout;
         self.launch(
             What::Vote { idx, expect },
@@ -453,8 +460,12 @@ impl Coordinator {
             conn,
             move |proto, mut conn, vu| {
                 Box::pin(async move {
-                    let r =
-                        timed(timeout, "vote", proto.vote(&mut conn, &target, expect, vu)).await;
+                    let r = timed(
+                        timeout,
+                        "vote",
+                        proto.vote(&mut conn, &target, expect, create, vu),
+                    )
+                    .await;
                     match r {
                         Ok(reply) => ((vec![reply], None), 1, 1),
                         Err(e) => ((Vec::new(), Some(e)), 1, 1),
@@ -476,7 +487,7 @@ impl Coordinator {
             return;
         }
         idxs.sort_unstable();
-        self.launch_read(conn, idxs, true);
+        self.launch_read(conn, idxs, true, false);
     }
 
     /// Answers the `sync` callers once no urgent operation is in flight.

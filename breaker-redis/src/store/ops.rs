@@ -9,6 +9,12 @@ use crate::protocol::{Code, Extra, ItemReply, Stored};
 use breaker_core::breaker::decide::{self, Word};
 use breaker_core::breaker::WindowCounts;
 
+/// Whether an item's answer tells the store's word (`expired` and `bad` items carry none: an
+/// expired one is not a missing breaker).
+fn tells(code: Code) -> bool {
+    !matches!(code, Code::Expired | Code::Bad)
+}
+
 /// How many times a compare-and-set that lost to another replica's is decided again on the
 /// word that won.
 const MAX_TRIES: u8 = 3;
@@ -178,7 +184,11 @@ impl Coordinator {
     /// closed and of those registered since. While the store is degraded it is the store's
     /// health probe: every breaker is read (its answer reconciles them all) and the counts are
     /// dropped.
-    pub(super) fn flush(&mut self, waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>) {
+    pub(super) fn flush(
+        &mut self,
+        waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>,
+        urgent: bool,
+    ) {
         if self.flushing {
             self.flush_again.extend(waiters);
             return;
@@ -211,7 +221,7 @@ impl Coordinator {
                 return;
             }
             all.sort_unstable();
-            self.launch_flush(conn, Vec::new(), all, waiters, true);
+            self.launch_flush(conn, Vec::new(), all, waiters, true, urgent);
             return;
         }
         for (idx, reason) in std::mem::take(&mut self.unsent_trips) {
@@ -268,7 +278,7 @@ impl Coordinator {
             }
             return;
         }
-        self.launch_flush(conn, adds, reads, waiters, false);
+        self.launch_flush(conn, adds, reads, waiters, false, urgent);
     }
 
     /// A local trip of `idx` for `reason`, decided on its view: a compare-and-set of the
@@ -401,14 +411,15 @@ impl Coordinator {
             self.early_used = true;
             // The early flush replaces the next regular one.
             self.schedule_flush();
-            self.flush(Vec::new());
+            // Urgent: `sync` waits for it, as for the trips it leads to.
+            self.flush(Vec::new(), true);
         } else if !self.fresh.is_empty() {
             let fresh: Vec<u32> = std::mem::take(&mut self.fresh)
                 .into_iter()
                 .filter(|i| self.entries.contains_key(i))
                 .collect();
             if let (Some(conn), false) = (self.ready(), fresh.is_empty()) {
-                self.launch_read(conn, fresh, false);
+                self.launch_read(conn, fresh, false, true);
             }
         }
         for (idx, reason) in trips {
@@ -497,11 +508,13 @@ impl Coordinator {
                 let items = replies.iter().flat_map(|r| {
                     r.items
                         .iter()
-                        .map(move |it| (r.server_now_ms, it.stored.clone()))
+                        .map(move |it| (r.server_now_ms, it.code, it.stored.clone()))
                 });
                 let pairs: Vec<_> = idxs.into_iter().zip(items).collect();
-                for (idx, (now, stored)) in pairs {
-                    self.absorb(idx, stored.as_ref(), now, recv, after_fault);
+                for (idx, (now, code, stored)) in pairs {
+                    if tells(code) {
+                        self.absorb(idx, stored.as_ref(), now, recv, after_fault);
+                    }
                 }
             }
             What::Vote { idx, expect } => {
@@ -572,11 +585,13 @@ impl Coordinator {
                         }
                         _ => {}
                     }
-                    self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
+                    if tells(it.code) {
+                        self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
+                    }
                     if let (Code::Applied, Extra::Totals { .. }) = (it.code, &it.extra) {
                         rates.push((idx, it.clone()));
                     }
-                } else {
+                } else if tells(it.code) {
                     let idx = reads[ri + k - na];
                     self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
                 }
@@ -613,7 +628,7 @@ impl Coordinator {
         }
         let again = std::mem::take(&mut self.flush_again);
         if !again.is_empty() {
-            self.flush(again);
+            self.flush(again, false);
         }
     }
 
@@ -667,7 +682,9 @@ impl Coordinator {
     }
 
     fn vote_done(&mut self, idx: u32, expect: Word, it: &ItemReply, now: u64, recv: u64) {
-        self.absorb(idx, it.stored.as_ref(), now, recv, false);
+        if tells(it.code) {
+            self.absorb(idx, it.stored.as_ref(), now, recv, false);
+        }
         let (Code::Applied, Extra::Votes(votes)) = (it.code, &it.extra) else {
             return;
         };
@@ -723,7 +740,7 @@ impl Coordinator {
             if it.code == Code::Stale {
                 add(&self.stats.stale, 1);
             }
-            if let Some(idx) = job.idx {
+            if let (Some(idx), true) = (job.idx, tells(it.code)) {
                 self.absorb(idx, it.stored.as_ref(), now, recv, false);
             }
             match it.code {
@@ -855,7 +872,7 @@ impl Coordinator {
             Command::FlushNow(tx) => {
                 // Urgent operations queued before go first.
                 self.urgent();
-                self.flush(vec![tx]);
+                self.flush(vec![tx], false);
             }
             Command::Sync(tx) => {
                 self.urgent();

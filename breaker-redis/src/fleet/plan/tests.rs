@@ -87,19 +87,26 @@ fn a_lost_breaker_is_seeded_from_the_local_state_now() {
     ));
 }
 
-/// A breaker never written, nothing happened locally: nothing to do (its first write creates
-/// it); one that moved locally before its first write is seeded.
+/// A breaker never seen in the store: nothing was lost, whatever happened locally (its first
+/// write creates it); a local trip the store missed during a fault is sent as a trip (a vote
+/// under quorum), never as a seed.
 #[test]
-fn a_breaker_never_written_is_created_by_its_first_write() {
+fn a_breaker_never_seen_in_the_store_is_not_seeded() {
     let v = View::INITIAL;
+    for after_fault in [false, true] {
+        assert_eq!(
+            reconcile(None, false, &v, &local(State::Closed, true), after_fault),
+            Reconcile::Keep
+        );
+    }
     assert_eq!(
-        reconcile(None, false, &v, &local(State::Closed, false), true),
+        reconcile(None, false, &v, &local(State::Open, true), false),
         Reconcile::Keep
     );
-    let Reconcile::Write(w) = reconcile(None, false, &v, &local(State::Open, true), false) else {
-        panic!("seeded")
-    };
-    assert_eq!((w.next.state, w.next.generation), (State::Open, 1));
+    assert_eq!(
+        reconcile(None, false, &v, &local(State::Open, true), true),
+        Reconcile::Trip
+    );
 }
 
 #[test]
@@ -176,7 +183,8 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
         ),
         Reconcile::Keep
     );
-    // Nothing happened locally, or not after a fault: the store's word stands.
+    // Nothing happened locally: the store's word is adopted (applied where the local state
+    // differs, as after a store-error mode moved it); not after a fault, it stands.
     assert_eq!(
         reconcile(
             Some(&open),
@@ -185,7 +193,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
             &local(State::Closed, false),
             true
         ),
-        Reconcile::Keep
+        Reconcile::Adopt
     );
     assert_eq!(
         reconcile(

@@ -1,11 +1,24 @@
-//! [`Field`]: the identity of one setting of a policy, from the validator to every surface that
-//! reports its errors (DSL spans, config key paths, attribute options).
+//! The identities of a policy's settings and the errors that name them: [`Field`] (a setting,
+//! by its config key), [`FieldError`] and [`ValidationError`] (what the one validator reports),
+//! [`Rule`] (which rule an error breaks) and [`AttrOption`] (an option of
+//! `#[circuit_breaker]`, and the field it sets).
+//!
+//! A leaf: it imports nothing but [`crate::layer`], so every layer's policy (`breaker`, `retry`,
+//! `bulkhead`), the validator (`policy`), the DSL, config files and the attribute name fields
+//! and report errors through it without importing each other. The public paths are
+//! [`crate::policy`] (`policy::Field`, `policy::FieldError`, ...) and, for the breaker's own
+//! errors, [`crate::breaker`].
+
+mod error;
+mod option;
+
+pub use error::{FieldError, Rule, ValidationError};
+pub use option::AttrOption;
 
 use crate::layer::Layer;
 use std::fmt;
 
-/// One setting of a [`Policy`](super::Policy): what a [`FieldError`](super::FieldError) is
-/// about.
+/// One setting of a [`Policy`](crate::policy::Policy): what a [`FieldError`] is about.
 ///
 /// Each field has one name, [`key`](Self::key), the key of a config file (unique across
 /// layers), and lives in the table of [`layer`](Self::layer) (`breaker`, `retry`, `bulkhead`)
@@ -62,13 +75,21 @@ pub enum Field {
     MaxConcurrent,
     /// `bulkhead.max_wait`.
     MaxWait,
+    /// `rate`, the rate limit (a DSL string: `100/s burst 20`).
+    RateLimit,
+    /// `hedge`, hedging (a DSL string: `1x after 50ms`).
+    Hedge,
+    /// `adaptive`, the adaptive concurrency limit (a DSL string: `aimd 5..200`).
+    Adaptive,
+    /// `throttle`, client-side adaptive throttling (a DSL string: `k 2 over 2m`).
+    Throttle,
     /// `scope`: where the breaker's state lives ([`Scope`](crate::scope::Scope)).
     Scope,
 }
 
 impl Field {
     /// Every field, in the order the validator checks them.
-    pub const ALL: [Field; 24] = [
+    pub const ALL: [Field; 28] = [
         Field::ConsecutiveFailures,
         Field::FailureRate,
         Field::SlowCallDuration,
@@ -92,6 +113,10 @@ impl Field {
         Field::Idempotent,
         Field::MaxConcurrent,
         Field::MaxWait,
+        Field::RateLimit,
+        Field::Hedge,
+        Field::Adaptive,
+        Field::Throttle,
         Field::Scope,
     ];
 
@@ -122,6 +147,10 @@ impl Field {
             Field::Idempotent => "idempotent",
             Field::MaxConcurrent => "bulkhead.max_concurrent",
             Field::MaxWait => "bulkhead.max_wait",
+            Field::RateLimit => "rate",
+            Field::Hedge => "hedge",
+            Field::Adaptive => "adaptive",
+            Field::Throttle => "throttle",
             Field::Scope => "scope",
         }
     }
