@@ -445,7 +445,7 @@ async fn the_reference_store_answers_what_the_script_answers_case_by_case() {
     assert_eq!((codes(&r), item(&r, 0)[2].int()), (vec![APPLIED], 1));
     // Votes: distinct replicas of the expected period; stale otherwise.
     let vote = |replica: &str, expect: &str| {
-        Call::new("vote", replica, FAR, "3000").item("b", &[expect, "10000", "60000"])
+        Call::new("vote", replica, FAR, "3000").item("b", &[expect, "0", "10000", "60000"])
     };
     let r = rig.call(&vote("a", &one_success)).await.unwrap();
     assert_eq!((codes(&r), item(&r, 0)[7].int()), (vec![APPLIED], 1));
@@ -652,7 +652,12 @@ impl Gen {
                         "60000".into(),
                     ]
                 }
-                "vote" => vec![expect, self.pick(&["3", "10000"]).into(), "60000".into()],
+                "vote" => vec![
+                    expect,
+                    self.pick(&["0", "1"]).into(),
+                    self.pick(&["3", "10000"]).into(),
+                    "60000".into(),
+                ],
                 _ => {
                     let next = loop {
                         let n = self.word_near(current);

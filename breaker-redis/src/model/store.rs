@@ -408,8 +408,8 @@ pub(crate) fn arity(op: &str) -> Option<usize> {
     })
 }
 
-/// `vote`'s arguments: expected word, window, ttl.
-const VOTE_ARITY: usize = 3;
+/// `vote`'s arguments: expected word, create, window, ttl.
+const VOTE_ARITY: usize = 4;
 
 fn parse(op: &str, a: &[Option<&str>]) -> Option<Args> {
     let at = |i: usize| a.get(i).copied().flatten();
@@ -454,16 +454,17 @@ fn parse(op: &str, a: &[Option<&str>]) -> Option<Args> {
             })
         }
         "vote" => {
-            let (Some(expect), Some(window), Some(ttl)) = (word(at(0)), num(at(1)), num(at(2)))
+            let (Some(expect), Some(create), Some(window), Some(ttl)) =
+                (word(at(0)), num(at(1)), num(at(2)), num(at(3)))
             else {
                 return None;
             };
-            if expect.is_empty() || window < 1 || ttl < 1 {
+            if expect.is_empty() || create > 1 || window < 1 || ttl < 1 {
                 return None;
             }
             Some(Args::Vote {
                 expect,
-                create: 0,
+                create,
                 window,
                 ttl,
             })
