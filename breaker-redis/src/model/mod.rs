@@ -6,5 +6,6 @@
 //! - `cross_check.rs`: the same calls to the script and to the model, compared value by value;
 //! - `checker.rs`: the model checker (replicas, faults, properties).
 
+mod checker;
 mod cross_check;
 pub(crate) mod store;

@@ -270,15 +270,6 @@ impl Keys {
             .map(|(k, e)| (k.clone(), (e.val.clone(), e.expire_at)))
             .collect()
     }
-
-    /// Every key (the model checker rebases times with it).
-    pub(crate) fn rebase(&mut self, by: i64) {
-        for e in self.map.values_mut() {
-            if let Some(at) = &mut e.expire_at {
-                *at -= by;
-            }
-        }
-    }
 }
 
 /// A message the script published: channel and payload.
