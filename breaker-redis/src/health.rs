@@ -5,7 +5,7 @@
 //! store's breaker opens and no operation is attempted until its cooldown ends (doubling on
 //! every failed retry, up to a maximum). While it is open the store is *degraded*: flushes are
 //! dropped (counted), probe-lease requests are answered at once with
-//! [`ProbeGrant::StoreUnavailable`](crate::ProbeGrant::StoreUnavailable), and breakers follow
+//! "store unavailable" (a probe then runs by the store-error mode), and breakers follow
 //! the store-error mode.
 //!
 //! # Observability

@@ -526,11 +526,11 @@ fn random_schedules_apply_no_write_decided_on_another_word() {
         cases: 48,
         ..Config::default()
     });
-    let mut case = 0;
+    let case = std::sync::atomic::AtomicU32::new(0);
     runner
         .run(&proptest::collection::vec(op, 1..40), |ops| {
-            case += 1;
-            let t = target(&format!("g9-{case}"), 2);
+            let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let t = target(&format!("g9-{n}"), 2);
             let replicas: Vec<Protocol> = (0..3).map(|i| proto(&format!("r{i}"))).collect();
             let policy = breaker_core::breaker::BreakerPolicy::default();
             let result: Result<(), TestCaseError> = rt.block_on(async {
