@@ -158,6 +158,17 @@ impl Keys {
         }
     }
 
+    /// `HGET` without expiring anything (for invariants).
+    pub(crate) fn peek(&self, key: &str, field: &str, now: i64) -> Option<&str> {
+        match self.map.get(key) {
+            Some(Entry {
+                val: Val::Hash(h),
+                expire_at,
+            }) if !expire_at.is_some_and(|at| now > at) => h.get(field).map(String::as_str),
+            _ => None,
+        }
+    }
+
     pub(crate) fn hget(&mut self, key: &str, field: &str, now: i64) -> Option<String> {
         self.hmget(key, &[field], now).remove(0)
     }
