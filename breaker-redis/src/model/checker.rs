@@ -1604,9 +1604,11 @@ impl Model {
         Ok(())
     }
 
-    /// Agreement within one flush interval, from `w` if every fault has ended there.
-    fn agreement_violation(&self, w: &World) -> Option<String> {
-        let ended = w.store.is_some()
+    /// Whether every fault's effect has been seen at `w`: the store up, no reply lost in
+    /// flight, no failure still on its way back, no request queued that will run past its
+    /// `valid_until`, every replica's health breaker allowing a retry.
+    pub(crate) fn faults_ended(&self, w: &World) -> bool {
+        w.store.is_some()
             && w.reps.iter().enumerate().all(|(r, rep)| {
                 self.ready(w, r)
                     // No failure still to be seen: a failed call, or one the store ran too
@@ -1625,8 +1627,12 @@ impl Model {
                         rep.queue.iter().any(|q| q.id == p.id)
                             || rep.inbox.iter().any(|q| q.id == p.id)
                     })
-            });
-        if !ended {
+            })
+    }
+
+    /// Agreement within one flush interval, from `w` if every fault has ended there.
+    fn agreement_violation(&self, w: &World) -> Option<String> {
+        if !self.faults_ended(w) {
             return None;
         }
         let mut w = w.clone();
@@ -1741,10 +1747,18 @@ pub(crate) struct Coverage {
     pub(crate) after_loss: usize,
     /// States where the store is down.
     pub(crate) down: usize,
+    /// States where every fault had ended, so agreement was checked from them.
+    pub(crate) agreement_checked: usize,
+    /// Of those, states after a store loss.
+    pub(crate) agreement_after_loss: usize,
 }
 
 impl Coverage {
-    fn add(&mut self, w: &World) {
+    fn add(&mut self, m: &Model, w: &World) {
+        if m.faults_ended(w) {
+            self.agreement_checked += 1;
+            self.agreement_after_loss += usize::from(!w.losses.is_empty());
+        }
         let probes = || w.reps.iter().flat_map(|r| &r.probes);
         self.leased_probes += usize::from(probes().any(|p| p.lease.is_some()));
         self.local_probes += usize::from(probes().any(|p| p.lease.is_none()));
@@ -1796,7 +1810,7 @@ pub(crate) fn explore(m: &Model, prefix: &[Action]) -> Report {
     }
     let mut seen: HashSet<u64> = HashSet::new();
     seen.insert(fingerprint(&init));
-    report.coverage.add(&init);
+    report.coverage.add(m, &init);
     // Each frontier state keeps the trace that reached it (shortest: breadth first).
     let mut frontier: Vec<(World, Vec<Action>)> = vec![(init, prefix.to_vec())];
     while report.depth < m.b.depth && !frontier.is_empty() {
@@ -1811,7 +1825,7 @@ pub(crate) fn explore(m: &Model, prefix: &[Action]) -> Report {
                 }
                 let mut t = trace.clone();
                 t.push(a);
-                report.coverage.add(&s);
+                report.coverage.add(m, &s);
                 if let Some(v) = m.check(&s) {
                     report.states = seen.len();
                     report.depth += 1;
@@ -1863,12 +1877,12 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The bounds of a run: `BREAKER_MODEL_DEPTH` (CI: 6), `BREAKER_MODEL_TIME` (ticks, 5),
+/// The bounds of a run: `BREAKER_MODEL_DEPTH` (CI: 5), `BREAKER_MODEL_TIME` (ticks, 5),
 /// `BREAKER_MODEL_CALLS` (per replica, 2), `BREAKER_MODEL_FLIPS` (1); one store loss, one lost
 /// reply, one lost push, two requests in flight per replica.
 fn bounds() -> Bounds {
     Bounds {
-        depth: env("BREAKER_MODEL_DEPTH", 6),
+        depth: env("BREAKER_MODEL_DEPTH", 5),
         max_time: env("BREAKER_MODEL_TIME", 5) as i64,
         losses: 1,
         lost_replies: 1,
@@ -1970,6 +1984,10 @@ fn fleet_model_local_trips() {
     let m = model(true);
     let c = run_and_report("local trips, from the start", &m, &[]);
     assert!(c.open > 0 && c.degraded > 0 && c.after_loss > 0 && c.down > 0);
+    assert!(
+        c.agreement_checked > 0 && c.agreement_after_loss > 0,
+        "{c:?}"
+    );
     let c = run_and_report("local trips, open past the cooldown", &m, &open_passed());
     assert!(
         c.half_open > 0 && c.leased_probes > 0 && c.local_probes > 0,
