@@ -122,7 +122,7 @@ pub const GEN_MASK: u32 = (1 << 24) - 1;
 /// The most probes in flight a word can count (its 16-bit field).
 pub const MAX_IN_FLIGHT: u32 = 0xffff;
 
-/// A decoded state word (see the [module docs](self) for its bit layout). Plain data: the
+/// A decoded state word (its bit layout: the docs of `breaker/state.rs`). Plain data: the
 /// same value whether it lives in an atomic of this process or in a shared store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Word {
@@ -412,7 +412,8 @@ pub fn open_left(until: u64, now: u64) -> Option<u64> {
 /// reserved; with every slot taken, once the newest probe has been outstanding for
 /// `probe_wait`, one more probe is admitted in the same half-open period (a hung probe must
 /// not wedge the breaker, case BR-04; the hung probes keep their slots and their results still
-/// count: see the [module docs](self#slow-probes-count)). Rejected at [`MAX_IN_FLIGHT`].
+/// count: "Slow probes count" in the docs of `breaker/state.rs`). Rejected at
+/// [`MAX_IN_FLIGHT`].
 pub fn admit_half_open(w: Word, newest: u64, now: u64, limits: &Limits) -> Admit {
     debug_assert_eq!(w.state, State::HalfOpen);
     if let Some(reserved) = free_slot(w, limits) {

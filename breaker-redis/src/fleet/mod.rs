@@ -5,7 +5,7 @@
 //! The fleet's breaker is the core breaker's state machine, not a second one: the store keeps
 //! the core's state word, and every fleet decision is one of the core's deciders
 //! (`breaker_core::breaker::decide`) taken on the word the store answered and written back with
-//! the store's fenced compare-and-set ([`plan`]). A local breaker and the fleet decide a trip,
+//! the store's fenced compare-and-set (the crate's `fleet/plan.rs`). A local breaker and the fleet decide a trip,
 //! a promotion, a probe's end, a cooldown (growth, jitter) and a manual change with the very
 //! same code; the store's script keeps no breaker rule (see `protocol`).
 //!

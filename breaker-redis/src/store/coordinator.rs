@@ -403,7 +403,7 @@ impl Coordinator {
         if jobs.is_empty() {
             return;
         }
-        let items: Vec<(Arc<Target>, Write, u64, bool, u32, Option<Arc<str>>)> = jobs
+        let items: Vec<CasArgs> = jobs
             .iter()
             .map(|j| {
                 (
@@ -509,6 +509,10 @@ impl Coordinator {
 pub(super) type OpFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = ((Vec<Reply>, Option<StoreError>), u64, u64)> + Send>,
 >;
+
+/// What a compare-and-set's future needs of its job: the target, the write, `not_before`,
+/// `join`, the leases wanted and the lease to release.
+type CasArgs = (Arc<Target>, Write, u64, bool, u32, Option<Arc<str>>);
 
 /// `fut` under the operation timeout.
 async fn timed<T>(

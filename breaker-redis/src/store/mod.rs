@@ -10,7 +10,7 @@
 //!   *active* since the last flush go to the store (`add`, in one operation, a pipeline when
 //!   more than 512), with a `read` of the breakers whose fleet state is not closed (so a lost
 //!   push costs at most one interval), in one round trip (several of at most
-//!   [`MAX_ITEMS_PER_ROUND_TRIP`](crate::protocol::MAX_ITEMS_PER_ROUND_TRIP) breakers each, one
+//!   4,096 breakers each, one
 //!   after another, each under the timeout, for a batch that large). Idle breakers are not
 //!   touched and cost nothing;
 //! - urgent operations (a local trip, a probe-lease request, a probe's end, an early flush):

@@ -481,9 +481,11 @@ impl Coordinator {
         if !replies.is_empty() || error.is_none() {
             self.record_success(!reconciling);
         }
-        let epoch_changed = replies
-            .iter()
-            .fold(false, |c, r| self.observe_epoch(&r.epoch) || c);
+        // Every reply's epoch is observed (no short circuit).
+        let mut epoch_changed = false;
+        for r in &replies {
+            epoch_changed |= self.observe_epoch(&r.epoch);
+        }
         if epoch_changed && !reconciling {
             self.reconcile_all();
         }

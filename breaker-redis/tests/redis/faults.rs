@@ -552,15 +552,14 @@ async fn after_the_store_restarted_empty_every_rule_works_again_within_a_flush()
         fleet.push((st, a, b));
     }
     // Both open fleet-wide.
-    for (st, _, _) in &fleet {
-        st.force(
+    fleet[0]
+        .0
+        .force(
             &BreakerId::new("rate").unwrap(),
             breaker_redis::ForceTarget::Open,
         )
         .await
         .unwrap();
-        break;
-    }
     fleet[0].2.record(3, true);
     for (_, a, b) in &fleet {
         eventually("open everywhere", || {
