@@ -178,6 +178,7 @@ mod link;
 #[cfg(test)]
 mod model;
 pub mod names;
+mod plan;
 mod policy;
 mod protocol;
 pub mod store;

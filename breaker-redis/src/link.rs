@@ -11,11 +11,11 @@
 //! Every [`SharedBreaker`] method is called from the coordinator task, never while a lock of
 //! the coordinator is held, so an implementation may call its [`Link`] from inside one.
 
-use crate::fleet::plan::LocalNow;
 use crate::names::{BreakerId, ReplicaId};
-use crate::protocol::Lease;
+use crate::plan::LocalNow;
+use crate::protocol::{Lease, Stored};
 use breaker_core::breaker::decide::{ProbeEnd, Word};
-use breaker_core::breaker::{BreakerPolicy, TransitionReason};
+use breaker_core::breaker::{BreakerPolicy, State, TransitionReason};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
@@ -253,5 +253,78 @@ impl Drop for Link {
         self.state.shared.push(Urgent::Unregister {
             idx: self.state.idx,
         });
+    }
+}
+
+/// The fleet's state of a shared breaker, as last told to this replica: read-only, for
+/// status pages and tests ([`SharedCircuitBreaker::fleet_view`](crate::SharedCircuitBreaker::fleet_view), [`Store::force`](crate::Store::force)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetView {
+    /// The fleet's state.
+    pub state: State,
+    /// The fleet's generation (bumped by every transition; 24 bits, wrapping). It counts the
+    /// fleet's transitions, not this replica's local breaker's.
+    pub generation: u32,
+    /// Consecutive openings since the fleet's breaker last closed.
+    pub streak: u32,
+    /// Half-open: successful probes so far in this period.
+    pub probe_successes: u32,
+    /// Half-open: unexpired probe leases across the fleet, as of the last answer.
+    pub probes_in_flight: u32,
+    /// Open: the deadline as a reading of the store's [`Clock`](crate::Store::clock) (nanoseconds),
+    /// converted from the server's time with the server's own "now" (no two replicas' clocks
+    /// are ever compared). `None` otherwise.
+    pub deadline: Option<u64>,
+    /// The replica whose write made the last transition (`None` if unknown).
+    pub caused_by: Option<ReplicaId>,
+    /// Why.
+    pub reason: TransitionReason,
+    /// Whether the store has been seen holding this breaker (`false`: nothing written yet).
+    pub known: bool,
+}
+
+impl FleetView {
+    /// A breaker the store has not been seen holding: closed, generation 0.
+    pub(crate) fn initial() -> FleetView {
+        FleetView {
+            state: State::Closed,
+            generation: 0,
+            streak: 0,
+            probe_successes: 0,
+            probes_in_flight: 0,
+            deadline: None,
+            caused_by: None,
+            reason: TransitionReason::Manual,
+            known: false,
+        }
+    }
+
+    pub(crate) fn from_update(u: &Update) -> FleetView {
+        FleetView {
+            state: u.word.state,
+            generation: u.word.generation,
+            streak: u.word.streak,
+            probe_successes: u.word.successes,
+            probes_in_flight: u.word.in_flight,
+            deadline: u.deadline,
+            caused_by: u.by.clone(),
+            reason: u.reason,
+            known: true,
+        }
+    }
+
+    /// The view of the store's word `s`, answered at server time `server_now` and received at
+    /// local time `recv`.
+    pub(crate) fn of(s: &Stored, server_now: u64, recv: u64) -> FleetView {
+        FleetView::from_update(&Update {
+            word: s.word,
+            deadline: (s.word.state == State::Open).then(|| {
+                let left = s.deadline_ms.saturating_sub(server_now);
+                recv.saturating_add(left.saturating_mul(1_000_000))
+            }),
+            by: s.by.clone(),
+            reason: s.reason,
+        })
     }
 }

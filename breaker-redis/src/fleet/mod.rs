@@ -89,16 +89,15 @@
 //! # Files
 //! - `mod.rs`: the fleet-side state of a shared breaker (the hook in the breaker, what the
 //!   coordinator reads and applies), [`FleetView`] and [`Store::share`].
-//! - `plan.rs`: the fleet's decisions, pure (reconciliation, lease requests, probe ends,
-//!   trips, manual changes).
 //! - `calls.rs`: the calls of a [`SharedCircuitBreaker`] and its [`SharedPermit`].
 //! - `install.rs`: the process's installed store, the typed fleet backend and the scopes of
 //!   policies ([`install`], [`share_scoped`], `share_policies`).
 
 use crate::config::OnStoreError;
 use crate::link::{Deltas, Link, PolicyMismatch, ProbeGrant, SharedBreaker, StoreStatus, Update};
-use crate::names::{BreakerId, ReplicaId};
-use crate::protocol::{Lease, Stored};
+use crate::names::BreakerId;
+use crate::plan::LocalNow;
+use crate::protocol::Lease;
 use crate::store::{ForceTarget, RegisterError, Store};
 use crate::StoreError;
 use breaker_core::breaker::decide::ProbeEnd;
@@ -111,7 +110,6 @@ use breaker_core::clock::Clock;
 #[cfg(feature = "config")]
 use breaker_core::config::{Policies, PolicyRegistry, StoreSettings};
 use breaker_core::scope::{Scope, StoreErrorMode};
-use plan::LocalNow;
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,8 +117,12 @@ use std::sync::{Arc, Mutex};
 mod calls;
 mod hook;
 mod install;
-pub(crate) mod plan;
+/// The fleet's decisions (a leaf module at the crate's root; this path kept for the model
+/// checker).
+#[allow(unused_imports)]
+pub(crate) use crate::plan;
 
+pub use crate::link::FleetView;
 pub use calls::SharedPermit;
 #[cfg(feature = "config")]
 pub use install::share_policies;
@@ -137,79 +139,6 @@ fn status_code(s: StoreStatus) -> u8 {
         StoreStatus::DegradedLocal => DEGRADED_LOCAL,
         StoreStatus::DegradedIgnoreShared => DEGRADED_IGNORE,
         StoreStatus::DegradedRejectAll => DEGRADED_REJECT,
-    }
-}
-
-/// The fleet's state of a shared breaker, as last told to this replica: read-only, for
-/// status pages and tests ([`SharedCircuitBreaker::fleet_view`], [`Store::force`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct FleetView {
-    /// The fleet's state.
-    pub state: State,
-    /// The fleet's generation (bumped by every transition; 24 bits, wrapping). It counts the
-    /// fleet's transitions, not this replica's local breaker's.
-    pub generation: u32,
-    /// Consecutive openings since the fleet's breaker last closed.
-    pub streak: u32,
-    /// Half-open: successful probes so far in this period.
-    pub probe_successes: u32,
-    /// Half-open: unexpired probe leases across the fleet, as of the last answer.
-    pub probes_in_flight: u32,
-    /// Open: the deadline as a reading of the store's [`Clock`](Store::clock) (nanoseconds),
-    /// converted from the server's time with the server's own "now" (no two replicas' clocks
-    /// are ever compared). `None` otherwise.
-    pub deadline: Option<u64>,
-    /// The replica whose write made the last transition (`None` if unknown).
-    pub caused_by: Option<ReplicaId>,
-    /// Why.
-    pub reason: TransitionReason,
-    /// Whether the store has been seen holding this breaker (`false`: nothing written yet).
-    pub known: bool,
-}
-
-impl FleetView {
-    /// A breaker the store has not been seen holding: closed, generation 0.
-    fn initial() -> FleetView {
-        FleetView {
-            state: State::Closed,
-            generation: 0,
-            streak: 0,
-            probe_successes: 0,
-            probes_in_flight: 0,
-            deadline: None,
-            caused_by: None,
-            reason: TransitionReason::Manual,
-            known: false,
-        }
-    }
-
-    fn from_update(u: &Update) -> FleetView {
-        FleetView {
-            state: u.word.state,
-            generation: u.word.generation,
-            streak: u.word.streak,
-            probe_successes: u.word.successes,
-            probes_in_flight: u.word.in_flight,
-            deadline: u.deadline,
-            caused_by: u.by.clone(),
-            reason: u.reason,
-            known: true,
-        }
-    }
-
-    /// The view of the store's word `s`, answered at server time `server_now` and received at
-    /// local time `recv`.
-    pub(crate) fn of(s: &Stored, server_now: u64, recv: u64) -> FleetView {
-        FleetView::from_update(&Update {
-            word: s.word,
-            deadline: (s.word.state == State::Open).then(|| {
-                let left = s.deadline_ms.saturating_sub(server_now);
-                recv.saturating_add(left.saturating_mul(1_000_000))
-            }),
-            by: s.by.clone(),
-            reason: s.reason,
-        })
     }
 }
 

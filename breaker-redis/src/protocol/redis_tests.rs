@@ -511,7 +511,7 @@ async fn hostile_keys_stay_inside_their_namespace() {
 /// the store holds the word it was decided on, and the store's word is always the reference's.
 #[test]
 fn random_schedules_apply_no_write_decided_on_another_word() {
-    use crate::fleet::plan::{self, View};
+    use crate::plan::{self, View};
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
     let Some(s) = Server::start() else {
@@ -587,6 +587,7 @@ fn random_schedules_apply_no_write_decided_on_another_word() {
                             word: st.word,
                             deadline_ms: st.deadline_ms,
                             known: true,
+                            seen_ms: 0,
                         };
                     }
                 }

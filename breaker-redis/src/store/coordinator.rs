@@ -3,7 +3,7 @@
 //! [`store`](super)).
 
 use super::*;
-use crate::fleet::plan::Write;
+use crate::plan::Write;
 use crate::protocol::{AddItem, CasItem, MAX_ITEMS_PER_ROUND_TRIP, MAX_SAFE};
 use futures_util::StreamExt;
 
@@ -398,11 +398,17 @@ impl Coordinator {
         );
     }
 
-    /// Sends the compare-and-sets of `jobs` in one call (one round trip).
+    /// Sends the compare-and-sets of `jobs` in one call (one round trip). A manual change's
+    /// errors name the operation the caller asked for (`force`).
     pub(super) fn launch_cas(&mut self, conn: ConnectionManager, jobs: Vec<CasJob>) {
         if jobs.is_empty() {
             return;
         }
+        let op = if jobs.iter().any(|j| matches!(j.kind, CasKind::Force { .. })) {
+            "force"
+        } else {
+            "cas"
+        };
         let items: Vec<CasArgs> = jobs
             .iter()
             .map(|j| {
@@ -435,10 +441,10 @@ impl Coordinator {
                     })
                     .collect();
                 let calls = n.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL) as u64;
-                let r = timed(timeout, "cas", proto.cas(&mut conn, &cas, vu)).await;
+                let r = timed(timeout, op, proto.cas(&mut conn, &cas, vu)).await;
                 match r {
                     Ok(reply) => ((vec![reply], None), calls, 1),
-                    Err(e) => ((Vec::new(), Some(e)), calls, 1),
+                    Err(e) => ((Vec::new(), Some(named(e, op))), calls, 1),
                 }
             })
         });
@@ -513,6 +519,20 @@ pub(super) type OpFuture = std::pin::Pin<
 /// What a compare-and-set's future needs of its job: the target, the write, `not_before`,
 /// `join`, the leases wanted and the lease to release.
 type CasArgs = (Arc<Target>, Write, u64, bool, u32, Option<Arc<str>>);
+
+/// `e` as an error of operation `op` (the protocol names its primitive; the caller asked for
+/// `op`).
+fn named(e: StoreError, op: &'static str) -> StoreError {
+    match e {
+        StoreError::Timeout { after, .. } => StoreError::Timeout { op, after },
+        StoreError::Unavailable { message, .. } => StoreError::Unavailable { op, message },
+        StoreError::Server { message, .. } => StoreError::Server { op, message },
+        StoreError::Malformed { what, .. } => StoreError::Malformed { op, what },
+        StoreError::Degraded { .. } => StoreError::Degraded { op },
+        StoreError::Auth { message, .. } => StoreError::Auth { op, message },
+        e @ (StoreError::Config { .. } | StoreError::Closed) => e,
+    }
+}
 
 /// `fut` under the operation timeout.
 async fn timed<T>(

@@ -35,7 +35,7 @@
 //! (timed out) never takes effect later, when a hung server resumes.
 //!
 //! # Reconciled after every store fault
-//! Every answer is checked against this replica's view of the breaker (`fleet::plan`): a word
+//! Every answer is checked against this replica's view of the breaker (`plan.rs`): a word
 //! missing while it was known, or older than the view, means the store lost it, and it is seeded
 //! again from the local breaker's state *now*; a newer one is adopted. A new epoch of the
 //! namespace (restarted empty, flushed) and the end of every degraded period reconcile every
@@ -51,11 +51,11 @@
 
 use crate::config::{OnStoreError, StoreConfig};
 use crate::error::StoreError;
-use crate::fleet::plan::View;
-use crate::fleet::FleetView;
 use crate::health::{self, add, Change, Stats, StoreBreaker, StoreStats};
+use crate::link::FleetView;
 use crate::link::{Deltas, Link, LinkState, Shared, SharedBreaker, StoreStatus};
 use crate::names::{BreakerId, Namespace, ReplicaId};
+use crate::plan::View;
 use crate::protocol::{Params, Protocol, Reply, Target};
 use breaker_core::breaker::{BreakerPolicy, State, TransitionReason};
 use futures_util::stream::FuturesUnordered;
@@ -282,6 +282,7 @@ impl Store {
             health,
             next_flush: now + config.flush_interval,
             early_used: false,
+            early_pending: false,
             fresh: Vec::new(),
             unsent_trips: Vec::new(),
             sweep: Vec::new(),
@@ -654,7 +655,7 @@ struct CasJob {
     /// The registered breaker (`None`: an unregistered one, forced by an operator).
     idx: Option<u32>,
     target: Arc<Target>,
-    write: crate::fleet::plan::Write,
+    write: crate::plan::Write,
     not_before: u64,
     join: bool,
     want: u32,
@@ -708,6 +709,8 @@ struct Coordinator {
     health: StoreBreaker,
     next_flush: Instant,
     early_used: bool,
+    /// An early flush asked for while a flush was in flight: sent when it is answered.
+    early_pending: bool,
     /// Registered since the last look: their words are read at once.
     fresh: Vec<u32>,
     /// Local trips the store never received (the operation failed while the store was not

@@ -1,10 +1,10 @@
 //! What the coordinator does: flushes, urgent operations (trips, probe leases, probe ends),
 //! the handle's commands and published transitions, and with every answer, the breaker's view
-//! reconciled with the store's word (`fleet::plan`).
+//! reconciled with the store's word (`plan.rs`).
 
 use super::*;
-use crate::fleet::plan::{self, Reconcile};
 use crate::link::{ProbeGrant, Update, Urgent};
+use crate::plan::{self, Reconcile};
 use crate::protocol::{Code, Extra, ItemReply, Stored};
 use breaker_core::breaker::decide::{self, Word};
 use breaker_core::breaker::WindowCounts;
@@ -65,6 +65,7 @@ impl Coordinator {
         let passed = stored.is_some_and(|s| s.deadline_ms <= server_now);
         let decision = plan::reconcile(
             stored.map(|s| &s.word),
+            server_now,
             passed,
             &e.view,
             &local,
@@ -88,6 +89,7 @@ impl Coordinator {
                     word: s.word,
                     deadline_ms: s.deadline_ms,
                     known: true,
+                    seen_ms: e.view.seen_ms.max(server_now),
                 };
                 let watched = s.word.state != State::Closed;
                 let apply = decision == Reconcile::Adopt;
@@ -122,10 +124,12 @@ impl Coordinator {
                         word: s.word,
                         deadline_ms: s.deadline_ms,
                         known: true,
+                        seen_ms: e.view.seen_ms.max(server_now),
                     };
                 }
                 self.trip(idx, local.trip_reason);
             }
+            Reconcile::Ignore => {}
         }
     }
 
@@ -407,12 +411,11 @@ impl Coordinator {
                 Urgent::End { idx, lease, end } => ends.push((idx, lease, end)),
             }
         }
-        if flush_soon && !self.early_used && !self.flushing {
-            self.early_used = true;
-            // The early flush replaces the next regular one.
-            self.schedule_flush();
-            // Urgent: `sync` waits for it, as for the trips it leads to.
-            self.flush(Vec::new(), true);
+        if flush_soon && !self.early_used && self.flushing {
+            // After the flush in flight (it may not carry the failures that crossed the bound).
+            self.early_pending = true;
+        } else if flush_soon && !self.early_used {
+            self.early_flush();
         } else if !self.fresh.is_empty() {
             let fresh: Vec<u32> = std::mem::take(&mut self.fresh)
                 .into_iter()
@@ -444,6 +447,16 @@ impl Coordinator {
             }
         }
         self.launch_cas(conn, jobs);
+    }
+
+    /// The early flush: pending failures crossed a breaker's bound. It replaces the next
+    /// regular one (at most one per interval), and is urgent: `sync` waits for it, as for the
+    /// trips it leads to.
+    fn early_flush(&mut self) {
+        self.early_used = true;
+        self.early_pending = false;
+        self.schedule_flush();
+        self.flush(Vec::new(), true);
     }
 
     fn grant(&self, idx: u32, grant: ProbeGrant) {
@@ -631,6 +644,8 @@ impl Coordinator {
         let again = std::mem::take(&mut self.flush_again);
         if !again.is_empty() {
             self.flush(again, false);
+        } else if self.early_pending && !self.early_used {
+            self.early_flush();
         }
     }
 

@@ -1,5 +1,6 @@
 //! The fleet's decisions: pure functions over the store's word, this replica's view of it and
-//! its local breaker. No I/O, no clock, no lock: the coordinator applies each [`Write`] with the
+//! its local breaker. A leaf: it imports nothing of this crate, so the store's coordinator, the
+//! fleet hook and a model checker use it without importing each other. No I/O, no clock, no lock: the coordinator applies each [`Write`] with the
 //! store's fenced compare-and-set (`protocol`), and a model checker can drive them as they are.
 //!
 //! Every breaker rule comes from the core's deciders (`breaker_core::breaker::decide`): the
@@ -39,6 +40,10 @@ pub(crate) struct View {
     pub(crate) deadline_ms: u64,
     /// Whether a reply has shown the store holding a word for it.
     pub(crate) known: bool,
+    /// The store's time (ms) of the newest answer this view was taken from: an answer no
+    /// newer than that (a push or a reply that arrived after a newer one) cannot tell that the
+    /// store lost the breaker.
+    pub(crate) seen_ms: u64,
 }
 
 impl View {
@@ -53,6 +58,7 @@ impl View {
         },
         deadline_ms: 0,
         known: false,
+        seen_ms: 0,
     };
 
     /// The word a write expects the store to hold: `None` for a breaker the store has never
@@ -103,20 +109,26 @@ pub(crate) enum Reconcile {
     Write(Write),
     /// Send the local trip the store missed (a trip, or a vote under quorum).
     Trip,
+    /// Nothing: the answer is older than the view (it arrived out of order), so its missing or
+    /// older word tells nothing.
+    Ignore,
 }
 
-/// Decides what to do with the store's answer `store` (`None`: it holds no word) for a breaker
-/// of view `view` and local breaker `local`; `after_fault`: the first look after a store fault
-/// (a degraded period ended, the namespace's epoch changed). `passed`: whether the store's
-/// open deadline has passed (by this replica's estimate of the store's clock). See the
-/// [module docs](self).
+/// Decides what to do with the store's answer `store` (`None`: it holds no word), given at the
+/// store's time `at_ms`, for a breaker of view `view` and local breaker `local`;
+/// `after_fault`: the first look after a store fault (a degraded period ended, the namespace's
+/// epoch changed). `passed`: whether the store's open deadline has passed at `at_ms`. Only an
+/// answer newer than the view (`at_ms > view.seen_ms`) can show a loss: answers and pushes may
+/// be handled out of order. See the [module docs](self).
 pub(crate) fn reconcile(
     store: Option<&Word>,
+    at_ms: u64,
     passed: bool,
     view: &View,
     local: &LocalNow,
     after_fault: bool,
 ) -> Reconcile {
+    let fresh = at_ms > view.seen_ms;
     let Some(store) = store else {
         if !view.known && view.word.generation == 0 {
             // Never seen in the store: nothing was lost. Its first write (a flush, a trip, a
@@ -129,9 +141,15 @@ pub(crate) fn reconcile(
                 Reconcile::Keep
             };
         }
+        if !fresh {
+            return Reconcile::Ignore;
+        }
         return Reconcile::Write(seed(None, view, local));
     };
     if newer(view.word.generation, store.generation) {
+        if !fresh {
+            return Reconcile::Ignore;
+        }
         return Reconcile::Write(seed(Some(*store), view, local));
     }
     if newer(store.generation, view.word.generation) {

@@ -18,8 +18,12 @@ fn view(w: Word) -> View {
         word: w,
         deadline_ms: if w.state == State::Open { 1_000 } else { 0 },
         known: true,
+        seen_ms: 5_000,
     }
 }
+
+/// An answer newer than every view of these tests.
+const NOW: u64 = 6_000;
 
 fn local(state: State, moved: bool) -> LocalNow {
     LocalNow {
@@ -48,7 +52,8 @@ fn a_lost_breaker_is_seeded_from_the_local_state_now() {
     ];
     for (now, to, cooldown, streak) in cases {
         for moved in [false, true] {
-            let Reconcile::Write(w) = reconcile(None, false, &v, &local(now, moved), false) else {
+            let Reconcile::Write(w) = reconcile(None, NOW, false, &v, &local(now, moved), false)
+            else {
                 panic!("{now}: seeded")
             };
             assert_eq!(w.expect, None);
@@ -66,9 +71,14 @@ fn a_lost_breaker_is_seeded_from_the_local_state_now() {
     }
     // Older than the view (a lagging replica promoted, a key evicted and written again).
     let older = word(State::Closed, 4, 0);
-    let Reconcile::Write(w) =
-        reconcile(Some(&older), false, &v, &local(State::Closed, false), false)
-    else {
+    let Reconcile::Write(w) = reconcile(
+        Some(&older),
+        NOW,
+        false,
+        &v,
+        &local(State::Closed, false),
+        false,
+    ) else {
         panic!("seeded over the older word")
     };
     assert_eq!((w.expect, w.next.generation), (Some(older), 10));
@@ -78,6 +88,7 @@ fn a_lost_breaker_is_seeded_from_the_local_state_now() {
     assert!(matches!(
         reconcile(
             Some(&wrapped),
+            NOW,
             false,
             &v,
             &local(State::Closed, false),
@@ -95,16 +106,23 @@ fn a_breaker_never_seen_in_the_store_is_not_seeded() {
     let v = View::INITIAL;
     for after_fault in [false, true] {
         assert_eq!(
-            reconcile(None, false, &v, &local(State::Closed, true), after_fault),
+            reconcile(
+                None,
+                NOW,
+                false,
+                &v,
+                &local(State::Closed, true),
+                after_fault
+            ),
             Reconcile::Keep
         );
     }
     assert_eq!(
-        reconcile(None, false, &v, &local(State::Open, true), false),
+        reconcile(None, NOW, false, &v, &local(State::Open, true), false),
         Reconcile::Keep
     );
     assert_eq!(
-        reconcile(None, false, &v, &local(State::Open, true), true),
+        reconcile(None, NOW, false, &v, &local(State::Open, true), true),
         Reconcile::Trip
     );
 }
@@ -119,7 +137,14 @@ fn a_newer_word_is_adopted_whatever_happened_locally() {
         (State::Open, true, true),
     ] {
         assert_eq!(
-            reconcile(Some(&newer), true, &v, &local(state, moved), after_fault),
+            reconcile(
+                Some(&newer),
+                NOW,
+                true,
+                &v,
+                &local(state, moved),
+                after_fault
+            ),
             Reconcile::Adopt
         );
     }
@@ -136,6 +161,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     for (store, passed) in [(open, true), (half, false)] {
         let Reconcile::Write(w) = reconcile(
             Some(&store),
+            NOW,
             passed,
             &view(store),
             &local(State::Closed, true),
@@ -158,6 +184,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     assert_eq!(
         reconcile(
             Some(&open),
+            NOW,
             false,
             &view(open),
             &local(State::Closed, true),
@@ -168,7 +195,14 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     // Tripped locally, the store closed: the trip it missed is sent.
     for l in [State::Open, State::HalfOpen] {
         assert_eq!(
-            reconcile(Some(&closed), false, &view(closed), &local(l, true), true),
+            reconcile(
+                Some(&closed),
+                NOW,
+                false,
+                &view(closed),
+                &local(l, true),
+                true
+            ),
             Reconcile::Trip
         );
     }
@@ -176,6 +210,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     assert_eq!(
         reconcile(
             Some(&open),
+            NOW,
             true,
             &view(open),
             &local(State::HalfOpen, true),
@@ -188,6 +223,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     assert_eq!(
         reconcile(
             Some(&open),
+            NOW,
             true,
             &view(open),
             &local(State::Closed, false),
@@ -198,6 +234,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     assert_eq!(
         reconcile(
             Some(&open),
+            NOW,
             true,
             &view(open),
             &local(State::Closed, true),
@@ -209,6 +246,7 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
     assert_eq!(
         reconcile(
             Some(&open),
+            NOW,
             false,
             &view(closed_as(open)),
             &local(State::Closed, false),
@@ -346,4 +384,41 @@ fn manual_changes_always_write() {
     );
     let w = plan_force(None, State::ForcedOpen, FIXED);
     assert_eq!((w.expect, w.next.generation), (None, 1));
+}
+
+/// Answers and pushes are handled out of order: one no newer than the view (a read sent
+/// before a write, answered in the same read of the socket; a push delayed behind a reply)
+/// cannot show that the store lost the breaker.
+#[test]
+fn an_answer_older_than_the_view_shows_no_loss() {
+    let v = view(word(State::Open, 9, 1));
+    let older = word(State::Closed, 8, 0);
+    for at in [4_000, 5_000] {
+        assert_eq!(
+            reconcile(None, at, false, &v, &local(State::Open, false), false),
+            Reconcile::Ignore
+        );
+        assert_eq!(
+            reconcile(
+                Some(&older),
+                at,
+                false,
+                &v,
+                &local(State::Open, false),
+                false
+            ),
+            Reconcile::Ignore
+        );
+    }
+    assert!(matches!(
+        reconcile(
+            Some(&older),
+            5_001,
+            false,
+            &v,
+            &local(State::Open, false),
+            false
+        ),
+        Reconcile::Write(_)
+    ));
 }
