@@ -3,7 +3,7 @@
 //! fingerprint) to a bounded depth.
 //!
 //! # What is real and what is modelled
-//! - **Real**: every fleet decision is `fleet::plan`'s (`reconcile`, `plan_acquire`,
+//! - **Real**: every fleet decision is `plan.rs`'s (`reconcile`, `plan_acquire`,
 //!   `plan_end`, `plan_trip`, `plan_rate`), every breaker decision the core's
 //!   (`decide::admit_open`, `free_slot`, `admit_half_open`, `end_probe`, `trip`, `force`,
 //!   `rate_trip`), and the store is the reference store ([`RefStore`], `store.lua`
@@ -56,8 +56,8 @@
 //!   every call but probes holding a fleet lease; forced the same).
 
 use super::store::{RefStore, APPLIED, BAD, EARLY, EXPIRED, MISSING, STALE, V};
-use crate::fleet::plan::{self, LocalNow, Reconcile, View, Write};
 use crate::names::{BreakerId, Namespace};
+use crate::plan::{self, LocalNow, Reconcile, View, Write};
 use crate::protocol::{reason_code, reason_of, wire_word, MAX_LEASES_PER_GRANT};
 use breaker_core::breaker::decide::{self, Admit, Limits, ProbeEnd, Step, Word};
 use breaker_core::breaker::{BreakerPolicy, State, TransitionReason, WindowCounts};
@@ -167,6 +167,8 @@ struct Vw {
     word: u64,
     deadline: i64,
     known: bool,
+    /// The store's time of the newest answer the view was taken from.
+    seen: i64,
 }
 
 impl Vw {
@@ -174,6 +176,7 @@ impl Vw {
         word: 0,
         deadline: 0,
         known: false,
+        seen: 0,
     };
 
     fn view(self) -> View {
@@ -181,6 +184,7 @@ impl Vw {
             word: Word::decode(self.word),
             deadline_ms: self.deadline as u64,
             known: self.known,
+            seen_ms: self.seen as u64,
         }
     }
 
@@ -1035,15 +1039,18 @@ impl Model {
         let view = w.reps[r].view.view();
         let decision = plan::reconcile(
             stored.as_ref().map(|(s, _)| s),
+            server_now as u64,
             passed,
             &view,
             &local,
             after_fault,
         );
+        let seen = view.seen_ms.max(server_now as u64) as i64;
         let as_view = |(s, dl): (Word, i64)| Vw {
             word: s.encode(),
             deadline: dl,
             known: true,
+            seen,
         };
         match decision {
             Reconcile::Adopt | Reconcile::Keep => {
@@ -1076,6 +1083,7 @@ impl Model {
                 }
                 self.trip(w, r, local.trip_reason);
             }
+            Reconcile::Ignore => {}
         }
     }
 
@@ -1643,8 +1651,11 @@ impl Model {
         if !self.settle(&mut w, 200) {
             return Some("no quiescence".into());
         }
-        // One flush interval: each replica serves a call (a replica with no traffic decides
-        // nothing) and flushes.
+        // One flush interval: time passes (an interval is at least a tick, so every answer
+        // from now on is newer than every view: `reconcile` ignores an answer no newer than
+        // the view, which may have arrived out of order), each replica serves a call (a
+        // replica with no traffic decides nothing) and flushes.
+        w.now += 1;
         for r in 0..w.reps.len() {
             self.call(&mut w, r);
             if !self.settle(&mut w, 200) {
