@@ -32,7 +32,10 @@
 //! operation timeout. The estimate is the newest reply's server time plus the local time since
 //! it arrived (before the first reply of a connection, the server's `TIME` read when
 //! connecting): it never runs ahead of the store's clock, so an operation the client gave up on
-//! (timed out) never takes effect later, when a hung server resumes.
+//! (timed out) never takes effect later, when a hung server resumes. `valid_until` is
+//! exclusive: the script runs an operation only in a server millisecond *before* it, since the
+//! estimate is floored to the millisecond while the client gives up at the exact timeout (a run
+//! in the millisecond equal to `valid_until` may come after the client gave up).
 //!
 //! # Reconciled after every store fault
 //! Every answer is checked against this replica's view of the breaker (`plan.rs`): a word
