@@ -413,8 +413,7 @@ pub(crate) struct Model {
     /// Whether a late effect breaks a property.
     pub(crate) late_effects: bool,
     /// Proposed fixes of open findings the model applies, to look past them (see the tests
-    /// `finding_f1_*`, `finding_f2_*`): F1, `valid_until` one ms short of the timeout; F2, a
-    /// trip that lost to a write of its own closed period is decided again on the word that
+    /// `finding_f2_*`, ...): F2, a trip that lost to a write of its own closed period is decided again on the word that
     /// won; F3, a call answered `expired` is a failed operation (as its timeout); F4, every look
     /// reconciles while the local breaker has moved on its own.
     pub(crate) fixes: Vec<String>,
@@ -819,7 +818,7 @@ impl Model {
         vec![
             format!("r{r}"),
             self.channel.clone(),
-            (w.now + self.c.op_timeout - i64::from(self.fixed("F1"))).to_string(),
+            (w.now + self.c.op_timeout).to_string(),
             "3".into(),
             TTL.to_string(),
             "1".into(),
@@ -1630,11 +1629,12 @@ impl Model {
                             .as_ref()
                             .is_some_and(|v| decode(v).2.iter().all(|it| it.code != EXPIRED))
                     })
-                    // No request the store will run too late (a delay still felt).
+                    // No request the store will run too late (a delay still felt; expired
+                    // from its `valid_until` on).
                     && rep
                         .queue
                         .iter()
-                        .all(|q| q.args[2].parse::<i64>().unwrap() >= w.now)
+                        .all(|q| q.args[2].parse::<i64>().unwrap() > w.now)
                     && rep.pending.iter().all(|p| {
                         rep.queue.iter().any(|q| q.id == p.id)
                             || rep.inbox.iter().any(|q| q.id == p.id)
@@ -1910,7 +1910,7 @@ fn bounds() -> Bounds {
 
 /// The open findings whose proposed fixes the explorations apply, to check everything past
 /// them (empty once the fleet has fixed them: then the model follows the code).
-const OPEN_FINDINGS: [&str; 4] = ["F1", "F2", "F3", "F4"];
+const OPEN_FINDINGS: [&str; 3] = ["F2", "F3", "F4"];
 
 fn model(local_trips: bool) -> Model {
     let mut m = Model::new(
@@ -2058,12 +2058,11 @@ fn f3_trace() -> Vec<Action> {
 /// Finding F3 (log-model.md): an `expired` answer is taken as a success: the probe's end is
 /// forgotten, no reconciliation runs, and replica 0 stays closed while the fleet stays
 /// half-open with the lease held. The proposed fix (an all-`expired` answer is a failed
-/// operation) holds. Ignored until the fleet fixes it (F1's fix applied to reach it: with one
-/// exact clock the model sees `expired` answers only past F1's boundary).
+/// operation) holds. Ignored until the fleet fixes it.
 #[test]
 #[ignore = "finding F3 is open: see notes/log-model.md"]
 fn finding_f3_an_expired_answer_is_a_failure() {
-    let (as_is, fixed) = finding_past(&f3_trace(), &["F1"], "F3");
+    let (as_is, fixed) = finding(&f3_trace(), "F3");
     assert_eq!(fixed, None, "the proposed fix holds");
     assert_eq!(as_is, None, "the fleet as it is");
 }
@@ -2071,7 +2070,7 @@ fn finding_f3_an_expired_answer_is_a_failure() {
 /// The trace of F3 does break agreement without the fix.
 #[test]
 fn finding_f3_trace_breaks_agreement_without_the_fix() {
-    let (as_is, fixed) = finding_past(&f3_trace(), &["F1"], "F3");
+    let (as_is, fixed) = finding(&f3_trace(), "F3");
     assert!(
         as_is.as_deref().is_some_and(|v| v.starts_with("agreement")),
         "{as_is:?}"
@@ -2079,41 +2078,32 @@ fn finding_f3_trace_breaks_agreement_without_the_fix() {
     assert_eq!(fixed, None);
 }
 
-/// Finding F1 (log-model.md): a `cas` runs in the server's millisecond equal to its
-/// `valid_until`, after the client's timeout fired: a late effect (a trip here; a lease nobody
-/// holds for an acquire). The proposed fix (`valid_until` one ms short of the timeout, or the
-/// script expiring at `now >= valid_until`) removes it. Ignored until the fleet fixes it.
+/// Finding F1 (log-model.md, fixed: `valid_until` is exclusive in `store.lua`): a `cas` ran
+/// in the server's millisecond equal to its `valid_until`, after the client's timeout fired: a
+/// late effect (a trip here; a lease nobody holds for an acquire). Now it answers `expired`
+/// and writes nothing.
 #[test]
-#[ignore = "finding F1 is open: see notes/log-model.md"]
 fn finding_f1_no_late_effect_at_the_valid_until_boundary() {
-    let trace = [
+    let m = Model::new(config(true, 2), bounds());
+    let mut trace = vec![
         Action::Call(0),
         Action::Tick,
         Action::Timeout(0),
         Action::Run(0),
     ];
-    let (as_is, fixed) = finding(&trace, "F1");
-    assert_eq!(fixed, None, "the proposed fix holds");
-    assert_eq!(as_is, None, "the fleet as it is");
-}
-
-/// The trace of F1 does break the property without the fix (so the test above is not vacuous).
-#[test]
-fn finding_f1_trace_breaks_the_property_without_the_fix() {
-    let trace = [
-        Action::Call(0),
-        Action::Tick,
-        Action::Timeout(0),
-        Action::Run(0),
-    ];
-    let (as_is, fixed) = finding(&trace, "F1");
-    assert!(
-        as_is
-            .as_deref()
-            .is_some_and(|v| v.starts_with("late effect")),
-        "{as_is:?}"
-    );
-    assert_eq!(fixed, None);
+    let (w, broken) = replay(&m, &trace);
+    assert_eq!(broken, None);
+    // The trace does reach the boundary: the trip ran at its valid_until (sent at the
+    // start, op timeout 1 ms), after its timeout, and the store holds no word.
+    assert_eq!(w.now, m.init().now + m.c.op_timeout);
+    let store = w.store.as_ref().unwrap();
+    assert_eq!(store.keys.peek(&m.keys[2], "w", w.now), None);
+    // The expired answer is delivered (a reply to a call that timed out is dropped).
+    assert_eq!(w.reps[0].inbox.len(), 1);
+    let (_, _, items) = decode(w.reps[0].inbox[0].reply.as_ref().unwrap());
+    assert_eq!(items.iter().map(|i| i.code).collect::<Vec<_>>(), [EXPIRED]);
+    trace.push(Action::Deliver(0));
+    assert_eq!(replay(&m, &trace).1, None);
 }
 
 /// Finding F2 (log-model.md): with no fault at all, a local trip is lost when another

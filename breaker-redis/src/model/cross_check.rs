@@ -621,8 +621,10 @@ impl Gen {
             _ => "cas",
         };
         let replica = self.pick(&["a", "b", "c"]);
-        let valid_until = if self.rng.gen_ratio(1, 12) {
-            (now - 1).max(0).to_string()
+        // Around the server's last known ms (`valid_until` is exclusive): expired, or applied
+        // or expired as the call's ms falls (the model runs at the server's ms).
+        let valid_until = if self.rng.gen_ratio(1, 8) {
+            (now + self.rng.gen_range(-1..=1)).max(0).to_string()
         } else {
             FAR.to_owned()
         };

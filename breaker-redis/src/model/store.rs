@@ -897,7 +897,9 @@ impl RefStore {
                 parsed,
             ));
         }
-        if now > valid_until {
+        // Exclusive (F1): a run in the ms equal to `valid_until` may come after the client gave
+        // up.
+        if now >= valid_until {
             out[2] = s(self.keys.hget(&ctx.mkey, "e", now).unwrap_or_default());
             for _ in 0..n {
                 out.push(item(EXPIRED, None, vec![]));
