@@ -305,6 +305,21 @@ pub(crate) fn plan_trip(
     step_write(w, decide::trip(w, w.generation, reason), &cooldown_ms)
 }
 
+/// A trip that lost its compare-and-set to the word `won`, decided again (the core's
+/// [`trip`](decide::trip)) on that word: when `won` is still the closed period the trip was
+/// decided in (a write that made no transition won: another replica's first flush created the
+/// breaker, a vote or a flush of the same period), the trip applies to it; a trip of a period
+/// that has ended is late (`None`). The period is the generation `lost` expected, 0 for a view
+/// that never knew the store's word (a breaker's first word is closed generation 0).
+pub(crate) fn plan_retrip(
+    lost: &Write,
+    won: Word,
+    cooldown_ms: impl Fn(u32) -> u64,
+) -> Option<Write> {
+    let period = lost.expect.map_or(0, |e| e.generation);
+    step_write(won, decide::trip(won, period, lost.reason), &cooldown_ms)
+}
+
 /// The rate rules on the fleet window's totals of closed `w` (the core's
 /// [`rate_trip`](decide::rate_trip)): the trip, if one fires.
 pub(crate) fn plan_rate(

@@ -364,6 +364,56 @@ fn trips_and_rate_rules_are_the_cores() {
     assert_eq!(plan_rate(closed, counts(40, 19), &policy, FIXED), None);
 }
 
+/// A trip that lost its compare-and-set (model finding F2): decided again on the word that won
+/// when that is still the closed period it tripped in (for a view that never knew the store's
+/// word, the first period, generation 0), late otherwise.
+#[test]
+fn a_trip_that_lost_to_its_own_closed_period_trips_the_word_that_won() {
+    let never_known = Write {
+        expect: None,
+        ..plan_trip(
+            View::INITIAL.word,
+            TransitionReason::ConsecutiveFailures,
+            FIXED,
+        )
+        .unwrap()
+    };
+    // Another replica's first flush created the breaker: closed, generation 0.
+    let created = word(State::Closed, 0, 0);
+    let w = plan_retrip(&never_known, created, FIXED).unwrap();
+    assert_eq!(w.expect, Some(created));
+    assert_eq!(
+        (w.next.state, w.next.generation, w.reason, w.cooldown_ms),
+        (
+            State::Open,
+            1,
+            TransitionReason::ConsecutiveFailures,
+            Some(10_000)
+        )
+    );
+    // A known closed period, won by a write that made no transition (its probes in flight
+    // differ, say): the same period, tripped.
+    let closed = word(State::Closed, 3, 0);
+    let lost = plan_trip(closed, TransitionReason::FailureRate, FIXED).unwrap();
+    let won = Word {
+        in_flight: 1,
+        ..closed
+    };
+    let w = plan_retrip(&lost, won, FIXED).unwrap();
+    assert_eq!(
+        (w.expect, w.next.state, w.next.generation, w.reason),
+        (Some(won), State::Open, 4, TransitionReason::FailureRate)
+    );
+    // The period has ended: late.
+    assert_eq!(plan_retrip(&lost, word(State::Open, 4, 1), FIXED), None);
+    assert_eq!(plan_retrip(&lost, word(State::Closed, 5, 0), FIXED), None);
+    assert_eq!(
+        plan_retrip(&never_known, word(State::Closed, 2, 0), FIXED),
+        None,
+        "a never-known view trips the first period only"
+    );
+}
+
 #[test]
 fn manual_changes_always_write() {
     let half = word(State::HalfOpen, 6, 2);

@@ -850,9 +850,21 @@ impl Coordinator {
                     ..job
                 })
             }
-            // A trip of a period that has ended is late; a reconciliation's write that lost is
-            // settled by the word that won (adopted above).
-            CasKind::Trip | CasKind::Reconcile => None,
+            // A trip that lost to a write of the same closed period trips the word that won; a
+            // trip of a period that has ended is late.
+            CasKind::Trip => {
+                let policy = self.entries.get(&job.idx?)?.breaker.upgrade()?.policy();
+                let cooldown = self.cooldown_ms(&policy);
+                let write = plan::plan_retrip(&job.write, won?, cooldown)?;
+                Some(CasJob {
+                    write,
+                    tries,
+                    ..job
+                })
+            }
+            // A reconciliation's write that lost is settled by the word that won (adopted
+            // above).
+            CasKind::Reconcile => None,
         }
     }
 
