@@ -413,8 +413,7 @@ pub(crate) struct Model {
     /// Whether a late effect breaks a property.
     pub(crate) late_effects: bool,
     /// Proposed fixes of open findings the model applies, to look past them (see the tests
-    /// `finding_f2_*`, ...): F2, a trip that lost to a write of its own closed period is decided again on the word that
-    /// won; F3, a call answered `expired` is a failed operation (as its timeout); F4, every look
+    /// `finding_f3_*`, `finding_f4_*`): F3, a call answered `expired` is a failed operation (as its timeout); F4, every look
     /// reconciles while the local breaker has moved on its own.
     pub(crate) fixes: Vec<String>,
 }
@@ -1289,25 +1288,17 @@ impl Model {
                 next
             }
             Kind::End { lease, end } => self.end_job(w, r, won, lease, end, tries),
-            Kind::Trip if self.fixed("F2") => {
-                let write = job.write.write();
-                let period = write.expect.map_or(0, |e| e.generation);
-                let won = won?;
-                let Step::Enter(next, reason) = decide::trip(won, period, write.reason) else {
-                    return None;
-                };
+            // A trip that lost to a write of the same closed period trips the word that won (F2,
+            // fixed); a trip of a period that has ended is late.
+            Kind::Trip => {
+                let write = plan::plan_retrip(&job.write.write(), won?, self.cooldown_ms())?;
                 Some(Job {
-                    write: W::of(Write {
-                        expect: Some(won),
-                        next,
-                        reason,
-                        cooldown_ms: write.cooldown_ms,
-                    }),
+                    write: W::of(write),
                     tries,
                     ..job
                 })
             }
-            Kind::Trip | Kind::Reconcile => None,
+            Kind::Reconcile => None,
         }
     }
 
@@ -1910,7 +1901,7 @@ fn bounds() -> Bounds {
 
 /// The open findings whose proposed fixes the explorations apply, to check everything past
 /// them (empty once the fleet has fixed them: then the model follows the code).
-const OPEN_FINDINGS: [&str; 3] = ["F2", "F3", "F4"];
+const OPEN_FINDINGS: [&str; 2] = ["F3", "F4"];
 
 fn model(local_trips: bool) -> Model {
     let mut m = Model::new(
@@ -2106,40 +2097,38 @@ fn finding_f1_no_late_effect_at_the_valid_until_boundary() {
     assert_eq!(replay(&m, &trace).1, None);
 }
 
-/// Finding F2 (log-model.md): with no fault at all, a local trip is lost when another
-/// replica's first write (a flush creating the breaker) reaches the store first: the trip's
-/// compare-and-set is stale and never decided again on the word that won, though that word
-/// is the very closed period it tripped in; the fleet never opens and the replica disagrees
-/// with it for its whole cooldown. Ignored until the fleet fixes it.
+/// Finding F2 (log-model.md, fixed: `plan::plan_retrip`): with no fault at all, a local trip
+/// was lost when another replica's first write (a flush creating the breaker) reached the
+/// store first: the trip's compare-and-set was stale and never decided again on the word that
+/// won, though that word is the very closed period it tripped in. Now the trip is decided
+/// again on it: the fleet opens, both replicas agree.
 #[test]
-#[ignore = "finding F2 is open: see notes/log-model.md"]
 fn finding_f2_a_trip_racing_the_first_write_is_not_lost() {
+    let m = Model::new(config(true, 2), bounds());
     let trace = [
         Action::Call(1),
         Action::Flip,
         Action::Call(0),
         Action::Flush(0),
+        // The store runs replica 0's flush first (it creates closed generation 0), then
+        // replica 1's trip (stale: it expected no word) and its retry.
+        Action::Run(0),
+        Action::Run(1),
+        Action::Deliver(1),
+        Action::Run(1),
     ];
-    let (as_is, fixed) = finding(&trace, "F2");
-    assert_eq!(fixed, None, "the proposed fix holds");
-    assert_eq!(as_is, None, "the fleet as it is");
-}
-
-/// The trace of F2 does break agreement without the fix.
-#[test]
-fn finding_f2_trace_breaks_agreement_without_the_fix() {
-    let trace = [
-        Action::Call(1),
-        Action::Flip,
-        Action::Call(0),
-        Action::Flush(0),
-    ];
-    let (as_is, fixed) = finding(&trace, "F2");
-    assert!(
-        as_is.as_deref().is_some_and(|v| v.starts_with("agreement")),
-        "{as_is:?}"
+    let (w, broken) = replay(&m, &trace);
+    assert_eq!(broken, None);
+    let store = w.store.as_ref().unwrap();
+    let word = Word::decode(
+        store
+            .keys
+            .peek(&m.keys[2], "w", w.now)
+            .unwrap()
+            .parse()
+            .unwrap(),
     );
-    assert_eq!(fixed, None);
+    assert_eq!((word.state, word.generation), (State::Open, 1));
 }
 
 /// The trace of finding F4: both replicas' lease requests time out, each runs a local probe
