@@ -429,10 +429,6 @@ pub(crate) struct Model {
     /// Whether a lease nobody holds, once the faults ended and a flush interval passed,
     /// breaks a property (the request nonce: a lost acquire reply costs at most one retry).
     pub(crate) orphan_leases: bool,
-    /// Proposed fixes of open findings the model applies, to look past them (see the tests
-    /// `finding_f4_*`): F4, every look
-    /// reconciles while the local breaker has moved on its own.
-    pub(crate) fixes: Vec<String>,
 }
 
 fn decode(v: &V) -> (i64, String, Vec<Item>) {
@@ -518,7 +514,6 @@ impl Model {
             channel: channel(),
             late_effects: true,
             orphan_leases: true,
-            fixes: Vec::new(),
         }
     }
 
@@ -542,10 +537,6 @@ impl Model {
             lost_acquires: 0,
             dropped: Vec::new(),
         }
-    }
-
-    fn fixed(&self, finding: &str) -> bool {
-        self.fixes.iter().any(|f| f == finding)
     }
 
     fn limits(&self) -> Limits {
@@ -772,6 +763,12 @@ impl Model {
             rep.counts = (0, 0);
         }
         if !apply {
+            // A look that finds the local breaker where the store is: it has not moved on its
+            // own since (reconciliation stops looking at what it did alone).
+            let local = rep.local();
+            if local.state == view.word().state {
+                rep.told = local.generation;
+            }
             return;
         }
         let local = rep.local();
@@ -1062,9 +1059,6 @@ impl Model {
         after_fault: bool,
     ) {
         let local = self.local_now(w, r);
-        // F4: while the local breaker has moved on its own (the fleet has not told it anything
-        // since), every look reconciles, not only the first after a fault.
-        let after_fault = after_fault || (self.fixed("F4") && local.moved);
         let passed = stored.is_some_and(|(_, dl)| dl <= server_now);
         let view = w.reps[r].view.view();
         let decision = plan::reconcile(
@@ -1986,17 +1980,11 @@ fn bounds() -> Bounds {
     }
 }
 
-/// The open findings whose proposed fixes the explorations apply, to check everything past
-/// them (empty once the fleet has fixed them: then the model follows the code).
-const OPEN_FINDINGS: [&str; 1] = ["F4"];
-
 fn model(local_trips: bool) -> Model {
-    let mut m = Model::new(
+    Model::new(
         config(local_trips, env("BREAKER_MODEL_REPLICAS", 2)),
         bounds(),
-    );
-    m.fixes = OPEN_FINDINGS.iter().map(|f| (*f).to_owned()).collect();
-    m
+    )
 }
 
 /// The fleet tripped by replica 0 (the dependency down), every replica told, the dependency
@@ -2100,24 +2088,6 @@ fn fleet_model_rate_rule_only() {
     assert!(c.degraded > 0 && c.after_loss > 0, "{c:?}");
     let c = run_and_report("rate rule only, tripped", &m, &RATE_TRIPPED);
     assert!(c.open > 0, "{c:?}");
-}
-
-/// Replays `trace` on the model as the fleet is (no proposed fix), and with `fix`: the
-/// property the first breaks, and whether the second holds.
-fn finding(trace: &[Action], fix: &str) -> (Option<String>, Option<String>) {
-    finding_past(trace, &[], fix)
-}
-
-/// [`finding`] with the fixes `past` applied to both.
-fn finding_past(trace: &[Action], past: &[&str], fix: &str) -> (Option<String>, Option<String>) {
-    let mut as_is = Model::new(config(true, 2), bounds());
-    as_is.fixes = past.iter().map(|f| (*f).to_owned()).collect();
-    let (_, broken) = replay(&as_is, trace);
-    let mut fixed = Model::new(config(true, 2), bounds());
-    fixed.fixes = as_is.fixes.clone();
-    fixed.fixes.push(fix.to_owned());
-    let (_, still) = replay(&fixed, trace);
-    (broken.map(|(_, v)| v), still.map(|(_, v)| v))
 }
 
 /// The trace of finding F3: replica 0's successful probe's end runs on the store one ms past
@@ -2227,29 +2197,33 @@ fn f4_trace() -> Vec<Action> {
     t
 }
 
-/// Finding F4 (log-model.md): a dead end. The local probes succeed after the one look that
-/// follows the fault, every replica closes, and the store's open word (its deadline long past)
-/// is kept: no replica asks for a lease again, their counts are dropped, the fleet's rules do
-/// not work (in the real store until the word's key expires, `ttl` after its last write: at
-/// least 10 s; the model keeps keys longer than any run). The proposed fix (every look reconciles while the local breaker has
-/// moved on its own) holds. Ignored until the fleet fixes it.
+/// Finding F4 (log-model.md, fixed: `reconcile` closes a store done probing at every look
+/// while the local breaker has moved on its own): a dead end. The local probes succeeded after
+/// the one look that followed the fault, every replica closed, and the store's open word (its
+/// deadline long past) was kept: no replica asked for a lease again, their counts were dropped,
+/// the fleet's rules did not work (in the real store until the word's key expired, `ttl` after
+/// its last write: at least 10 s). Now the next look closes it.
 #[test]
-#[ignore = "finding F4 is open: see notes/log-model.md"]
 fn finding_f4_local_probes_after_a_fault_close_the_fleet() {
-    let (as_is, fixed) = finding(&f4_trace(), "F4");
-    assert_eq!(fixed, None, "the proposed fix holds");
-    assert_eq!(as_is, None, "the fleet as it is");
-}
-
-/// The trace of F4 is a dead end without the fix.
-#[test]
-fn finding_f4_trace_is_a_dead_end_without_the_fix() {
-    let (as_is, fixed) = finding(&f4_trace(), "F4");
-    assert!(
-        as_is.as_deref().is_some_and(|v| v.starts_with("dead end")),
-        "{as_is:?}"
+    let m = Model::new(config(true, 2), bounds());
+    let (w, broken) = replay(&m, &f4_trace());
+    assert_eq!(broken, None);
+    // The trace does reach the case: both replicas run a local probe (degraded) while the
+    // store holds open generation 1 past its deadline.
+    for rep in &w.reps {
+        assert_eq!(rep.probes.len(), 1);
+        assert!(rep.probes[0].lease.is_none());
+    }
+    let store = w.store.as_ref().unwrap();
+    let word = Word::decode(
+        store
+            .keys
+            .peek(&m.keys[2], "w", w.now)
+            .unwrap()
+            .parse()
+            .unwrap(),
     );
-    assert_eq!(fixed, None);
+    assert_eq!((word.state, word.generation), (State::Open, 1));
 }
 
 /// The model for lost acquire replies: a lease (the cooldown) of 4 ticks, long enough to
@@ -2260,9 +2234,7 @@ fn lost_acquire_model() -> Model {
     let mut b = bounds();
     b.losses = 0;
     b.lost_pushes = 0;
-    let mut m = Model::new(c, b);
-    m.fixes = OPEN_FINDINGS.iter().map(|f| (*f).to_owned()).collect();
-    m
+    Model::new(c, b)
 }
 
 /// [`TRIPPED`], then the cooldown (4 ticks) over.
