@@ -293,14 +293,26 @@ impl SharedBreaker for Core {
         {
             let mut g = self.lock();
             let new_period = !g.view.known || g.view.generation != view.generation;
+            let first = !g.view.known;
             g.view = view.clone();
             if new_period {
                 g.leases.retain(|(l, _)| l.generation == view.generation);
                 if view.state != State::HalfOpen && view.state != State::Open {
                     g.requested = false;
                 }
-                // Counts of the older period are the store's to drop; a new one starts empty.
-                breaker.clear_fleet_counts();
+                // Counts of a closed period that has ended are the store's to drop: the fleet
+                // left closed, or moved on while the local breaker was not closed. Counts the
+                // local breaker recorded closed go to the closed period the store holds: on the
+                // first answer (the store's first word is the period they were recorded in;
+                // cleared, the calls made while that answer was on its way were lost: the
+                // fleet rate missed them right after start) and when the fleet is closed again
+                // while the local breaker already is (its own probe closed it, a reseed after
+                // a store loss).
+                let keep =
+                    view.state == State::Closed && (first || breaker.state() == State::Closed);
+                if !keep {
+                    breaker.clear_fleet_counts();
+                }
             }
             if !apply {
                 // A look that finds the local breaker where the store is: it has not moved on

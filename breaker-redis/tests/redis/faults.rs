@@ -404,6 +404,57 @@ async fn a_partitioned_replica_degrades_then_converges() {
     proxy.set_latency(Duration::ZERO);
 }
 
+/// The fleet window's failures of breaker `id` in namespace `ns`, read from the store.
+fn window_failures(s: &crate::common::Server, ns: &str, id: &str) -> u64 {
+    let raw: Option<String> = s.cmd(&["GET", &format!("br:{{{ns}}}:w:{id}")]);
+    raw.unwrap_or_default()
+        .split(';')
+        .filter_map(|b| b.split(':').nth(2)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Counts recorded in the closed period the store holds are never dropped (the faults suite's
+/// "fleet rate lost right after start"): a failure recorded while the flush that creates the
+/// breaker in the store is on its way (its counts already taken) reaches the store with the
+/// next flush. It was cleared when that flush's answer, the first word this replica knew, was
+/// taken for a new period. The proxy's latency holds the answer back (a fault test: the
+/// coordinator takes the counts as soon as it gets the command, far sooner than the wait
+/// below, and the answer comes back ~300 ms later).
+#[tokio::test]
+async fn a_count_recorded_while_the_first_flush_is_answered_is_not_lost() {
+    let s = server!();
+    let ns = unique_ns("first-flush");
+    let proxy = Proxy::start(s.port()).await;
+    let cfg = config(&proxy.url(), &ns, "r0", Clock::system()).op_timeout(Duration::from_secs(5));
+    let st = Store::connect(cfg).await.unwrap();
+    let rate = BreakerPolicy {
+        consecutive_failures: None,
+        min_calls: 1_000,
+        ..policy()
+    };
+    let r = Replica::join(&st, "rate", &rate, Clock::system());
+    st.sync().await.unwrap();
+    assert!(!r.shared.fleet_view().known, "the store holds no word yet");
+    r.record(1, true);
+    proxy.set_latency(Duration::from_millis(150));
+    let flushing = tokio::spawn({
+        let st = st.clone();
+        async move { st.flush_now().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    r.record(1, true);
+    flushing.await.unwrap().unwrap();
+    assert!(r.shared.fleet_view().known);
+    assert_eq!(window_failures(&s, &ns, "rate"), 1, "the first flush's");
+    proxy.set_latency(Duration::ZERO);
+    st.flush_now().await.unwrap();
+    assert_eq!(
+        window_failures(&s, &ns, "rate"),
+        2,
+        "the failure recorded meanwhile"
+    );
+}
+
 /// Pub/sub connections killed: a trip published meanwhile is learned at the next flush (poll),
 /// and the connection is resubscribed, so later trips arrive by push again.
 #[tokio::test]
