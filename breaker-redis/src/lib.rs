@@ -175,6 +175,8 @@ pub mod error;
 pub mod fleet;
 pub mod health;
 mod link;
+#[cfg(test)]
+mod model;
 pub mod names;
 mod plan;
 mod policy;
