@@ -148,9 +148,9 @@ async fn measure_every_fault() {
         }
     }
     println!(
-        "| fault | replicas | calls failed because of the store | probes above the cap | \
-         fault's end to every replica with the fleet | then a trip reaches all | then the \
-         fleet rate trips all |"
+        "| fault | replicas | calls failed because of the store | probes above the cap: \
+         store healthy / during the fault | fault's end to every replica with the fleet | \
+         then a trip reaches all | then the fleet rate trips all |"
     );
     println!("|---|---|---|---|---|---|---|");
     for r in rows {

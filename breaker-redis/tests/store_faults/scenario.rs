@@ -117,8 +117,9 @@ impl Outcome {
         }
     }
 
-    /// The README's row: fault, replicas, calls failed because of the store, probes above the
-    /// cap, fault's end to every replica with the fleet, and the two checks after it.
+    /// The README's row: fault, replicas, calls failed because of the store (of the calls
+    /// made), probes above the cap (store healthy / all, and the bound), fault's end to every
+    /// replica with the fleet, and the two checks after it.
     pub fn row(&self) -> String {
         let ms = |d: Option<Duration>| {
             d.map_or("never".to_owned(), |d| {
@@ -126,10 +127,11 @@ impl Outcome {
             })
         };
         format!(
-            "| {} | {} | {} | {} (fault: +{}, bound +{}) | {} | {} | {} |",
+            "| {} | {} | {} of {} | {} / +{} (bound +{}) | {} | {} | {} |",
             self.fault.describe(),
             self.topology.name(),
             self.store_failed,
+            self.calls,
             self.over_cap_healthy,
             self.over_cap_all,
             self.over_cap_bound,
@@ -142,10 +144,9 @@ impl Outcome {
     /// Everything, for a failed test's message.
     pub fn report(&self) -> String {
         let mut s = format!(
-            "{} ({} replicas, {} calls): {}\n",
+            "{} ({} replicas): {}\n",
             self.fault.slug(),
             self.topology.name(),
-            self.calls,
             self.row()
         );
         for (what, at) in &self.timeline {
