@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod dsl;
 pub mod error;
+mod field;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod layer;
@@ -27,6 +28,7 @@ pub mod registry;
 pub mod retry;
 pub mod scope;
 mod sync;
+mod syntax;
 pub mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;

@@ -14,7 +14,7 @@
 //!   window, so one bad replica never opens the fleet. `k` in `1..=1000`; `quorum(1)` is
 //!   `shared`.
 
-use crate::dsl::DslError;
+use crate::syntax::DslError;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -117,7 +117,7 @@ impl FromStr for Scope {
             .unwrap_or(t);
         let mut e =
             DslError::new(s, at..at + t.len(), format!("unknown scope `{t}`")).expected(SCOPES);
-        if let Some(m) = crate::dsl::error_suggest(word, &["local", "shared", "quorum"]) {
+        if let Some(m) = crate::syntax::suggest(word, &["local", "shared", "quorum"]) {
             // A quorum needs its count in parentheses: `quorum 3` means `quorum(3)`.
             let help = if m == "quorum" {
                 let digits: String = t
@@ -159,7 +159,7 @@ impl fmt::Display for StoreErrorMode {
             StoreErrorMode::Local => f.write_str("local"),
             StoreErrorMode::Open => f.write_str("open"),
             StoreErrorMode::Closed { grace } => {
-                write!(f, "closed({})", crate::dsl::format_duration(*grace))
+                write!(f, "closed({})", crate::syntax::fmt_duration(*grace))
             }
         }
     }
@@ -180,7 +180,7 @@ impl FromStr for StoreErrorMode {
             _ => {}
         }
         if let Some((arg_at, arg)) = call(t, "closed") {
-            return crate::dsl::parse_duration(arg)
+            return crate::syntax::parse_duration(arg)
                 .map(|grace| StoreErrorMode::Closed { grace })
                 .map_err(|e| e.offset(at + arg_at));
         }

@@ -64,6 +64,22 @@ fn br_38_duplicate_jitter_is_an_error_at_the_second() {
     );
 }
 
+/// A keyword of the grammar after a number is the next clause, not a misspelt unit: the number
+/// lacks its unit (the grammars tell the shared tokenizer their keywords).
+#[test]
+fn a_keyword_after_a_number_is_not_taken_for_a_unit() {
+    let e = dsl::parse_retry("3x fixed 100 jitter").unwrap_err();
+    assert_eq!((e.fragment.as_str(), e.span.clone()), ("100", 9..12));
+    assert!(
+        e.to_string()
+            .starts_with("duration `100` has no unit at 9..12"),
+        "{e}"
+    );
+    // A word that is no keyword is taken for the unit it was meant to be.
+    let e = dsl::parse_retry("3x fixed 100 parsecs").unwrap_err();
+    assert_eq!(e.fragment, "parsecs");
+}
+
 #[test]
 fn br_38_duration_without_unit_is_an_error() {
     assert_err(

@@ -1,9 +1,9 @@
 //! The policy written in the attribute's options: built at compile time to report invalid
 //! values, and again at run time from the same literals.
 
-use super::option::AttrOption;
 use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::dsl::{self, DslError};
+use crate::field::AttrOption;
 use crate::layer::{Layer, OrderError};
 use crate::policy::defaults::{self, BULKHEAD_MAX_WAIT};
 use crate::policy::{policy_errors, BulkheadPolicy, FieldError, Policy, Rule};

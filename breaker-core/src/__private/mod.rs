@@ -11,14 +11,13 @@
 //!   function, created on first call, and the small traits that give targeted errors for
 //!   arguments that retry cannot reuse and for keys that cannot key a breaker.
 //!
-//! Files: `option.rs` (the list of the attribute's options, shared with the macro's parser),
-//! `inline.rs` (the attribute's options as a policy, and the validator's errors in the
+//! Files: `inline.rs` (the attribute's options as a policy, and the validator's errors in the
 //! attribute's words), `named.rs` (the compile-time check of `policy = ".."` /
-//! `config = ".."`), `registered.rs` (the link-time list of annotated functions),
-//! `classify.rs` (the classifier a function runs with: `classify`, `retry_if`, `classify =
+//! `config = ".."`), `classify.rs` (the classifier a function runs with: `classify`, `retry_if`, `classify =
 //! http`), `runtime.rs` (the per-function pipeline and its breakers), `support.rs`
 //! (the traits and helpers the expansion names). The public handle of a function's breaker is
-//! [`crate::annotated`].
+//! [`crate::annotated`], which also keeps the link-time list of annotated functions the
+//! expansion adds to (`REGISTERED`).
 
 pub use std::sync::OnceLock;
 
@@ -27,21 +26,20 @@ mod classify;
 mod inline;
 #[cfg(feature = "config")]
 mod named;
-mod option;
-mod registered;
 #[cfg(feature = "tokio")]
 mod runtime;
 mod support;
 #[cfg(test)]
 mod tests;
 
+pub use crate::annotated::registered::{Registered, REGISTERED};
+pub use crate::field::AttrOption;
 #[cfg(feature = "tokio")]
 pub use classify::*;
 pub use inline::{literal_error, InlinePolicy, OptionError};
+pub use linkme;
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
-pub use option::AttrOption;
-pub use registered::{linkme, Registered, REGISTERED};
 #[cfg(feature = "tokio")]
 pub use runtime::*;
 pub use support::*;
@@ -50,7 +48,7 @@ pub use support::*;
 /// files' rule for keys: another form such as `retries` or `timeout_ms`, or a misspelling),
 /// for the attribute's unknown options.
 pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
-    crate::dsl::suggest_key(word, candidates)
+    crate::syntax::suggest_key(word, candidates)
 }
 
 /// Expands to nothing with the `config` feature; without it, to a compile error under the

@@ -1,7 +1,7 @@
 //! Unit tests of the attribute's policy (`inline.rs`): its rendering of the validator's errors.
 
 use super::inline::InlinePolicy;
-use super::option::AttrOption;
+use crate::field::AttrOption;
 use crate::layer::Layer;
 
 #[test]

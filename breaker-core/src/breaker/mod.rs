@@ -131,6 +131,7 @@
 
 mod builder;
 mod closed;
+pub(crate) mod defaults;
 mod event;
 mod machine;
 mod permit;

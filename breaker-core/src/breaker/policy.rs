@@ -4,7 +4,7 @@
 //! read from config files and checked by the `#[circuit_breaker]` attribute at compile time, and
 //! [`BreakerPolicy::validate`] is the one validator all of those paths share.
 
-use crate::policy::Field;
+use crate::field::Field;
 use std::time::Duration;
 
 /// Which calls make up the sliding window that failure-rate and slow-call rules look at.
@@ -119,27 +119,7 @@ pub struct BreakerPolicy {
     pub neutral_probe: NeutralProbe,
 }
 
-impl Default for BreakerPolicy {
-    fn default() -> Self {
-        BreakerPolicy {
-            consecutive_failures: Some(5),
-            failure_rate_percent: None,
-            slow_call: None,
-            window: SlidingWindow::Count(100),
-            min_calls: 100,
-            cooldown: Duration::from_secs(30),
-            cooldown_multiplier: 1.0,
-            cooldown_max: Duration::from_secs(30),
-            cooldown_jitter: 0.0,
-            half_open_probes: 1,
-            successes_to_close: 1,
-            max_probe_wait: None,
-            neutral_probe: NeutralProbe::Release,
-        }
-    }
-}
-
-pub use crate::policy::{FieldError, ValidationError};
+pub use crate::field::{FieldError, ValidationError};
 
 /// Largest count window accepted.
 pub const MAX_COUNT_WINDOW: u32 = 1_000_000;

@@ -17,7 +17,7 @@ pub struct BulkheadFull {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "bulkhead `max_concurrent` ({max_concurrent}) must be in 1..={}",
-    crate::policy::MAX_CONCURRENT
+    super::MAX_CONCURRENT
 )]
 pub struct InvalidBulkhead {
     /// The rejected value.

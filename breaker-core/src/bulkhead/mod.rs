@@ -16,9 +16,11 @@
 //! retry layer does not retry it. Waiters are served first come, first served.
 
 mod error;
+pub(crate) mod policy;
 
-pub use crate::policy::BulkheadPolicy;
 pub use error::{BulkheadFull, InvalidBulkhead};
+pub(crate) use policy::check_bulkhead;
+pub use policy::{BulkheadPolicy, MAX_CONCURRENT};
 
 #[cfg(feature = "tokio")]
 pub use runtime::{Bulkhead, BulkheadPermit};
@@ -54,7 +56,7 @@ mod runtime {
         /// [`InvalidBulkhead`] if `max_concurrent` is outside `1..=1_000_000`.
         pub fn new(policy: BulkheadPolicy) -> Result<Self, InvalidBulkhead> {
             let mut errors = Vec::new();
-            crate::policy::check_bulkhead(&policy, &mut errors);
+            super::check_bulkhead(&policy, &mut errors);
             if !errors.is_empty() {
                 return Err(InvalidBulkhead {
                     max_concurrent: policy.max_concurrent,

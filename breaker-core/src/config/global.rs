@@ -102,7 +102,7 @@ pub fn install(registry: PolicyRegistry) -> Result<&'static PolicyRegistry, Inst
         });
     }
     registry.require(
-        crate::__private::REGISTERED
+        crate::annotated::registered::REGISTERED
             .iter()
             .filter_map(|r| Some((r.policy?.to_owned(), r.function.to_owned()))),
     );
@@ -116,7 +116,7 @@ pub fn install(registry: PolicyRegistry) -> Result<&'static PolicyRegistry, Inst
 
 /// Every annotated function whose named policy `registry` cannot serve.
 fn check(registry: &PolicyRegistry) -> Vec<ConfigError> {
-    let mut uses: Vec<_> = crate::__private::REGISTERED
+    let mut uses: Vec<_> = crate::annotated::registered::REGISTERED
         .iter()
         .filter_map(|r| Some((r.policy?, r.function, r.keyed)))
         .collect();

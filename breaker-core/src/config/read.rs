@@ -10,52 +10,144 @@ use super::file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section, 
 use super::load::Source;
 use super::tree::{Entry, Kind, Node, Origin};
 use super::value::{Dsl, DslValue, Spec};
-use crate::__private::AttrOption;
+use crate::field::{AttrOption, Field};
 use crate::layer::Layer;
-use crate::policy::Field;
 use serde::de::{self, Deserialize, Deserializer, IntoDeserializer, Visitor};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
+/// Where the value of one key of a table goes: the reader reads it (with its type's
+/// `Deserialize`, or as a nested table) into its place in the table `T`.
+type Setter<T> = for<'r, 's, 'e, 't> fn(&'r mut Reader<'s>, &'e Entry, &'t mut T);
+
+/// The key of a table: a policy [`Field`] (the tables of a layer and the fields at the top of a
+/// section), or the name of a key that sets no policy field.
+trait Key: Copy {
+    /// The key as written in a file.
+    fn name(self) -> &'static str;
+}
+
+impl Key for Field {
+    fn name(self) -> &'static str {
+        self.key()
+    }
+}
+
+impl Key for &'static str {
+    fn name(self) -> &'static str {
+        self
+    }
+}
+
+/// The keys of a table, in the order errors list them.
+fn names<K: Key, T>(keys: &[(K, Setter<T>)]) -> Vec<&'static str> {
+    keys.iter().map(|(k, _)| k.name()).collect()
+}
+
 /// The keys of the top of a file.
-pub(super) const FILE_KEYS: &[&str] = &["$schema", "default", "policies", "store"];
+const FILE: &[(&str, Setter<ConfigFile>)] = &[
+    ("$schema", |r, e, f| f.schema = r.leaf(e)),
+    ("default", |r, e, f| {
+        r.path.push(e.key.clone());
+        r.section = r.path.clone();
+        f.default = r.section_table(&e.value);
+        r.section.clear();
+        r.path.pop();
+    }),
+    ("policies", |r, e, f| {
+        r.path.push(e.key.clone());
+        f.policies = r.policies(&e.value);
+        r.path.pop();
+    }),
+    ("store", |r, e, f| {
+        r.path.push(e.key.clone());
+        f.store = r.table(&e.value, STORE, "a table of store settings", None);
+        r.path.pop();
+    }),
+];
+
 /// The keys of the `[store]` table.
-pub(super) const STORE_KEYS: &[&str] =
-    &["url", "namespace", "replica", "flush_interval", "on_error"];
-/// The keys of a policy section (and of `default`).
-pub(super) const SECTION_KEYS: &[&str] = &[
-    "breaker",
-    "retry",
-    "timeout",
-    "deadline",
-    "bulkhead",
-    "order",
-    "idempotent",
-    "max_keys",
-    "key_idle",
-    "scope",
+const STORE: &[(&str, Setter<StoreTable>)] = &[
+    ("url", |r, e, t| t.url = r.leaf(e)),
+    ("namespace", |r, e, t| t.namespace = r.leaf(e)),
+    ("replica", |r, e, t| t.replica = r.leaf(e)),
+    ("flush_interval", |r, e, t| t.flush_interval = r.leaf(e)),
+    ("on_error", |r, e, t| t.on_error = r.leaf(e)),
 ];
-/// The keys of a breaker table.
-pub(super) const BREAKER_KEYS: &[&str] = &[
-    "consecutive_failures",
-    "failure_rate",
-    "slow_call_duration",
-    "slow_call_rate",
-    "window",
-    "min_calls",
-    "cooldown",
-    "cooldown_multiplier",
-    "cooldown_max",
-    "cooldown_jitter",
-    "half_open_probes",
-    "successes_to_close",
-    "max_probe_wait",
-    "neutral_probe",
+
+/// The keys of a policy section (and of `default`): a table per layer, the fields at the top
+/// of a section (their path is their key), and the settings of a keyed breaker and its scope.
+const SECTION: &[(&str, Setter<Section>)] = &[
+    (Layer::Breaker.name(), |r, e, s| {
+        s.breaker = r.spec(e, |r, node| {
+            let expected = "a table of breaker settings";
+            r.table(node, BREAKER, expected, Some(Layer::Breaker))
+        });
+    }),
+    (Layer::Retry.name(), |r, e, s| {
+        s.retry = r.spec(e, |r, node| {
+            let expected = "a table of retry settings";
+            r.table(node, RETRY, expected, Some(Layer::Retry))
+        });
+    }),
+    (Field::Timeout.path(), |r, e, s| s.timeout = r.leaf(e)),
+    (Field::Deadline.path(), |r, e, s| s.deadline = r.leaf(e)),
+    (Layer::Bulkhead.name(), |r, e, s| {
+        s.bulkhead = r.spec(e, |r, node| {
+            let expected = "a table of bulkhead settings";
+            r.table(node, BULKHEAD, expected, Some(Layer::Bulkhead))
+        });
+    }),
+    (Field::Order.path(), |r, e, s| s.order = r.leaf(e)),
+    (Field::Idempotent.path(), |r, e, s| s.idempotent = r.leaf(e)),
+    ("max_keys", |r, e, s| s.max_keys = r.leaf(e)),
+    ("key_idle", |r, e, s| s.key_idle = r.leaf(e)),
+    ("scope", |r, e, s| s.scope = r.leaf(e)),
 ];
-/// The keys of a retry table.
-pub(super) const RETRY_KEYS: &[&str] = &["max_attempts", "backoff", "jitter"];
-/// The keys of a bulkhead table.
-pub(super) const BULKHEAD_KEYS: &[&str] = &["max_concurrent", "max_wait"];
+
+/// The keys of a breaker table: every [`Field`] of [`Layer::Breaker`] (a test checks that
+/// this table has each once).
+const BREAKER: &[(Field, Setter<BreakerTable>)] = &[
+    (Field::ConsecutiveFailures, |r, e, t| {
+        t.consecutive_failures = r.leaf(e)
+    }),
+    (Field::FailureRate, |r, e, t| t.failure_rate = r.leaf(e)),
+    (Field::SlowCallDuration, |r, e, t| {
+        t.slow_call_duration = r.leaf(e)
+    }),
+    (Field::SlowCallRate, |r, e, t| t.slow_call_rate = r.leaf(e)),
+    (Field::Window, |r, e, t| t.window = r.leaf(e)),
+    (Field::MinCalls, |r, e, t| t.min_calls = r.leaf(e)),
+    (Field::Cooldown, |r, e, t| t.cooldown = r.leaf(e)),
+    (Field::CooldownMultiplier, |r, e, t| {
+        t.cooldown_multiplier = r.leaf(e)
+    }),
+    (Field::CooldownMax, |r, e, t| t.cooldown_max = r.leaf(e)),
+    (Field::CooldownJitter, |r, e, t| {
+        t.cooldown_jitter = r.leaf(e)
+    }),
+    (Field::HalfOpenProbes, |r, e, t| {
+        t.half_open_probes = r.leaf(e)
+    }),
+    (Field::SuccessesToClose, |r, e, t| {
+        t.successes_to_close = r.leaf(e)
+    }),
+    (Field::MaxProbeWait, |r, e, t| t.max_probe_wait = r.leaf(e)),
+    (Field::NeutralProbe, |r, e, t| t.neutral_probe = r.leaf(e)),
+];
+
+/// The keys of a retry table: every [`Field`] of [`Layer::Retry`].
+const RETRY: &[(Field, Setter<RetryTable>)] = &[
+    (Field::MaxAttempts, |r, e, t| t.max_attempts = r.leaf(e)),
+    (Field::Backoff, |r, e, t| t.backoff = r.leaf(e)),
+    (Field::Jitter, |r, e, t| t.jitter = r.leaf(e)),
+];
+
+/// The keys of a bulkhead table: every [`Field`] of [`Layer::Bulkhead`].
+const BULKHEAD: &[(Field, Setter<BulkheadTable>)] = &[
+    (Field::MaxConcurrent, |r, e, t| t.max_concurrent = r.leaf(e)),
+    (Field::MaxWait, |r, e, t| t.max_wait = r.leaf(e)),
+];
 
 /// The longest policy name.
 pub const MAX_NAME_LEN: usize = 64;
@@ -132,15 +224,16 @@ impl<'s> Reader<'s> {
         }
     }
 
-    /// The entries of a table with the keys `keys`, each key once and holding a value; every
-    /// other entry is reported. `None` (reported) when `node` is not a table.
+    /// The entries of a table with the keys `keys`, each key once and holding a value, with
+    /// the index of its key; every other entry is reported. `None` (reported) when `node` is
+    /// not a table.
     fn entries<'n>(
         &mut self,
         node: &'n Node,
         keys: &[&str],
         expected: &str,
         table: Option<Layer>,
-    ) -> Option<Vec<&'n Entry>> {
+    ) -> Option<Vec<(usize, &'n Entry)>> {
         let Kind::Map(entries) = &node.kind else {
             self.error(
                 &node.origin,
@@ -158,7 +251,18 @@ impl<'s> Reader<'s> {
                     Origin::Env(_) => String::new(),
                 };
                 self.error(&e.key_origin, format!("duplicate key `{}`{first}", e.key));
-            } else if !keys.contains(&e.key.as_str()) {
+            } else if let Some(i) = keys.iter().position(|k| *k == e.key) {
+                if e.value.kind == Kind::Null {
+                    self.poison_key(&e.key);
+                    self.error(
+                        &e.key_origin,
+                        "explicit `null`; remove the key to take the inherited or default value"
+                            .into(),
+                    );
+                } else {
+                    known.push((i, e));
+                }
+            } else {
                 let message = unknown_key(&e.key, keys, table);
                 // What the key was likely meant to set is lost, unless the table sets it too.
                 if let Some(f) = suggestion(&e.key, keys, table) {
@@ -167,14 +271,6 @@ impl<'s> Reader<'s> {
                     }
                 }
                 self.error(&e.key_origin, message);
-            } else if e.value.kind == Kind::Null {
-                self.poison_key(&e.key);
-                self.error(
-                    &e.key_origin,
-                    "explicit `null`; remove the key to take the inherited or default value".into(),
-                );
-            } else {
-                known.push(e);
             }
             self.path.pop();
         }
@@ -231,35 +327,25 @@ impl<'s> Reader<'s> {
 
     /// The whole file.
     pub(super) fn file(&mut self, root: &Node) -> ConfigFile {
-        let mut file = ConfigFile::default();
-        let Some(entries) =
-            self.entries(root, FILE_KEYS, "a table of `default` and `policies`", None)
-        else {
-            return file;
-        };
-        for e in entries {
-            match e.key.as_str() {
-                "$schema" => file.schema = self.leaf(e),
-                "default" => {
-                    self.path.push(e.key.clone());
-                    self.section = self.path.clone();
-                    file.default = self.section_table(&e.value);
-                    self.section.clear();
-                    self.path.pop();
-                }
-                "store" => {
-                    self.path.push(e.key.clone());
-                    file.store = self.store_table(&e.value);
-                    self.path.pop();
-                }
-                _ => {
-                    self.path.push(e.key.clone());
-                    file.policies = self.policies(&e.value);
-                    self.path.pop();
-                }
-            }
+        let expected = "a table of `default` and `policies`";
+        self.table(root, FILE, expected, None).unwrap_or_default()
+    }
+
+    /// A table whose keys are `keys`: each entry read into its place by its key's setter.
+    /// `None` (reported) when `node` is not a table.
+    fn table<K: Key, T: Default>(
+        &mut self,
+        node: &Node,
+        keys: &[(K, Setter<T>)],
+        expected: &str,
+        layer: Option<Layer>,
+    ) -> Option<T> {
+        let entries = self.entries(node, &names(keys), expected, layer)?;
+        let mut t = T::default();
+        for (i, e) in entries {
+            (keys[i].1)(self, e, &mut t);
         }
-        file
+        Some(t)
     }
 
     fn policies(&mut self, node: &Node) -> BTreeMap<String, Section> {
@@ -298,96 +384,7 @@ impl<'s> Reader<'s> {
     }
 
     fn section_table(&mut self, node: &Node) -> Option<Section> {
-        let entries = self.entries(node, SECTION_KEYS, "a table of policy settings", None)?;
-        let mut s = Section::default();
-        for e in entries {
-            match e.key.as_str() {
-                "breaker" => s.breaker = self.spec(e, Self::breaker_table),
-                "retry" => s.retry = self.spec(e, Self::retry_table),
-                "timeout" => s.timeout = self.leaf(e),
-                "deadline" => s.deadline = self.leaf(e),
-                "bulkhead" => s.bulkhead = self.spec(e, Self::bulkhead_table),
-                "order" => s.order = self.leaf(e),
-                "idempotent" => s.idempotent = self.leaf(e),
-                "max_keys" => s.max_keys = self.leaf(e),
-                "key_idle" => s.key_idle = self.leaf(e),
-                "scope" => s.scope = self.leaf(e),
-                other => unreachable!("`{other}` is in SECTION_KEYS"),
-            }
-        }
-        Some(s)
-    }
-
-    fn breaker_table(&mut self, node: &Node) -> Option<BreakerTable> {
-        let expected = "a table of breaker settings";
-        let entries = self.entries(node, BREAKER_KEYS, expected, Some(Layer::Breaker))?;
-        let mut t = BreakerTable::default();
-        for e in entries {
-            match e.key.as_str() {
-                "consecutive_failures" => t.consecutive_failures = self.leaf(e),
-                "failure_rate" => t.failure_rate = self.leaf(e),
-                "slow_call_duration" => t.slow_call_duration = self.leaf(e),
-                "slow_call_rate" => t.slow_call_rate = self.leaf(e),
-                "window" => t.window = self.leaf(e),
-                "min_calls" => t.min_calls = self.leaf(e),
-                "cooldown" => t.cooldown = self.leaf(e),
-                "cooldown_multiplier" => t.cooldown_multiplier = self.leaf(e),
-                "cooldown_max" => t.cooldown_max = self.leaf(e),
-                "cooldown_jitter" => t.cooldown_jitter = self.leaf(e),
-                "half_open_probes" => t.half_open_probes = self.leaf(e),
-                "successes_to_close" => t.successes_to_close = self.leaf(e),
-                "max_probe_wait" => t.max_probe_wait = self.leaf(e),
-                "neutral_probe" => t.neutral_probe = self.leaf(e),
-                other => unreachable!("`{other}` is in BREAKER_KEYS"),
-            }
-        }
-        Some(t)
-    }
-
-    fn retry_table(&mut self, node: &Node) -> Option<RetryTable> {
-        let expected = "a table of retry settings";
-        let entries = self.entries(node, RETRY_KEYS, expected, Some(Layer::Retry))?;
-        let mut t = RetryTable::default();
-        for e in entries {
-            match e.key.as_str() {
-                "max_attempts" => t.max_attempts = self.leaf(e),
-                "backoff" => t.backoff = self.leaf(e),
-                "jitter" => t.jitter = self.leaf(e),
-                other => unreachable!("`{other}` is in RETRY_KEYS"),
-            }
-        }
-        Some(t)
-    }
-
-    fn store_table(&mut self, node: &Node) -> Option<StoreTable> {
-        let expected = "a table of store settings";
-        let entries = self.entries(node, STORE_KEYS, expected, None)?;
-        let mut t = StoreTable::default();
-        for e in entries {
-            match e.key.as_str() {
-                "url" => t.url = self.leaf(e),
-                "namespace" => t.namespace = self.leaf(e),
-                "replica" => t.replica = self.leaf(e),
-                "flush_interval" => t.flush_interval = self.leaf(e),
-                "on_error" => t.on_error = self.leaf(e),
-                other => unreachable!("`{other}` is in STORE_KEYS"),
-            }
-        }
-        Some(t)
-    }
-
-    fn bulkhead_table(&mut self, node: &Node) -> Option<BulkheadTable> {
-        let expected = "a table of bulkhead settings";
-        let entries = self.entries(node, BULKHEAD_KEYS, expected, Some(Layer::Bulkhead))?;
-        let mut t = BulkheadTable::default();
-        for e in entries {
-            match e.key.as_str() {
-                "max_concurrent" => t.max_concurrent = self.leaf(e),
-                "max_wait" => t.max_wait = self.leaf(e),
-                other => unreachable!("`{other}` is in BULKHEAD_KEYS"),
-            }
-        }
-        Some(t)
+        self.table(node, SECTION, "a table of policy settings", None)
     }
 }
 
@@ -408,7 +405,7 @@ fn attribute_field(key: &str) -> Option<(AttrOption, Field)> {
         .iter()
         .copied()
         .find(|n| *n == key)
-        .or_else(|| crate::dsl::suggest(key, &names))?;
+        .or_else(|| crate::syntax::suggest(key, &names))?;
     let option = options.into_iter().find(|o| o.name() == name)?;
     let field = Field::ALL
         .into_iter()
@@ -418,7 +415,7 @@ fn attribute_field(key: &str) -> Option<(AttrOption, Field)> {
 
 /// The key of this table a misspelled key or an attribute's name most likely meant.
 fn suggestion<'k>(key: &str, keys: &[&'k str], table: Option<Layer>) -> Option<&'k str> {
-    if let Some(s) = crate::dsl::suggest_key(key, keys) {
+    if let Some(s) = crate::syntax::suggest_key(key, keys) {
         return Some(s);
     }
     let field = match attribute_field(key) {
@@ -434,14 +431,14 @@ fn suggestion<'k>(key: &str, keys: &[&'k str], table: Option<Layer>) -> Option<&
 }
 
 /// The field of another table that an unknown `key` most likely meant, by the rule of
-/// [`crate::dsl::suggest_key`] (`maxAttempts` at a policy's level: `retry.max_attempts`).
+/// `suggest_key` (`maxAttempts` at a policy's level: `retry.max_attempts`).
 fn field_elsewhere(key: &str, table: Option<Layer>) -> Option<Field> {
     let fields: Vec<Field> = Field::ALL
         .into_iter()
         .filter(|f| f.layer().is_some() && f.layer() != table)
         .collect();
     let keys: Vec<&str> = fields.iter().map(|f| f.key()).collect();
-    let meant = crate::dsl::suggest_key(key, &keys)?;
+    let meant = crate::syntax::suggest_key(key, &keys)?;
     fields.into_iter().find(|f| f.key() == meant)
 }
 
@@ -453,7 +450,7 @@ fn unknown_key(key: &str, keys: &[&str], table: Option<Layer>) -> String {
         expected.join(", ")
     );
     let option = AttrOption::ALL.into_iter().find(|o| o.name() == key);
-    if let Some(s) = crate::dsl::suggest_key(key, keys) {
+    if let Some(s) = crate::syntax::suggest_key(key, keys) {
         message.push_str(&format!("; did you mean `{s}`?"));
     } else if let Some((option, f)) = attribute_field(key) {
         if table.is_none() || f.layer() == table {
@@ -477,7 +474,7 @@ fn unknown_key(key: &str, keys: &[&str], table: Option<Layer>) -> String {
         message.push_str(&format!(
             "; `{key}` is an option of `#[circuit_breaker]` only, not a config key"
         ));
-    } else if keys == FILE_KEYS {
+    } else if keys.contains(&"policies") {
         message.push_str(&format!(
             "; a named policy is a table under `policies` (`[policies.{key}]`)"
         ));
@@ -542,53 +539,91 @@ impl<'de> Deserializer<'de> for NodeDe<'_> {
 mod tests {
     use super::*;
 
+    /// Every field is read from one place: a field of a layer from that layer's table, a field
+    /// at the top of a section from the section; each once, and nothing else.
+    #[test]
+    fn every_field_has_one_key() {
+        let section = names(SECTION);
+        for f in Field::ALL {
+            let (keys, count) = match f.layer() {
+                Some(Layer::Breaker) => {
+                    (names(BREAKER), BREAKER.iter().filter(|k| k.0 == f).count())
+                }
+                Some(Layer::Retry) => (names(RETRY), RETRY.iter().filter(|k| k.0 == f).count()),
+                Some(Layer::Bulkhead) => (
+                    names(BULKHEAD),
+                    BULKHEAD.iter().filter(|k| k.0 == f).count(),
+                ),
+                Some(Layer::Timeout) => (Vec::new(), 0),
+                None => (
+                    section.clone(),
+                    section.iter().filter(|k| **k == f.key()).count(),
+                ),
+            };
+            assert_eq!(count, 1, "{f:?} in {keys:?}");
+        }
+        for (layer, len) in [
+            (Layer::Breaker, BREAKER.len()),
+            (Layer::Retry, RETRY.len()),
+            (Layer::Bulkhead, BULKHEAD.len()),
+        ] {
+            let fields = Field::ALL
+                .iter()
+                .filter(|f| f.layer() == Some(layer))
+                .count();
+            assert_eq!(len, fields, "{layer:?}");
+            assert!(section.contains(&layer.name()), "{layer:?}");
+        }
+    }
+
     #[test]
     fn attribute_names_point_at_the_config_key() {
+        let (breaker_keys, section_keys) = (&names(BREAKER)[..], &names(SECTION)[..]);
         assert_eq!(
-            unknown_key("threshold", BREAKER_KEYS, Some(Layer::Breaker)),
+            unknown_key("threshold", breaker_keys, Some(Layer::Breaker)),
             format!(
                 "unknown field `threshold`, expected one of {}; did you mean \
                  `consecutive_failures`? (the attribute calls it `threshold`)",
-                BREAKER_KEYS
+                breaker_keys
                     .iter()
                     .map(|k| format!("`{k}`"))
                     .collect::<Vec<_>>()
                     .join(", ")
             )
         );
-        assert!(unknown_key("concurrency", SECTION_KEYS, None).ends_with(
+        assert!(unknown_key("concurrency", section_keys, None).ends_with(
             "; did you mean `bulkhead.max_concurrent`? (the attribute calls it `concurrency`)"
         ));
         assert!(
-            unknown_key("threshhold", BREAKER_KEYS, Some(Layer::Breaker)).ends_with(
+            unknown_key("threshhold", breaker_keys, Some(Layer::Breaker)).ends_with(
                 "; did you mean `consecutive_failures`? (the attribute calls it `threshold`)"
             )
         );
-        assert!(unknown_key("classify", SECTION_KEYS, None)
+        assert!(unknown_key("classify", section_keys, None)
             .ends_with("; `classify` is an option of `#[circuit_breaker]` only, not a config key"));
-        assert!(unknown_key("cooldown", SECTION_KEYS, None)
+        assert!(unknown_key("cooldown", section_keys, None)
             .ends_with("; `cooldown` belongs at `breaker.cooldown`"));
-        assert_eq!(suggestion("threshold", SECTION_KEYS, None), Some("breaker"));
+        assert_eq!(suggestion("threshold", section_keys, None), Some("breaker"));
         // Another form of a key of another table, at a policy's level.
-        assert!(unknown_key("maxAttempts", SECTION_KEYS, None)
+        assert!(unknown_key("maxAttempts", section_keys, None)
             .ends_with("; did you mean `retry.max_attempts`?"));
-        assert!(unknown_key("cooldwn", SECTION_KEYS, None)
+        assert!(unknown_key("cooldwn", section_keys, None)
             .ends_with("; did you mean `breaker.cooldown`?"));
-        assert_eq!(suggestion("maxAttempts", SECTION_KEYS, None), Some("retry"));
+        assert_eq!(suggestion("maxAttempts", section_keys, None), Some("retry"));
         assert!(
-            unknown_key("maxAttempts", BREAKER_KEYS, Some(Layer::Breaker))
+            unknown_key("maxAttempts", breaker_keys, Some(Layer::Breaker))
                 .ends_with("; did you mean `retry.max_attempts`?")
         );
-        assert!(unknown_key("foo", SECTION_KEYS, None).ends_with(&format!(
+        assert!(unknown_key("foo", section_keys, None).ends_with(&format!(
             "expected one of {}",
-            SECTION_KEYS
+            section_keys
                 .iter()
                 .map(|k| format!("`{k}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
         assert_eq!(
-            suggestion("threshold", BREAKER_KEYS, Some(Layer::Breaker)),
+            suggestion("threshold", breaker_keys, Some(Layer::Breaker)),
             Some("consecutive_failures")
         );
     }
@@ -597,35 +632,38 @@ mod tests {
     /// cases; nothing for a word like no key.
     #[test]
     fn similar_keys() {
+        let (file, section) = (&names(FILE)[..], &names(SECTION)[..]);
+        let (breaker, retry, bulkhead) =
+            (&names(BREAKER)[..], &names(RETRY)[..], &names(BULKHEAD)[..]);
         let cases: &[(&str, &[&str], Option<&str>)] = &[
-            ("retries", SECTION_KEYS, Some("retry")),
-            ("timeouts", SECTION_KEYS, Some("timeout")),
-            ("bulkheads", SECTION_KEYS, Some("bulkhead")),
-            ("deadlines", SECTION_KEYS, Some("deadline")),
-            ("policy", FILE_KEYS, Some("policies")),
-            ("defaults", FILE_KEYS, Some("default")),
-            ("cooldowns", BREAKER_KEYS, Some("cooldown")),
-            ("half_open_probe", BREAKER_KEYS, Some("half_open_probes")),
-            ("max_key", SECTION_KEYS, Some("max_keys")),
-            ("timeout_ms", SECTION_KEYS, Some("timeout")),
-            ("cooldown_secs", BREAKER_KEYS, Some("cooldown")),
-            ("window_size", BREAKER_KEYS, Some("window")),
-            ("retry_policy", SECTION_KEYS, Some("retry")),
-            ("maxAttempts", RETRY_KEYS, Some("max_attempts")),
-            ("half-open-probes", BREAKER_KEYS, Some("half_open_probes")),
-            ("failureRate", BREAKER_KEYS, Some("failure_rate")),
-            ("timout", SECTION_KEYS, Some("timeout")),
-            ("max_concurent", BULKHEAD_KEYS, Some("max_concurrent")),
-            ("foo", SECTION_KEYS, None),
-            ("foo", FILE_KEYS, None),
-            ("s", SECTION_KEYS, None),
-            ("enabled", BREAKER_KEYS, None),
-            ("name", SECTION_KEYS, None),
-            ("foo_ms", SECTION_KEYS, None),
-            ("threshold", BREAKER_KEYS, None),
+            ("retries", section, Some("retry")),
+            ("timeouts", section, Some("timeout")),
+            ("bulkheads", section, Some("bulkhead")),
+            ("deadlines", section, Some("deadline")),
+            ("policy", file, Some("policies")),
+            ("defaults", file, Some("default")),
+            ("cooldowns", breaker, Some("cooldown")),
+            ("half_open_probe", breaker, Some("half_open_probes")),
+            ("max_key", section, Some("max_keys")),
+            ("timeout_ms", section, Some("timeout")),
+            ("cooldown_secs", breaker, Some("cooldown")),
+            ("window_size", breaker, Some("window")),
+            ("retry_policy", section, Some("retry")),
+            ("maxAttempts", retry, Some("max_attempts")),
+            ("half-open-probes", breaker, Some("half_open_probes")),
+            ("failureRate", breaker, Some("failure_rate")),
+            ("timout", section, Some("timeout")),
+            ("max_concurent", bulkhead, Some("max_concurrent")),
+            ("foo", section, None),
+            ("foo", file, None),
+            ("s", section, None),
+            ("enabled", breaker, None),
+            ("name", section, None),
+            ("foo_ms", section, None),
+            ("threshold", breaker, None),
         ];
         for (key, keys, expected) in cases {
-            assert_eq!(crate::dsl::suggest_key(key, keys), *expected, "{key}");
+            assert_eq!(crate::syntax::suggest_key(key, keys), *expected, "{key}");
         }
     }
 

@@ -1,11 +1,11 @@
 //! The breaker DSL: trip rules, window, cooldown and probes. See the grammar in the
 //! [module docs](super).
 
-use super::error::{tick, DslError};
-use super::parse::{fmt_duration, Parser};
+use super::parser;
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow, SlowCall};
 use crate::policy::defaults::{self, default_min_calls};
 use crate::policy::Field;
+use crate::syntax::{fmt_duration, tick, DslError, Parser};
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
@@ -260,7 +260,7 @@ fn neutral(p: &mut Parser<'_>) -> Result<NeutralProbe, DslError> {
 
 /// Parses and validates a breaker policy.
 pub(crate) fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let policy = breaker(&mut p)?;
     p.validated(policy, |policy, errors| {
         if let Err(e) = policy.validate() {
@@ -272,7 +272,7 @@ pub(crate) fn parse_breaker(src: &str) -> Result<BreakerPolicy, DslError> {
 /// Parses a breaker policy written in a config file: the policy (defaults for what it does
 /// not write) and the fields it writes (see `Parser::written_validated`).
 pub(crate) fn parse_breaker_written(src: &str) -> Result<(BreakerPolicy, Vec<Field>), DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let policy = breaker(&mut p)?;
     p.written_validated(policy, |policy, errors| {
         if let Err(e) = policy.validate() {
@@ -283,7 +283,7 @@ pub(crate) fn parse_breaker_written(src: &str) -> Result<(BreakerPolicy, Vec<Fie
 
 /// Parses and checks a window alone: `100 calls`, `60s`, `1m in 12 buckets`.
 pub(crate) fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let start = p.here();
     let window = window_size(&mut p)?;
     p.record(Field::Window, start..p.last_end());
@@ -305,7 +305,7 @@ pub(crate) fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
 
 /// Parses `release` or `count-as-success`.
 pub(crate) fn parse_neutral(src: &str) -> Result<NeutralProbe, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let got = neutral(&mut p)?;
     p.finish(&["end of input".to_owned()])?;
     Ok(got)

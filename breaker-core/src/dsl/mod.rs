@@ -122,31 +122,31 @@
 //! value: ``min_calls (10) must be <= the count window size (5)`` points at `min 10`.
 
 mod breaker;
-pub(crate) mod error;
 mod order;
-mod parse;
 mod retry;
 
 pub use crate::policy::defaults::{
     default_min_calls, BACKOFF_BASE as DEFAULT_BASE, BACKOFF_FACTOR as DEFAULT_FACTOR,
     BACKOFF_MAX as DEFAULT_MAX, TIME_WINDOW_MIN_CALLS as DEFAULT_TIME_WINDOW_MIN_CALLS,
 };
-#[cfg(feature = "config")]
-pub(crate) use error::suggest;
-pub(crate) use error::suggest as error_suggest;
-pub(crate) use error::suggest_key;
-pub use error::DslError;
+pub use crate::syntax::DslError;
 pub use order::Order;
 
 use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
 use crate::retry::RetryPolicy;
+use crate::syntax::{self, Parser};
 use std::time::Duration;
+
+/// A parser of `src` for the grammars here, which knows their keywords.
+fn parser(src: &str) -> Parser<'_> {
+    Parser::new(src).keywords(is_keyword)
+}
 
 /// Whether `word` is a word of one of the grammars, which may follow a number: never taken
 /// for a misspelt duration unit.
-pub(crate) fn is_keyword(word: &str) -> bool {
+fn is_keyword(word: &str) -> bool {
     const OTHERS: [&str; 4] = ["max", "factor", "step", "after"];
     retry::BACKOFFS.contains(&word)
         || retry::JITTERS.contains(&word)
@@ -172,13 +172,13 @@ pub(crate) fn is_keyword(word: &str) -> bool {
 /// # Ok::<(), breaker::dsl::DslError>(())
 /// ```
 pub fn parse_duration(src: &str) -> Result<Duration, DslError> {
-    parse::parse_duration(src)
+    parser(src).whole_duration()
 }
 
 /// Writes a duration in the DSL's canonical form (`1m 30s`, `250ms`, `0s`);
 /// [`parse_duration`] reads it back exactly.
 pub fn format_duration(d: Duration) -> String {
-    parse::fmt_duration(d).to_string()
+    syntax::fmt_duration(d).to_string()
 }
 
 /// Parses and validates a retry policy; the same as `src.parse::<RetryPolicy>()`.
@@ -233,7 +233,7 @@ pub fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
 /// # Errors
 /// A [`DslError`] naming the offending token.
 pub fn parse_percent(src: &str) -> Result<f64, DslError> {
-    let mut p = parse::Parser::new(src);
+    let mut p = parser(src);
     let (v, _) = p.percent("a percentage")?;
     p.finish(&["end of input".to_owned()])?;
     Ok(v)

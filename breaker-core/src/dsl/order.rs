@@ -1,10 +1,11 @@
 //! Layer order and bulkhead: see the grammar in the [module docs](super).
 
-use super::error::{tick, DslError};
-use super::parse::{fmt_duration, Parser};
+use super::parser;
+use crate::bulkhead::policy::BULKHEAD_MAX_WAIT;
+use crate::bulkhead::{check_bulkhead, BulkheadPolicy};
+use crate::field::Field;
 use crate::layer::{check_order, Layer, OrderError};
-use crate::policy::defaults::BULKHEAD_MAX_WAIT;
-use crate::policy::{check_bulkhead, BulkheadPolicy, Field};
+use crate::syntax::{fmt_duration, tick, DslError, Parser};
 use std::fmt;
 use std::str::FromStr;
 
@@ -33,7 +34,7 @@ fn layer(p: &mut Parser<'_>) -> Result<(Layer, std::ops::Range<usize>), DslError
 pub struct Order(pub Vec<Layer>);
 
 pub(crate) fn parse_order(src: &str) -> Result<Vec<Layer>, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let mut layers = Vec::new();
     let mut spans = Vec::new();
     loop {
@@ -91,7 +92,7 @@ impl FromStr for Layer {
     /// # Errors
     /// A [`DslError`] naming the token and listing the layers.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut p = Parser::new(s);
+        let mut p = parser(s);
         let (l, _) = layer(&mut p)?;
         p.finish(&["end of input".to_owned()])?;
         Ok(l)
@@ -99,7 +100,7 @@ impl FromStr for Layer {
 }
 
 pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let policy = bulkhead(&mut p)?;
     p.validated(policy, check_bulkhead)
 }
@@ -107,7 +108,7 @@ pub(crate) fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
 /// Parses a bulkhead written in a config file: the policy (defaults for what it does not
 /// write) and the fields it writes (see `Parser::written_validated`).
 pub(crate) fn parse_bulkhead_written(src: &str) -> Result<(BulkheadPolicy, Vec<Field>), DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let policy = bulkhead(&mut p)?;
     p.written_validated(policy, check_bulkhead)
 }

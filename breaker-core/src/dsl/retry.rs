@@ -1,10 +1,10 @@
 //! `retry`, `backoff` and `jitter`: see the grammar in the [module docs](super).
 
-use super::error::{tick, DslError};
-use super::parse::{fmt_duration, Parser};
+use super::parser;
 use crate::policy::defaults::{self, BACKOFF_BASE, BACKOFF_FACTOR};
 use crate::policy::{check_retry, Field};
 use crate::retry::{Backoff, Jitter, RetryPolicy};
+use crate::syntax::{fmt_duration, tick, DslError, Parser};
 use std::fmt;
 use std::str::FromStr;
 
@@ -219,7 +219,7 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
 
 /// Parses a retry policy and validates it (see the [module docs](super) for the grammar).
 pub(crate) fn parse_retry(src: &str) -> Result<RetryPolicy, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let policy = retry(&mut p)?;
     p.validated(policy, check_retry)
 }
@@ -227,14 +227,14 @@ pub(crate) fn parse_retry(src: &str) -> Result<RetryPolicy, DslError> {
 /// Parses a retry policy written in a config file: the policy (defaults for what it does not
 /// write) and the fields it writes (see `Parser::written_validated`).
 pub(crate) fn parse_retry_written(src: &str) -> Result<(RetryPolicy, Vec<Field>), DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     let policy = retry(&mut p)?;
     p.written_validated(policy, check_retry)
 }
 
 /// Parses a backoff alone: `fixed 200ms`, `exp(100ms, max 2s)`.
 pub(crate) fn parse_backoff(src: &str) -> Result<Backoff, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     if !p.peek().is_some_and(|t| BACKOFFS.contains(&t.text)) {
         return Err(p.unexpected("backoff", &ticks(&BACKOFFS), &BACKOFFS));
     }
@@ -252,7 +252,7 @@ pub(crate) fn parse_backoff(src: &str) -> Result<Backoff, DslError> {
 /// Parses a jitter alone: `jitter`, `full-jitter`, `equal-jitter`, `decorrelated-jitter`,
 /// `additive-jitter 100ms`, `no-jitter`.
 pub(crate) fn parse_jitter(src: &str) -> Result<Jitter, DslError> {
-    let mut p = Parser::new(src);
+    let mut p = parser(src);
     if !p.peek().is_some_and(|t| is_jitter_word(t.text)) {
         return Err(p.unexpected("jitter", &ticks(&JITTERS), &JITTERS));
     }

@@ -15,27 +15,16 @@
 //! - [`defaults`] is the one table of what a left-out value means.
 
 pub mod defaults;
-mod field;
 mod validate;
 
-pub use field::Field;
-pub(crate) use validate::{check_bulkhead, check_retry, policy_errors};
-pub use validate::{FieldError, Rule, ValidationError};
+pub use crate::bulkhead::{BulkheadPolicy, MAX_CONCURRENT};
+pub use crate::field::{Field, FieldError, Rule, ValidationError};
+pub(crate) use validate::{check_retry, policy_errors};
 
 use crate::breaker::BreakerPolicy;
 use crate::layer::Layer;
 use crate::retry::RetryPolicy;
 use std::time::Duration;
-
-/// The concurrency limit of a bulkhead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BulkheadPolicy {
-    /// At most this many calls run at once. Range `1..=1_000_000`.
-    pub max_concurrent: u32,
-    /// How long a call may wait for a slot before it is rejected; zero (the default) rejects at
-    /// once when full.
-    pub max_wait: Duration,
-}
 
 /// The policy of a whole pipeline. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -63,8 +52,6 @@ pub struct Policy {
 
 /// Largest `max_attempts` of a retry policy.
 pub const MAX_ATTEMPTS: u32 = 100;
-/// Largest `max_concurrent` of a bulkhead.
-pub const MAX_CONCURRENT: u32 = 1_000_000;
 
 impl Policy {
     /// The layers this policy configures, in [`Layer::DEFAULT_ORDER`].

@@ -21,6 +21,7 @@
 
 mod backoff;
 mod budget;
+pub(crate) mod defaults;
 mod error;
 mod policy;
 

@@ -98,6 +98,6 @@ impl Default for RetryPolicy {
     /// what `"3x"` means in the DSL and an empty `retry` table in a config file (the one
     /// defaults table is [`crate::policy::defaults`]).
     fn default() -> Self {
-        crate::policy::defaults::RETRY
+        super::defaults::RETRY
     }
 }

@@ -44,10 +44,13 @@
 //! # Ok::<(), annotated::AlreadyBuilt>(())
 //! ```
 
+pub(crate) mod registered;
+
 #[cfg(any(feature = "tokio", feature = "config", test))]
 use crate::breaker::BreakerBuilder;
 use crate::breaker::{CircuitBreaker, Listener, Transition};
 use crate::registry::Registry;
+use registered::{Registered, REGISTERED};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -196,7 +199,7 @@ mod tests {
 
 /// One `#[circuit_breaker]` function of the program: see [`functions`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Function(&'static crate::__private::Registered);
+pub struct Function(&'static Registered);
 
 impl Function {
     /// The function's name, the one its breaker is found under ([`breaker`]): its
@@ -237,7 +240,7 @@ impl Function {
 /// assert!(breaker::annotated::functions().all(|f| !f.name().is_empty()));
 /// ```
 pub fn functions() -> impl Iterator<Item = Function> {
-    let mut all: Vec<Function> = crate::__private::REGISTERED.iter().map(Function).collect();
+    let mut all: Vec<Function> = REGISTERED.iter().map(Function).collect();
     all.sort_by_key(|f| f.name());
     all.into_iter()
 }

@@ -1,7 +1,7 @@
 //! The tokenizer and the parsing helpers shared by every grammar of the DSL.
 
 use super::error::{suggest, tick, DslError};
-use crate::policy::{Field, FieldError};
+use crate::field::{Field, FieldError};
 use std::ops::Range;
 use std::time::Duration;
 
@@ -83,31 +83,41 @@ pub(crate) struct Parser<'a> {
     tokens: Vec<Token<'a>>,
     pos: usize,
     fields: Vec<(Field, Range<usize>)>,
+    /// Whether a word is a keyword of the grammar being parsed: after a number it is the next
+    /// clause, not a misspelt duration unit (`fixed 100 jitter`: `100` lacks a unit).
+    keyword: fn(&str) -> bool,
 }
 
 impl<'a> Parser<'a> {
-    pub(super) fn new(src: &'a str) -> Parser<'a> {
+    /// A parser of `src` whose grammar has no keywords (see [`Parser::keywords`]).
+    pub(crate) fn new(src: &'a str) -> Parser<'a> {
         Parser {
             src,
             tokens: tokenize(src),
             pos: 0,
             fields: Vec::new(),
+            keyword: |_| false,
         }
     }
 
-    pub(super) fn peek(&self) -> Option<&Token<'a>> {
+    /// This parser, for a grammar whose keywords `keyword` tells.
+    pub(crate) fn keywords(self, keyword: fn(&str) -> bool) -> Parser<'a> {
+        Parser { keyword, ..self }
+    }
+
+    pub(crate) fn peek(&self) -> Option<&Token<'a>> {
         self.tokens.get(self.pos)
     }
 
-    pub(super) fn peek_is(&self, text: &str) -> bool {
+    pub(crate) fn peek_is(&self, text: &str) -> bool {
         self.peek().is_some_and(|t| t.text == text)
     }
 
-    pub(super) fn peek_at(&self, n: usize) -> Option<&Token<'a>> {
+    pub(crate) fn peek_at(&self, n: usize) -> Option<&Token<'a>> {
         self.tokens.get(self.pos + n)
     }
 
-    pub(super) fn bump(&mut self) -> Option<Token<'a>> {
+    pub(crate) fn bump(&mut self) -> Option<Token<'a>> {
         let t = self.tokens.get(self.pos).cloned();
         if t.is_some() {
             self.pos += 1;
@@ -116,29 +126,29 @@ impl<'a> Parser<'a> {
     }
 
     /// Start of the next token (or the end of the input).
-    pub(super) fn here(&self) -> usize {
+    pub(crate) fn here(&self) -> usize {
         self.peek().map_or(self.src.len(), |t| t.span.start)
     }
 
     /// End of the previous token.
-    pub(super) fn last_end(&self) -> usize {
+    pub(crate) fn last_end(&self) -> usize {
         self.pos
             .checked_sub(1)
             .map_or(0, |i| self.tokens[i].span.end)
     }
 
-    pub(super) fn record(&mut self, field: Field, span: Range<usize>) {
+    pub(crate) fn record(&mut self, field: Field, span: Range<usize>) {
         self.fields.push((field, span));
     }
 
     /// The fields recorded so far, in the order written.
-    pub(super) fn written(&self) -> Vec<Field> {
+    pub(crate) fn written(&self) -> Vec<Field> {
         self.fields.iter().map(|(f, _)| *f).collect()
     }
 
     /// An error at the next token (or the end of input), with `what` naming the slot
     /// (`jitter`, `backoff`) and `expected` the accepted tokens, already formatted.
-    pub(super) fn unexpected(
+    pub(crate) fn unexpected(
         &self,
         what: &str,
         expected: &[String],
@@ -167,7 +177,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Consumes `text` or fails naming it.
-    pub(super) fn expect(&mut self, text: &str) -> Result<Token<'a>, DslError> {
+    pub(crate) fn expect(&mut self, text: &str) -> Result<Token<'a>, DslError> {
         if self.peek_is(text) {
             Ok(self.bump().expect("peeked"))
         } else {
@@ -176,7 +186,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Fails unless every token was consumed.
-    pub(super) fn finish(&self, expected: &[String]) -> Result<(), DslError> {
+    pub(crate) fn finish(&self, expected: &[String]) -> Result<(), DslError> {
         match self.peek() {
             None => Ok(()),
             Some(_) => Err(self.unexpected("", expected, &[])),
@@ -185,7 +195,7 @@ impl<'a> Parser<'a> {
 
     /// Turns the first validation error into a `DslError` at the token that set the field
     /// (the whole input if no token did).
-    pub(super) fn field_error(&self, errors: &[FieldError]) -> DslError {
+    pub(crate) fn field_error(&self, errors: &[FieldError]) -> DslError {
         let e = &errors[0];
         let span = self
             .fields
@@ -200,7 +210,7 @@ impl<'a> Parser<'a> {
     /// ones: `value` and the fields written, if `check` finds nothing wrong with the fields
     /// written. A rule that reads a field the string does not write (no trip rule, `min_calls`
     /// against an inherited window) is left to the merged policy.
-    pub(super) fn written_validated<T>(
+    pub(crate) fn written_validated<T>(
         &self,
         value: T,
         check: impl FnOnce(&T, &mut Vec<FieldError>),
@@ -222,7 +232,7 @@ impl<'a> Parser<'a> {
 
     /// `value` if `check` finds nothing wrong with it, else its first error at the token that
     /// set the field: the DSL's rendering of the one validator's errors.
-    pub(super) fn validated<T>(
+    pub(crate) fn validated<T>(
         &self,
         value: T,
         check: impl FnOnce(&T, &mut Vec<FieldError>),
@@ -237,7 +247,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `int = digit , { digit } ;` as a `u32`.
-    pub(super) fn int(&mut self, what: &str) -> Result<(u32, Range<usize>), DslError> {
+    pub(crate) fn int(&mut self, what: &str) -> Result<(u32, Range<usize>), DslError> {
         let Some(t) = self.peek().cloned() else {
             return Err(self.unexpected(what, &[format!("{what} such as `5`")], &[]));
         };
@@ -257,7 +267,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`.
-    pub(super) fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
+    pub(crate) fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
         let expected = [format!("{what} such as `2` or `1.5`")];
         match self.peek().cloned() {
             Some(t) if is_number(t.text) => {
@@ -269,7 +279,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `percent = number , "%" ;` (one token, no space before `%`).
-    pub(super) fn percent(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
+    pub(crate) fn percent(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
         let expected = [format!("{what} such as `50%`")];
         match self.peek().cloned() {
             Some(t) if t.text.strip_suffix('%').is_some_and(is_number) => {
@@ -310,13 +320,13 @@ impl<'a> Parser<'a> {
     }
 
     /// Whether the next token starts a duration part (`<digits><letter>...`).
-    pub(super) fn at_duration_part(&self) -> bool {
+    pub(crate) fn at_duration_part(&self) -> bool {
         self.peek().is_some_and(|t| starts_duration_part(t.text))
     }
 
     /// `duration = duration-part , { duration-part } ;` where a part is one token such as
     /// `30s`, `1m`, `250ms` (number and unit with no space between), parsed by `humantime`.
-    pub(super) fn duration(&mut self, what: &str) -> Result<(Duration, Range<usize>), DslError> {
+    pub(crate) fn duration(&mut self, what: &str) -> Result<(Duration, Range<usize>), DslError> {
         let expected = || [format!("{what} such as `30s`, `250ms` or `1m 30s`")];
         let Some(first) = self.peek().cloned() else {
             return Err(self.unexpected("", &expected(), &[]));
@@ -347,7 +357,7 @@ impl<'a> Parser<'a> {
             }
             // `30 parsecs`: a word meant as the unit, but not one.
             if let Some(word) = self.peek_at(1).filter(|w| {
-                w.text.bytes().all(|b| b.is_ascii_alphabetic()) && !super::is_keyword(w.text)
+                w.text.bytes().all(|b| b.is_ascii_alphabetic()) && !(self.keyword)(w.text)
             }) {
                 let whole = first.span.start..word.span.end;
                 let err = DslError::new(
@@ -501,12 +511,18 @@ fn starts_duration_part(s: &str) -> bool {
     digits > 0 && s[digits..].starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
-/// Parses a whole string as one duration (see the module docs).
+impl Parser<'_> {
+    /// Parses the whole input as one duration (see [`crate::dsl::parse_duration`]).
+    pub(crate) fn whole_duration(mut self) -> Result<Duration, DslError> {
+        let (d, _) = self.duration("a duration")?;
+        self.finish(&[String::from("end of input")])?;
+        Ok(d)
+    }
+}
+
+/// Parses a whole string as one duration, in a grammar without keywords.
 pub(crate) fn parse_duration(src: &str) -> Result<Duration, DslError> {
-    let mut p = Parser::new(src);
-    let (d, _) = p.duration("a duration")?;
-    p.finish(&[String::from("end of input")])?;
-    Ok(d)
+    Parser::new(src).whole_duration()
 }
 
 /// Writes a duration in the DSL (`humantime`'s format: `1m 30s`, `250ms`, `0s`).
@@ -561,8 +577,10 @@ mod tests {
             e.to_string(),
             "space between number and unit in duration `2 secs` at 0..6; expected `2secs`"
         );
-        // A keyword of a grammar is not a unit: the number lacks one.
-        assert!(crate::dsl::parse_retry("3x fixed 100 jitter")
+        // A keyword of the grammar is not a unit: the number lacks one.
+        let mut p = Parser::new("100 jitter").keywords(|w| w == "jitter");
+        assert!(p
+            .duration("a delay")
             .unwrap_err()
             .to_string()
             .starts_with("duration `100` has no unit"));

@@ -1,11 +1,24 @@
-//! [`Field`]: the identity of one setting of a policy, from the validator to every surface that
-//! reports its errors (DSL spans, config key paths, attribute options).
+//! The identities of a policy's settings and the errors that name them: [`Field`] (a setting,
+//! by its config key), [`FieldError`] and [`ValidationError`] (what the one validator reports),
+//! [`Rule`] (which rule an error breaks) and [`AttrOption`] (an option of
+//! `#[circuit_breaker]`, and the field it sets).
+//!
+//! A leaf: it imports nothing but [`crate::layer`], so every layer's policy (`breaker`, `retry`,
+//! `bulkhead`), the validator (`policy`), the DSL, config files and the attribute name fields
+//! and report errors through it without importing each other. The public paths are
+//! [`crate::policy`] (`policy::Field`, `policy::FieldError`, ...) and, for the breaker's own
+//! errors, [`crate::breaker`].
+
+mod error;
+mod option;
+
+pub use error::{FieldError, Rule, ValidationError};
+pub use option::AttrOption;
 
 use crate::layer::Layer;
 use std::fmt;
 
-/// One setting of a [`Policy`](super::Policy): what a [`FieldError`](super::FieldError) is
-/// about.
+/// One setting of a [`Policy`](crate::policy::Policy): what a [`FieldError`] is about.
 ///
 /// Each field has one name, [`key`](Self::key), the key of a config file (unique across
 /// layers), and lives in the table of [`layer`](Self::layer) (`breaker`, `retry`, `bulkhead`)

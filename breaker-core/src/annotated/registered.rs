@@ -1,9 +1,7 @@
 //! The link-time list of annotated functions: every `#[circuit_breaker]` function adds one
 //! [`Registered`] entry with `linkme`, so the program knows them all before any is called,
 //! to check an installed registry against them ([`crate::config::install`]) and to list them
-//! ([`crate::annotated::functions`]).
-
-pub use linkme;
+//! ([`crate::annotated::functions`]). The expansion names them through `__private`.
 
 /// One `#[circuit_breaker]` function, as the macro registers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

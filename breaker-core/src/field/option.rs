@@ -1,8 +1,8 @@
 //! The options of `#[circuit_breaker(..)]`: one list, shared by the macro's parser and by the
 //! mapping of policy fields to options, so both are exhaustive `match`es over it.
 
+use super::Field;
 use crate::layer::Layer;
-use crate::policy::Field;
 
 /// One option of the attribute. The macro's keyword list (`breaker-macros/src/args.rs`) names
 /// each variant; its tests check that it covers [`AttrOption::ALL`].
