@@ -58,6 +58,15 @@ pub enum Role {
     Sentinel,
     /// A fleet failure-rate rule only (no consecutive rule), called on command only.
     Rate,
+    /// Scope `quorum(2)`: the fleet opens when 2 replicas tripped; called on command only.
+    Quorum,
+}
+
+impl Role {
+    /// Whether the scenario calls it on command only (no caller runs on it).
+    pub fn on_command(self) -> bool {
+        matches!(self, Role::Rate | Role::Quorum)
+    }
 }
 
 /// One breaker of every replica: its shared name, how it is called and its role.
@@ -72,7 +81,7 @@ pub struct Spec {
 }
 
 /// Every replica's breakers; an index into this is a breaker's id in the dependency.
-pub const BREAKERS: [Spec; 9] = [
+pub const BREAKERS: [Spec; 10] = [
     Spec {
         name: "plain",
         path: Path::Plain,
@@ -117,6 +126,11 @@ pub const BREAKERS: [Spec; 9] = [
         name: "rate",
         path: Path::Plain,
         role: Role::Rate,
+    },
+    Spec {
+        name: "quorum",
+        path: Path::Conf,
+        role: Role::Quorum,
     },
 ];
 

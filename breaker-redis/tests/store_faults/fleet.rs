@@ -9,7 +9,7 @@
 //!
 //! The protocol of a replica process: it prints `@@ready` once its breakers are shared (or
 //! `@@error WHAT`), then answers each line of its stdin: `view` with `@@view LINE`
-//! ([`View::encode`]), `rate N` with `@@rate OK FAILED REJECTED`, `close-rate MS` with
+//! ([`View::encode`]), `calls B N` with `@@calls OK FAILED REJECTED`, `close B MS` with
 //! `@@closed 0|1`, `quiet 1|0` (its callers pause or go on) with `@@quiet`; it ends at `quit` or at the end of its stdin (the parent is gone). Its log
 //! lines go to its stderr, which the parent keeps.
 
@@ -234,20 +234,20 @@ impl Fleet {
         }
     }
 
-    /// `n` calls through every replica's rate breaker, the replicas at once: per replica
-    /// (succeeded, failed, rejected).
-    pub async fn rate_calls(&mut self, n: u32) -> Vec<(u32, u32, u32)> {
+    /// `n` calls through breaker `b` on each replica of `rs`, those replicas at once: per
+    /// replica of `rs`, (succeeded, failed, rejected).
+    pub async fn calls(&mut self, rs: &[usize], b: usize, n: u32) -> Vec<(u32, u32, u32)> {
         match &mut self.members {
-            Members::Local(rs) => {
-                futures_util::future::join_all(rs.iter().map(|r| r.rate_calls(n))).await
+            Members::Local(replicas) => {
+                futures_util::future::join_all(rs.iter().map(|&r| replicas[r].calls(b, n))).await
             }
             Members::Children(cs) => {
-                for c in cs.iter_mut() {
-                    c.send(&format!("rate {n}"));
+                for &r in rs {
+                    cs[r].send(&format!("calls {b} {n}"));
                 }
                 let mut out = Vec::new();
-                for c in cs.iter_mut() {
-                    let line = c.expect("rate", Duration::from_secs(10)).await;
+                for &r in rs {
+                    let line = cs[r].expect("calls", Duration::from_secs(10)).await;
                     let v: Vec<u32> = line.split(' ').map(|s| s.parse().unwrap()).collect();
                     out.push((v[0], v[1], v[2]));
                 }
@@ -256,16 +256,16 @@ impl Fleet {
         }
     }
 
-    /// Every replica's rate breaker closed (calls succeed until it is), the replicas at once:
+    /// Breaker `b` closed on every replica (calls succeed until it is), the replicas at once:
     /// per replica, whether it closed within `within`.
-    pub async fn close_rate(&mut self, within: Duration) -> Vec<bool> {
+    pub async fn close(&mut self, b: usize, within: Duration) -> Vec<bool> {
         match &mut self.members {
             Members::Local(rs) => {
-                futures_util::future::join_all(rs.iter().map(|r| r.close_rate(within))).await
+                futures_util::future::join_all(rs.iter().map(|r| r.close(b, within))).await
             }
             Members::Children(cs) => {
                 for c in cs.iter_mut() {
-                    c.send(&format!("close-rate {}", within.as_millis()));
+                    c.send(&format!("close {b} {}", within.as_millis()));
                 }
                 let mut out = Vec::new();
                 for c in cs.iter_mut() {
@@ -364,13 +364,17 @@ async fn replica_process() {
         let (cmd, arg) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         match cmd {
             "view" => println!("@@view {}", replica.view().encode()),
-            "rate" => {
-                let (ok, failed, rejected) = replica.rate_calls(arg.parse().unwrap()).await;
-                println!("@@rate {ok} {failed} {rejected}");
+            "calls" => {
+                let (b, n) = arg.split_once(' ').expect("calls B N");
+                let (ok, failed, rejected) =
+                    replica.calls(b.parse().unwrap(), n.parse().unwrap()).await;
+                println!("@@calls {ok} {failed} {rejected}");
             }
-            "close-rate" => {
-                let within = Duration::from_millis(arg.parse().unwrap());
-                println!("@@closed {}", u8::from(replica.close_rate(within).await));
+            "close" => {
+                let (b, ms) = arg.split_once(' ').expect("close B MS");
+                let within = Duration::from_millis(ms.parse().unwrap());
+                let closed = replica.close(b.parse().unwrap(), within).await;
+                println!("@@closed {}", u8::from(closed));
             }
             "quiet" => {
                 replica.set_quiet(arg == "1");

@@ -150,9 +150,9 @@ async fn measure_every_fault() {
     println!(
         "| fault | replicas | calls failed because of the store | probes above the cap: \
          store healthy / during the fault | fault's end to every replica with the fleet | \
-         then a trip reaches all | then the fleet rate trips all |"
+         then every replica rejects after: a trip / the fleet rate / quorum(2) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for r in rows {
         println!("{r}");
     }

@@ -72,7 +72,7 @@ pub fn rate_policy() -> BreakerPolicy {
     }
 }
 
-/// The config file of the `Conf` path: two policies of scope `shared`.
+/// The config file of the `Conf` path: two policies of scope `shared`, one of `quorum(2)`.
 const CONFIG: &str = r#"[policies.conf]
 breaker = "3 consecutive, open 500ms, probes 1, close after 1, probe-wait 2s"
 scope = "shared"
@@ -80,6 +80,10 @@ scope = "shared"
 [policies.conf_s]
 breaker = "3 consecutive, open 500ms, probes 1, close after 1, probe-wait 2s"
 scope = "shared"
+
+[policies.quorum]
+breaker = "3 consecutive, open 500ms, probes 1, close after 1, probe-wait 2s"
+scope = "quorum(2)"
 
 [store]
 url = "redis://127.0.0.1:1/"
@@ -254,7 +258,7 @@ impl Replica {
             breaker_redis::share_policies(Some(&store), &policies, &registry)
                 .map_err(|e| format!("share_policies: {e}"))?,
         );
-        for role in [Role::Main, Role::Sentinel] {
+        for role in [Role::Main, Role::Sentinel, Role::Quorum] {
             let i = index(Path::Conf, role);
             let name = BREAKERS[i].name;
             let b = registry
@@ -303,7 +307,7 @@ impl Replica {
             let Some(caller) = caller.clone() else {
                 continue;
             };
-            if BREAKERS[b].role == Role::Rate {
+            if BREAKERS[b].role.on_command() {
                 continue;
             }
             let conn = Mutex::new(self.link.connect().await);
@@ -338,59 +342,46 @@ impl Replica {
         }
     }
 
-    fn rate(&self) -> &CircuitBreaker {
-        self.breakers[index(Path::Plain, Role::Rate)]
-            .as_ref()
-            .expect("every replica has the rate breaker")
+    fn caller(&self, b: usize) -> &Caller {
+        self.callers[b].as_ref().unwrap_or_else(|| {
+            panic!(
+                "replica r{} runs no breaker {}",
+                self.index, BREAKERS[b].name
+            )
+        })
     }
 
-    /// `n` calls through the rate breaker, one after another: (succeeded, failed, rejected).
-    pub async fn rate_calls(&self, n: u32) -> (u32, u32, u32) {
-        let b = index(Path::Plain, Role::Rate);
-        let mut conn = self.link.connect().await;
+    /// `n` calls through breaker `b`, one after another: (succeeded, failed, rejected).
+    pub async fn calls(&self, b: usize, n: u32) -> (u32, u32, u32) {
+        let conn = Mutex::new(self.link.connect().await);
         let (mut ok, mut failed, mut rejected) = (0, 0, 0);
         for _ in 0..n {
-            match self.rate().try_acquire() {
-                Ok(p) => {
-                    if conn.call(self.index, b, p.is_probe()).await {
-                        ok += 1;
-                        p.success();
-                    } else {
-                        failed += 1;
-                        p.failure();
-                    }
-                }
-                Err(_) => {
-                    rejected += 1;
-                    conn.rejected(self.index, b).await;
-                }
+            match call(self.caller(b), &conn, self.index, b).await {
+                Outcome::Ok => ok += 1,
+                Outcome::Failed => failed += 1,
+                Outcome::Rejected => rejected += 1,
             }
         }
         (ok, failed, rejected)
     }
 
-    /// Calls through the rate breaker (the dependency healthy) until it reads closed; `false`
-    /// if it does not within `within`.
-    pub async fn close_rate(&self, within: Duration) -> bool {
-        let b = index(Path::Plain, Role::Rate);
+    /// Calls through breaker `b` (the dependency healthy) until it reads closed; `false` if it
+    /// does not within `within`.
+    pub async fn close(&self, b: usize, within: Duration) -> bool {
         let start = Instant::now();
-        let mut conn = self.link.connect().await;
+        let conn = Mutex::new(self.link.connect().await);
+        let breaker = self.breakers[b]
+            .as_ref()
+            .expect("a breaker of this replica");
         loop {
-            if self.rate().state() == State::Closed {
+            if breaker.state() == State::Closed {
                 return true;
             }
             if start.elapsed() > within {
                 return false;
             }
-            match self.rate().try_acquire() {
-                Ok(p) => {
-                    if conn.call(self.index, b, p.is_probe()).await {
-                        p.success();
-                    } else {
-                        p.failure();
-                    }
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            if call(self.caller(b), &conn, self.index, b).await == Outcome::Rejected {
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
     }
@@ -404,39 +395,50 @@ impl Replica {
     }
 }
 
+/// What became of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    Failed,
+    Rejected,
+}
+
+impl<T> From<Result<T, Error<Down>>> for Outcome {
+    fn from(r: Result<T, Error<Down>>) -> Outcome {
+        match r {
+            Ok(_) => Outcome::Ok,
+            Err(Error::Rejected(_)) => Outcome::Rejected,
+            Err(_) => Outcome::Failed,
+        }
+    }
+}
+
 /// One call of replica `r` through breaker `b`'s path; a rejection is told to the dependency.
-async fn call(caller: &Caller, conn: &Mutex<Conn>, r: usize, b: usize) {
-    let rejected = match caller {
+async fn call(caller: &Caller, conn: &Mutex<Conn>, r: usize, b: usize) -> Outcome {
+    let outcome = match caller {
         Caller::Plain(br) => match br.try_acquire() {
             Ok(p) => {
                 if conn.lock().await.call(r, b, p.is_probe()).await {
                     p.success();
+                    Outcome::Ok
                 } else {
                     p.failure();
+                    Outcome::Failed
                 }
-                false
             }
-            Err(_) => true,
+            Err(_) => Outcome::Rejected,
         },
-        Caller::Pipe(pipeline, br) => {
-            let res = pipeline.call(|| through(conn, br, r, b)).await;
-            matches!(res, Err(Error::Rejected(_)))
-        }
-        Caller::Conf(pipeline, br) => {
-            let res = pipeline.call(|| through(conn, br, r, b)).await;
-            matches!(res, Err(Error::Rejected(_)))
-        }
-        Caller::Attr(role) => {
-            let res = match role {
-                Role::Main => attr(conn, r).await,
-                _ => attr_s(conn, r).await,
-            };
-            matches!(res, Err(Error::Rejected(_)))
-        }
+        Caller::Pipe(pipeline, br) => pipeline.call(|| through(conn, br, r, b)).await.into(),
+        Caller::Conf(pipeline, br) => pipeline.call(|| through(conn, br, r, b)).await.into(),
+        Caller::Attr(role) => match role {
+            Role::Main => attr(conn, r).await.into(),
+            _ => attr_s(conn, r).await.into(),
+        },
     };
-    if rejected {
+    if outcome == Outcome::Rejected {
         conn.lock().await.rejected(r, b).await;
     }
+    outcome
 }
 
 /// The operation a pipeline runs: a probe is a call its breaker admitted half-open.

@@ -5,8 +5,10 @@
 //! 1. **Ready**: every replica's store healthy, every breaker closed; callers run on every
 //!    breaker of every replica from here to the end.
 //! 2. **Before the fault** (a baseline: the fleet works): the fleet failure-rate rule trips
-//!    every replica (3 failures on each replica, 9 in the fleet: no replica trips alone); then
-//!    a trip on r0 (3 consecutive failures on each path) opens every replica.
+//!    every replica (3 failures on each replica, 9 in the fleet: no replica trips alone); a
+//!    config file's `scope = "quorum(2)"` opens no other replica on r0's trip and every
+//!    replica on r1's; then a trip on r0 (3 consecutive failures on each path) opens every
+//!    replica.
 //! 3. **The fault** ([`Env::inject`]), from [`FAULT_LEAD`] before the fleet's cooldown ends:
 //!    it hits an open fleet as it goes half-open, so its deadline, its lease requests and
 //!    its probes are in play. The dependency is healthy from the trip on. Replica r2 has no
@@ -19,7 +21,10 @@
 //! 5. **Every rule works again**: the main breakers close everywhere (the dependency is
 //!    healthy); a trip on r2 reaches every other replica within one flush interval (plus a
 //!    margin for the machine); the fleet rate rule trips every replica again within one flush
-//!    interval of the last failure (plus a margin); and everything closes again.
+//!    interval of the last failure (plus a margin); quorum(2) works as before, its second
+//!    trip reaching every replica within the same bound; and everything closes again.
+//!    (A count window has no fleet-wide order: the fleet's rules here are the consecutive
+//!    rule, the time window's failure rate and the quorum.)
 //!
 //! What it counts (the README's figures), with the expectations asserted by the tests:
 //! - **calls failed because of the store**: rejections on a main or sentinel breaker more
@@ -37,7 +42,7 @@ use crate::common::unique_ns;
 use crate::dependency::{index, Dependency, Path, Role, BREAKERS};
 use crate::fault::{Env, Fault};
 use crate::fleet::{wait_views, Fleet, Topology};
-use crate::replica::{View, COOLDOWN, FLUSH, RATE_MIN_CALLS, STORE_COOLDOWN_MAX};
+use crate::replica::{View, COOLDOWN, FLUSH, RATE_MIN_CALLS, STORE_COOLDOWN_MAX, THRESHOLD};
 use breaker_core::breaker::State;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -93,6 +98,9 @@ pub struct Outcome {
     pub trip_after: Option<Duration>,
     /// After the fault, from the last failure of a fleet-rate trip until every replica rejected.
     pub rate_after: Option<Duration>,
+    /// After the fault, from the second replica's trip under `quorum(2)` until every replica
+    /// rejected.
+    pub quorum_after: Option<Duration>,
     /// What happened when, from the dependency's start.
     pub timeline: Vec<(String, Duration)>,
     /// Every broken expectation, in words.
@@ -112,6 +120,7 @@ impl Outcome {
             agree: None,
             trip_after: None,
             rate_after: None,
+            quorum_after: None,
             timeline: Vec::new(),
             violations: Vec::new(),
         }
@@ -119,7 +128,8 @@ impl Outcome {
 
     /// The README's row: fault, replicas, calls failed because of the store (of the calls
     /// made), probes above the cap (store healthy / all, and the bound), fault's end to every
-    /// replica with the fleet, and the two checks after it.
+    /// replica with the fleet, and the three checks after it (a trip, the fleet rate,
+    /// quorum(2)), each the time until every replica rejected.
     pub fn row(&self) -> String {
         let ms = |d: Option<Duration>| {
             d.map_or("never".to_owned(), |d| {
@@ -127,7 +137,7 @@ impl Outcome {
             })
         };
         format!(
-            "| {} | {} | {} of {} | {} / +{} (bound +{}) | {} | {} | {} |",
+            "| {} | {} | {} of {} | {} / +{} (bound +{}) | {} | {} / {} / {} |",
             self.fault.describe(),
             self.topology.name(),
             self.store_failed,
@@ -138,6 +148,7 @@ impl Outcome {
             ms(self.agree),
             ms(self.trip_after),
             ms(self.rate_after),
+            ms(self.quorum_after),
         )
     }
 
@@ -191,18 +202,14 @@ impl Run {
     /// replica's rate breaker must open. `Ok`: the time from the last failure until it did.
     async fn rate_trip(&mut self) -> Result<Duration, String> {
         let b = index(Path::Plain, Role::Rate);
-        let closed = self.fleet.close_rate(Duration::from_secs(3)).await;
-        if let Some(r) = closed.iter().position(|c| !c) {
-            return Err(format!(
-                "the rate breaker of r{r} did not close within 3 s with a healthy dependency"
-            ));
-        }
+        self.close_everywhere(b).await?;
         let n = crate::fleet::N;
         let each = RATE_MIN_CALLS / n as u32;
         for r in 0..n {
             self.dep.fail(r, b);
         }
-        let done = self.fleet.rate_calls(each).await;
+        let all: Vec<usize> = (0..n).collect();
+        let done = self.fleet.calls(&all, b, each).await;
         let last = Instant::now();
         for r in 0..n {
             self.dep.heal(r, b, Duration::ZERO);
@@ -226,6 +233,67 @@ impl Run {
                  replica within 3 s: rate breaker states {:?}",
                 each * n as u32,
                 each * n as u32,
+                views.iter().map(|v| v.states[b]).collect::<Vec<_>>()
+            )),
+        }
+    }
+
+    /// Breaker `b` closed on every replica (calls succeed until it is, 3 s at most).
+    async fn close_everywhere(&mut self, b: usize) -> Result<(), String> {
+        let closed = self.fleet.close(b, Duration::from_secs(3)).await;
+        match closed.iter().position(|c| !c) {
+            Some(r) => Err(format!(
+                "the {} breaker of r{r} did not close within 3 s with a healthy dependency",
+                BREAKERS[b].name
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// [`THRESHOLD`] failing calls through breaker `b` on replica `r`: `Ok` with when the last
+    /// one ended, if all reached the (failing) dependency.
+    async fn trip_on(&mut self, r: usize, b: usize) -> Result<Instant, String> {
+        self.dep.fail(r, b);
+        let done = self.fleet.calls(&[r], b, THRESHOLD).await[0];
+        let last = Instant::now();
+        self.dep.heal(r, b, Duration::ZERO);
+        self.dep.never_count(b);
+        if done.1 == THRESHOLD {
+            Ok(last)
+        } else {
+            Err(format!(
+                "r{r}'s {THRESHOLD} calls through the {} breaker: {} succeeded, {} failed, {} \
+                 rejected (all should have reached the failing dependency)",
+                BREAKERS[b].name, done.0, done.1, done.2
+            ))
+        }
+    }
+
+    /// The quorum rule (a config file's `scope = "quorum(2)"`): every replica's quorum breaker
+    /// closed; a trip on r0 (3 failing calls) opens r0 only; a trip on r1 then opens every
+    /// replica. `Ok`: the time from r1's last failure until r2 rejected.
+    async fn quorum_trip(&mut self) -> Result<Duration, String> {
+        let b = index(Path::Conf, Role::Quorum);
+        self.close_everywhere(b).await?;
+        self.trip_on(0, b).await?;
+        tokio::time::sleep(2 * FLUSH).await;
+        let views = self.fleet.views().await;
+        let states: Vec<Option<State>> = views.iter().map(|v| v.states[b]).collect();
+        if states[0] != Some(State::Open) || states[1..].iter().any(|s| *s != Some(State::Closed)) {
+            return Err(format!(
+                "quorum(2): a trip on r0 alone must open r0 and no other replica; states {states:?}"
+            ));
+        }
+        let last = self.trip_on(1, b).await?;
+        match wait_views(&mut self.fleet, Duration::from_secs(3), |vs| {
+            vs.iter().all(|v| v.states[b] == Some(State::Open))
+        })
+        .await
+        {
+            Ok(_) => Ok(last.elapsed()),
+            Err(views) => Err(format!(
+                "quorum(2): trips on r0 and r1 did not open every replica within 3 s: quorum \
+                 breaker states {:?}",
                 views.iter().map(|v| v.states[b]).collect::<Vec<_>>()
             )),
         }
@@ -360,6 +428,11 @@ async fn scenario(run: &mut Run, env: &mut Env, fault: Fault) {
         return;
     }
     run.mark("before the fault: the fleet rate rule tripped every replica");
+    if let Err(e) = run.quorum_trip().await {
+        run.violation(format!("before the fault (the fleet itself): {e}"));
+        return;
+    }
+    run.mark("before the fault: quorum(2) tripped every replica");
     env.prepare(fault).await;
     let mains = run.of(Role::Main);
     let (tripped, reach) = run
@@ -466,6 +539,19 @@ async fn scenario(run: &mut Run, env: &mut Env, fault: Fault) {
                 run.violation(format!(
                     "after the fault, the fleet rate rule opened every replica {d:?} after the \
                      last failure (bound {RATE_BOUND:?})"
+                ));
+            }
+        }
+        Err(e) => run.violation(format!("after the fault: {e}")),
+    }
+    match run.quorum_trip().await {
+        Ok(d) => {
+            run.outcome.quorum_after = Some(d);
+            run.mark("after the fault: quorum(2) tripped every replica");
+            if d > TRIP_BOUND {
+                run.violation(format!(
+                    "after the fault, quorum(2)'s second trip opened every replica after {d:?} \
+                     (bound {TRIP_BOUND:?})"
                 ));
             }
         }
