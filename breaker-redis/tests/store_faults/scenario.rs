@@ -175,6 +175,8 @@ struct Run {
     dep: Arc<Dependency>,
     paths: Vec<Path>,
     outcome: Outcome,
+    /// The fault was done (the fleet worked before it).
+    faulted: bool,
 }
 
 impl Run {
@@ -393,6 +395,7 @@ pub async fn run(
         dep: Arc::clone(&dep),
         paths,
         outcome: Outcome::new(fault, topology),
+        faulted: false,
     };
     let rate = index(Path::Plain, Role::Rate);
     dep.never_count(rate);
@@ -460,6 +463,7 @@ async fn scenario(run: &mut Run, env: &mut Env, fault: Fault) {
         fault.describe()
     ));
     let end = env.inject(fault).await;
+    run.faulted = true;
     run.mark("fault ends");
 
     // 4. The sentinels trip on r1 at the fault's end.
@@ -615,14 +619,15 @@ fn finish(run: &mut Run, fault: Fault, log: Vec<String>, ns: &str) {
             ));
         }
     }
-    if healthy == 0 {
+    // (Unless the fleet failed before the fault: the scenario stopped there.)
+    if healthy == 0 && run.faulted {
         run.violation(
             "no probe ran while the store was healthy: the scenario did not exercise the cap",
         );
     }
     run.outcome.over_cap_healthy = healthy.saturating_sub(CAP);
     run.outcome.over_cap_all = all.saturating_sub(CAP);
-    if fault.says_authentication_failed() {
+    if fault.says_authentication_failed() && run.faulted {
         let ours: Vec<&String> = log.iter().filter(|l| l.contains(ns)).collect();
         if !ours
             .iter()
