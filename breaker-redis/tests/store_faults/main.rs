@@ -7,7 +7,8 @@
 //! Every fault runs the same scenario ([`scenario`]): the fault hits an open fleet; the
 //! tests assert that no call fails because of the store (`on_error = local`, a healthy
 //! dependency), that the probe cap holds outside the documented store-loss bound, and that
-//! once the fault ends every replica decides with the fleet again and every rule works.
+//! once the fault ends every replica decides with the fleet again and every rule works (the
+//! consecutive rule, the fleet failure rate over a time window, and `quorum(2)`).
 //!
 //! `measure_every_fault` (ignored: `cargo test -p breaker-redis --test store_faults --
 //! --ignored measure --nocapture --test-threads 1`) runs every fault in both topologies one
