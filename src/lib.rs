@@ -48,6 +48,7 @@
 //!
 //! Breaker state is per process: N replicas each keep their own breakers.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+#![forbid(unsafe_code)]
 
 pub use breaker_core::*;
 #[doc = include_str!("circuit_breaker.md")]

@@ -27,7 +27,7 @@ fn check_prints_every_mistake_and_exits_1() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "error: {bad}:3:5: policies.a.timout: unknown field `timout`, expected one of \
-             `breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, \
+             `breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`, `order`, `idempotent`, \
              `max_keys`, `key_idle`, `scope`; did you mean `timeout`?\n\
              error: {bad}:5:29: policies.a.breaker.consecutive_failures: must be at least 1, \
              got 0\n\

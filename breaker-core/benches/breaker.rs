@@ -15,19 +15,20 @@
 //! Instruction counts, which unlike times do not depend on the machine's load: with
 //! `BREAKER_IR=<row>,<calls>` the binary makes that many calls of one row and exits, for
 //! `valgrind --tool=callgrind` (rows: `new/<shape>`, `factory/<shape>` (totals off),
+//! `totals/<shape>` (a factory's breaker with totals on),
 //! `failsafe/consecutive`, `failsafe/time_window`, `recloser/count_window`, `open/new`,
 //! `open/failsafe`, `open/recloser`, `async/new/<shape>` (a breaker-only `Pipeline::call`),
 //! `async/failsafe`, `async/recloser`, `create/new/<shape>`, `create/failsafe`; shapes:
-//! `consecutive`, `count_window`, `time_window`). One call's cost is the difference between two
-//! call counts divided by the difference of the counts; use a million calls, since the system
-//! clock's calibration at start-up runs a loop whose length varies by a few million
-//! instructions between runs:
+//! `consecutive`, `count_window`, `time_window`). Only the calls are counted (the function
+//! `measured`), so one call's cost is the count divided by the calls:
 //!
 //! ```text
 //! B=$(ls -t target/release/deps/breaker-* | grep -v '\.d$' | head -1)
-//! for n in 0 1000000; do BREAKER_IR=new/count_window,$n valgrind --tool=callgrind \
-//!     --callgrind-out-file=/dev/null $B 2>&1 | grep refs; done
+//! BREAKER_IR=new/count_window,100000 valgrind --tool=callgrind --toggle-collect='*measured*' \
+//!     --callgrind-out-file=/dev/null $B 2>&1 | grep refs
 //! ```
+//!
+//! `breaker-core/benches/ir.sh` runs every row this way and prints the table.
 
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, SlidingWindow};
 use breaker_core::pipeline::Pipeline;
@@ -340,12 +341,7 @@ fn closed_path(c: &mut Criterion) {
 #[cfg(target_os = "linux")]
 #[inline(never)]
 fn coarse_now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call writes only it.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
@@ -632,7 +628,7 @@ fn apis() {
                               time window: success_rate_over_time_window(0.5, 10, 30 s, constant 30 s)
   recloser                    Recloser::custom().error_rate(0.5).closed_len(100), call(|| ..);
                               async: AsyncRecloser::from(..).call(future)
-  coarse clock read alone     libc::clock_gettime(CLOCK_MONOTONIC_COARSE), as a time window reads
+  coarse clock read alone     clock_gettime(CLOCK_MONOTONIC_COARSE) (rustix, vDSO), as a time window reads
                               it for every outcome: the floor under a time window's success
   tower-resilience            CircuitBreakerLayer::builder()...build().layer(service_fn(..)) as a tower
                               Service: poll_ready then call, polled in place (sync rows) or awaited
@@ -641,6 +637,16 @@ fn apis() {
 policies: consecutive = 5 consecutive failures; count_window = 50 % of the last 100 calls, min 10;
           time_window = 50 % over 30 s in 10 buckets, min 10; cooldown 30 s everywhere"
     );
+}
+
+/// Runs `f` `times` times: the only code `valgrind --tool=callgrind
+/// --toggle-collect='*measured*'` counts, so the count excludes start-up (the clock's
+/// calibration varies by millions of instructions between runs) and each row's set-up.
+#[inline(never)]
+fn measured(times: u64, f: &dyn Fn()) {
+    for _ in 0..times {
+        f();
+    }
 }
 
 /// `BREAKER_IR=<row>,<calls>`: makes the calls of one row and exits (see the module docs).
@@ -654,7 +660,7 @@ fn count_instructions(spec: &str) {
             .unwrap_or_else(|| panic!("unknown shape `{name}`"))
             .1()
     };
-    let repeat = |f: &dyn Fn()| (0..calls).for_each(|_| f());
+    let repeat = |f: &dyn Fn()| measured(calls, f);
     match row.split_once('/').unwrap_or((row, "")) {
         ("new", s) => {
             let b = ours(shape(s));
@@ -662,6 +668,10 @@ fn count_instructions(spec: &str) {
         }
         ("factory", s) => {
             let b = ours_factory(shape(s)).create();
+            repeat(&|| ours_call(black_box(&b)));
+        }
+        ("totals", s) => {
+            let b = ours_factory_totals(shape(s)).create();
             repeat(&|| ours_call(black_box(&b)));
         }
         ("failsafe", "consecutive") => {
@@ -707,23 +717,35 @@ fn count_instructions(spec: &str) {
             match peer.split_once('/').unwrap_or((peer, "")) {
                 ("new", s) => {
                     let p = ours_pipeline(shape(s));
-                    timed(&rt, n, || p.call(op));
+                    measured(1, &|| {
+                        timed(&rt, n, || p.call(op));
+                    });
                 }
                 ("failsafe", "") => {
                     let f = failsafe_consecutive();
-                    timed(&rt, n, || failsafe::futures::CircuitBreaker::call(&f, op()));
+                    measured(1, &|| {
+                        timed(&rt, n, || failsafe::futures::CircuitBreaker::call(&f, op()));
+                    });
                 }
                 ("recloser", "") => {
                     let r = recloser::AsyncRecloser::from(recloser());
-                    timed(&rt, n, || r.call(op()));
+                    measured(1, &|| {
+                        timed(&rt, n, || r.call(op()));
+                    });
                 }
                 _ => panic!("unknown async row `{peer}`"),
             }
         }
-        ("create", "failsafe") => repeat(&|| drop(black_box(failsafe_consecutive()))),
+        // One creation first, outside the count: the first one calibrates the system clock
+        // (millions of instructions, once per process).
+        ("create", "failsafe") => {
+            drop(failsafe_consecutive());
+            repeat(&|| drop(black_box(failsafe_consecutive())));
+        }
         ("create", rest) => {
             let s = rest.strip_prefix("new/").expect("create/new/<shape>");
             let p = shape(s);
+            drop(ours(p.clone()));
             repeat(&|| drop(black_box(ours(p.clone()))));
         }
         _ => panic!("unknown row `{row}`"),

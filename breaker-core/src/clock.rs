@@ -91,35 +91,29 @@ fn system_clock() -> &'static SystemClock {
 /// The operating system's coarse monotonic clock, where it has one.
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 mod coarse {
-    /// Nanoseconds since an origin of the system's (boot, on Linux).
+    use rustix::time::{clock_getres, clock_gettime, ClockId, Timespec};
+
+    /// Nanoseconds in `ts`.
     #[inline(always)]
-    pub(super) fn now() -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec; `clock_gettime` writes only it.
-        // CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32 and never fails with a
-        // valid pointer (checked once in `resolution`).
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    fn nanos(ts: Timespec) -> u64 {
         (ts.tv_sec as u64)
             .wrapping_mul(1_000_000_000)
             .wrapping_add(ts.tv_nsec as u64)
     }
 
-    /// The resolution in nanoseconds, 0 if the clock is missing or coarser than 100 ms (then
-    /// it is not used).
+    /// Nanoseconds since an origin of the system's (boot, on Linux).
+    /// `CLOCK_MONOTONIC_COARSE` exists on every Linux since 2.6.32 (checked once in
+    /// `resolution`), read through the vDSO.
+    #[inline(always)]
+    pub(super) fn now() -> u64 {
+        nanos(clock_gettime(ClockId::MonotonicCoarse))
+    }
+
+    /// The resolution in nanoseconds, 0 if it is coarser than 100 ms (then the clock is not
+    /// used).
     pub(super) fn resolution() -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: as in `now`.
-        let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-        let res = (ts.tv_sec as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec as u64);
-        if rc == 0 && res > 0 && res <= 100_000_000 {
+        let res = nanos(clock_getres(ClockId::MonotonicCoarse));
+        if res > 0 && res <= 100_000_000 {
             res
         } else {
             0

@@ -19,11 +19,14 @@
 //! (`gave up after 3 attempts: attempts exhausted; last error: connection refused`), so a log
 //! line of the error alone says what kept failing.
 
+use crate::adaptive::LimitReached;
 use crate::breaker::Rejected;
 use crate::bulkhead::BulkheadFull;
 use crate::layer::Layer;
+use crate::ratelimit::RateLimited;
 use crate::registry::RegistryFull;
 use crate::retry::GiveUpReason;
+use crate::throttle::Throttled;
 use crate::timeout::{Elapsed, TimeoutKind};
 use std::fmt;
 use std::time::Duration;
@@ -43,6 +46,15 @@ pub enum Rejection {
     /// refuses such a call rather than grow without bound or run it unprotected).
     #[error(transparent)]
     Keys(#[from] RegistryFull),
+    /// The rate limiter had no permit (within its wait): see [`RateLimited::retry_after`].
+    #[error(transparent)]
+    RateLimited(#[from] RateLimited),
+    /// Adaptive throttling shed the call (the dependency has been rejecting calls).
+    #[error(transparent)]
+    Throttled(#[from] Throttled),
+    /// The adaptive concurrency limit is reached.
+    #[error(transparent)]
+    Limit(#[from] LimitReached),
 }
 
 impl Rejection {
@@ -51,15 +63,23 @@ impl Rejection {
         match self {
             Rejection::Breaker(_) | Rejection::Keys(_) => Layer::Breaker,
             Rejection::Bulkhead(_) => Layer::Bulkhead,
+            Rejection::RateLimited(_) => Layer::RateLimit,
+            Rejection::Throttled(_) => Layer::Throttle,
+            Rejection::Limit(_) => Layer::Adaptive,
         }
     }
 
-    /// When trying again may succeed: the rest of the breaker's cooldown; `None` when unknown
-    /// (a half-open breaker, a full bulkhead).
+    /// When trying again may succeed: the rest of the breaker's cooldown, or the time until
+    /// the rate limiter's next permit; `None` when unknown (a half-open breaker, a full
+    /// bulkhead or adaptive limit, throttling).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Rejection::Breaker(r) => r.retry_after(),
-            Rejection::Bulkhead(_) | Rejection::Keys(_) => None,
+            Rejection::RateLimited(r) => Some(r.retry_after),
+            Rejection::Bulkhead(_)
+            | Rejection::Keys(_)
+            | Rejection::Throttled(_)
+            | Rejection::Limit(_) => None,
         }
     }
 }

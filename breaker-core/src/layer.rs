@@ -14,23 +14,41 @@ pub enum Layer {
     Breaker,
     /// The concurrency limit (`bulkhead`).
     Bulkhead,
+    /// The rate limiter (`rate`; [`crate::ratelimit`]).
+    RateLimit,
+    /// Hedging (`hedge`; [`crate::hedge`]).
+    Hedge,
+    /// The adaptive concurrency limit (`adaptive`; [`crate::adaptive`]).
+    Adaptive,
+    /// Client-side adaptive throttling (`throttle`; [`crate::throttle`]).
+    Throttle,
 }
 
 impl Layer {
-    /// Every layer, in declaration order (`timeout`, `retry`, `breaker`, `bulkhead`): the order
-    /// the DSL lists them in its errors.
-    pub const ALL: [Layer; 4] = [
+    /// Every layer, in declaration order (`timeout`, `retry`, `breaker`, `bulkhead`, `rate`,
+    /// `hedge`, `adaptive`, `throttle`): the order the DSL lists them in its errors.
+    pub const ALL: [Layer; 8] = [
         Layer::Timeout,
         Layer::Retry,
         Layer::Breaker,
         Layer::Bulkhead,
+        Layer::RateLimit,
+        Layer::Hedge,
+        Layer::Adaptive,
+        Layer::Throttle,
     ];
 
-    /// Every layer, in the default order (outermost first): `bulkhead > retry > breaker > timeout`.
-    pub const DEFAULT_ORDER: [Layer; 4] = [
+    /// Every layer, in the default order (outermost first):
+    /// `bulkhead > retry > breaker > hedge > throttle > rate > adaptive > timeout`. The
+    /// [pipeline docs](crate::pipeline) say why each goes where it does.
+    pub const DEFAULT_ORDER: [Layer; 8] = [
         Layer::Bulkhead,
         Layer::Retry,
         Layer::Breaker,
+        Layer::Hedge,
+        Layer::Throttle,
+        Layer::RateLimit,
+        Layer::Adaptive,
         Layer::Timeout,
     ];
 
@@ -41,10 +59,15 @@ impl Layer {
             Layer::Retry => "retry",
             Layer::Breaker => "breaker",
             Layer::Bulkhead => "bulkhead",
+            Layer::RateLimit => "rate",
+            Layer::Hedge => "hedge",
+            Layer::Adaptive => "adaptive",
+            Layer::Throttle => "throttle",
         }
     }
 
-    /// Parses a layer name; `None` for anything but `timeout`, `retry`, `breaker`, `bulkhead`.
+    /// Parses a layer name; `None` for anything but `timeout`, `retry`, `breaker`, `bulkhead`,
+    /// `rate`, `hedge`, `adaptive`, `throttle`.
     pub fn from_name(name: &str) -> Option<Layer> {
         Layer::ALL.into_iter().find(|l| l.name() == name)
     }
@@ -95,6 +118,15 @@ pub enum OrderError {
         /// The layer.
         layer: Layer,
     },
+    /// `hedge` (at `at`) is outside `retry` (at `inner`): each hedge would run a retry loop of
+    /// its own, up to attempts × (hedges + 1) calls, and a hedge could not be cancelled when
+    /// a sibling's retry answered.
+    HedgeOutsideRetry {
+        /// The position of `hedge`.
+        at: usize,
+        /// The position of `retry`.
+        inner: usize,
+    },
 }
 
 impl OrderError {
@@ -104,13 +136,16 @@ impl OrderError {
             OrderError::Twice { layer, .. }
             | OrderError::NotConfigured { layer, .. }
             | OrderError::Missing { layer } => layer,
+            OrderError::HedgeOutsideRetry { .. } => Layer::Hedge,
         }
     }
 
     /// The position in the order the error points at, if it is about one item.
     pub fn at(self) -> Option<usize> {
         match self {
-            OrderError::Twice { at, .. } | OrderError::NotConfigured { at, .. } => Some(at),
+            OrderError::Twice { at, .. }
+            | OrderError::NotConfigured { at, .. }
+            | OrderError::HedgeOutsideRetry { at, .. } => Some(at),
             OrderError::Missing { .. } => None,
         }
     }
@@ -132,14 +167,19 @@ impl fmt::Display for OrderError {
                 f,
                 "layer `{layer}` is configured but missing from the order; add it"
             ),
+            OrderError::HedgeOutsideRetry { .. } => f.write_str(
+                "layer `hedge` is outside `retry`: each hedge would run a retry loop of its \
+                 own (up to attempts × hedges calls); put `hedge` inside `retry` \
+                 (`retry > .. > hedge`), so each retry attempt is one hedged group",
+            ),
         }
     }
 }
 
 /// The rules of an explicit order, checked in one place for every way of building a pipeline
 /// (the builder, [`Policy::validate`](crate::policy::Policy::validate), config files, the DSL
-/// and the attribute): each layer at most once, only `configured` layers, and every configured
-/// layer placed.
+/// and the attribute): each layer at most once, only `configured` layers, every configured
+/// layer placed, and `hedge` inside `retry` when both are there.
 ///
 /// Returns every problem: first those about items, in the order's order (a repeated layer is
 /// reported once, at its repetition, and not checked again), then the missing layers in
@@ -170,6 +210,12 @@ pub fn check_order(order: &[Layer], configured: &[Layer]) -> Vec<OrderError> {
     for layer in Layer::DEFAULT_ORDER {
         if configured.contains(&layer) && !order.contains(&layer) {
             problems.push(OrderError::Missing { layer });
+        }
+    }
+    let at = |layer| order.iter().position(|l| *l == layer);
+    if let (Some(at), Some(inner)) = (at(Layer::Hedge), at(Layer::Retry)) {
+        if at < inner {
+            problems.push(OrderError::HedgeOutsideRetry { at, inner });
         }
     }
     problems

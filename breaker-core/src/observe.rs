@@ -42,6 +42,9 @@
 //! | [`STATE`] `breaker_state` | gauge | `breaker`, `state` (a [`State::as_str`](crate::breaker::State::as_str) name): how many tracked breakers of that name are in that state (0 or 1 for a single breaker) |
 //! | [`RETRIES_TOTAL`] `breaker_retries_total` | counter | `breaker`: retry attempts after the first |
 //! | [`TIMEOUTS_TOTAL`] `breaker_timeouts_total` | counter | `breaker`, `kind` = `attempt` \| `deadline` |
+//! | [`HEDGES_TOTAL`] `breaker_hedges_total` | counter | `breaker`: hedges started |
+//! | [`LAYER_REJECTIONS_TOTAL`] `breaker_layer_rejections_total` | counter | `breaker`, `layer` = `rate` \| `throttle` \| `limit` |
+//! | [`CONCURRENCY_LIMIT`] `breaker_concurrency_limit` | gauge | `breaker`: the adaptive concurrency limit |
 //!
 //! A state is spelled as everywhere else, in `tracing` events and in [`State`](crate::breaker::State)'s `Display`:
 //! `half-open`, not `half_open` (label values may hold a hyphen).
@@ -96,6 +99,13 @@ pub const STATE: &str = "breaker_state";
 pub const RETRIES_TOTAL: &str = "breaker_retries_total";
 /// Counter of timeouts raised by our timeout layer. Labels `breaker`, `kind`.
 pub const TIMEOUTS_TOTAL: &str = "breaker_timeouts_total";
+/// Counter: hedges started (attempts beyond the first of a hedged call).
+pub const HEDGES_TOTAL: &str = "breaker_hedges_total";
+/// Counter: local rejections by the rate limiter, adaptive throttling and the adaptive
+/// concurrency limit, by `layer`.
+pub const LAYER_REJECTIONS_TOTAL: &str = "breaker_layer_rejections_total";
+/// Gauge: the adaptive concurrency limit now.
+pub const CONCURRENCY_LIMIT: &str = "breaker_concurrency_limit";
 
 pub use crate::timeout::TimeoutKind;
 
@@ -165,6 +175,36 @@ pub fn retry(name: &str) {
     metrics::counter!(RETRIES_TOTAL, "breaker" => name.to_string()).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = name;
+}
+
+/// Counts one hedge (an attempt started beside one still in flight) under `name`, and emits a
+/// `tracing` debug event.
+#[inline]
+pub fn hedge(name: &str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(HEDGES_TOTAL, "breaker" => name.to_string()).increment(1);
+    tracing::debug!(target: "breaker", breaker = name, "hedge started");
+}
+
+/// Counts one local rejection by the rate limiter, adaptive throttling or the adaptive
+/// concurrency limit (`layer`, by its name in the order: `rate`, `throttle`, `limit`) under
+/// `name`, and emits a `tracing` debug event. (The breaker's own rejections are counted in
+/// [`REJECTIONS_TOTAL`] by reason.)
+#[inline]
+pub fn layer_rejected(name: &str, layer: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(LAYER_REJECTIONS_TOTAL, "breaker" => name.to_string(), "layer" => layer)
+        .increment(1);
+    tracing::debug!(target: "breaker", breaker = name, layer, "call rejected locally");
+}
+
+/// Sets the [`CONCURRENCY_LIMIT`] gauge of `name` to `limit`, and emits a `tracing` debug
+/// event of the change from `from`.
+#[inline]
+pub fn concurrency_limit(name: &str, from: u32, limit: u32) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(CONCURRENCY_LIMIT, "breaker" => name.to_string()).set(f64::from(limit));
+    tracing::debug!(target: "breaker", breaker = name, from, limit, "concurrency limit moved");
 }
 
 /// Counts one timeout of kind `kind` raised by our timeout layer in the pipeline named `name`.

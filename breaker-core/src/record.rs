@@ -36,10 +36,10 @@
 //! ```
 
 use crate::clock::Clock;
+use crate::sync::{AtomicU64, Ordering};
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;

@@ -208,6 +208,11 @@ fn br_04_one_trial_per_break_while_the_probe_is_pending() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// BR-04's design point: a probe outstanding past `max_probe_wait` stops blocking new probes.
+/// One more probe is admitted *in the same half-open period* (no transition), so the hung
+/// probe's late result still counts: here its late failure re-opens (issue 26 item 4; before,
+/// a takeover started a new period and ignored it, so while every call took longer than the
+/// wait no probe ever counted and the breaker never closed).
 #[test]
 fn br_04_a_hung_probe_stops_blocking_after_max_probe_wait() {
     let (b, time, seen) = events(BreakerPolicy {
@@ -225,17 +230,61 @@ fn br_04_a_hung_probe_stops_blocking_after_max_probe_wait() {
     time.set(secs(13.0));
     let fresh = b.try_acquire().expect("a new probe after max_probe_wait");
     assert!(fresh.is_probe());
+    let events_before = seen.lock().unwrap().len();
     assert_eq!(
         seen.lock().unwrap().last().unwrap().reason,
-        TransitionReason::ProbeExpired
+        TransitionReason::CooldownElapsed,
+        "no transition: the same half-open period"
     );
-    // The hung probe's late failure changes nothing.
+    assert_eq!(
+        b.snapshot().probes_in_flight,
+        2,
+        "the hung probe keeps its slot"
+    );
+    // Only one more: the fresh probe is younger than the wait.
+    assert_eq!(
+        b.try_acquire().unwrap_err().reason(),
+        RejectReason::HalfOpenFull
+    );
+    // The hung probe's late failure re-opens with a fresh cooldown.
+    time.set(secs(14.0));
     hung.failure();
-    assert_eq!(b.state(), State::HalfOpen);
-    assert_eq!(b.snapshot().probes_in_flight, 1);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(
+        b.snapshot().retry_after,
+        Some(secs(10.0)),
+        "open_until = 24s"
+    );
+    let t = seen.lock().unwrap()[events_before].clone();
+    assert_eq!(
+        (t.from, t.reason),
+        (State::HalfOpen, TransitionReason::ProbeFailed)
+    );
     fresh.success();
-    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.state(), State::Open, "the fresh probe's period has ended");
     assert_eq!(b.snapshot().totals.unwrap().late, 1);
+}
+
+/// The other half of issue 26 item 4: while every call takes longer than the probe wait, the
+/// slow probes' successes still close the breaker (a takeover keeps the half-open period).
+#[test]
+fn br_04_slow_probes_close_the_breaker_when_every_call_outlasts_the_wait() {
+    let (b, time, _) = events(BreakerPolicy {
+        max_probe_wait: Some(secs(1.0)),
+        successes_to_close: 2,
+        ..consecutive(1, secs(10.0))
+    });
+    trip(&b);
+    time.set(secs(10.0));
+    let a = b.try_acquire().expect("probe A");
+    time.set(secs(11.0));
+    let c = b.try_acquire().expect("probe B, A held past the wait");
+    time.set(secs(12.5));
+    a.success();
+    assert_eq!(b.snapshot().probe_successes, 1, "A's late success counts");
+    assert_eq!(b.state(), State::HalfOpen);
+    c.success();
+    assert_eq!(b.state(), State::Closed, "both slow successes closed it");
 }
 
 #[test]

@@ -120,6 +120,8 @@ struct Model {
     successes: u32,
     streak: u32,
     newest_probe: u64,
+    /// When each probe in flight of the current generation was admitted.
+    probes: Vec<u64>,
 }
 
 impl Model {
@@ -136,6 +138,7 @@ impl Model {
             successes: 0,
             streak: 0,
             newest_probe: 0,
+            probes: Vec::new(),
         }
     }
 
@@ -143,6 +146,7 @@ impl Model {
         self.generation += 1;
         self.state = state;
         self.in_flight = 0;
+        self.probes.clear();
         self.successes = 0;
         self.consecutive = 0;
         self.window.clear();
@@ -161,6 +165,7 @@ impl Model {
     fn probe(&mut self) -> Option<ModelPermit> {
         self.in_flight += 1;
         self.newest_probe = self.now;
+        self.probes.push(self.now);
         Some(ModelPermit {
             generation: self.generation,
             kind: Kind::Probe,
@@ -181,21 +186,25 @@ impl Model {
                 self.probe()
             }
             State::HalfOpen if self.in_flight < self.p.half_open_probes => self.probe(),
-            State::HalfOpen => {
-                let wait = self
-                    .p
-                    .max_probe_wait
-                    .unwrap_or_else(|| self.p.cooldown_for(self.streak))
-                    .as_millis() as u64;
-                if self.now - self.newest_probe >= wait {
-                    self.enter(State::HalfOpen);
-                    self.probe()
-                } else {
-                    None
-                }
-            }
+            // Every slot held and the newest probe outstanding for the probe wait: one more
+            // probe in the same half-open period (the held ones still count).
+            State::HalfOpen if self.now - self.newest_probe >= self.probe_wait() => self.probe(),
+            State::HalfOpen => None,
             _ => unreachable!(),
         }
+    }
+
+    fn probe_wait(&self) -> u64 {
+        self.p
+            .max_probe_wait
+            .unwrap_or_else(|| self.p.cooldown_for(self.streak))
+            .as_millis() as u64
+    }
+
+    /// Probes in flight admitted within the last probe wait.
+    fn young_probes(&self) -> u32 {
+        let wait = self.probe_wait();
+        self.probes.iter().filter(|t| self.now - **t < wait).count() as u32
     }
 
     fn complete(&mut self, permit: ModelPermit, outcome: Option<Outcome>) {
@@ -250,6 +259,9 @@ impl Model {
                 if self.state != State::HalfOpen || self.generation != permit.generation {
                     return;
                 }
+                let at = self.probes.iter().position(|t| *t == permit.start);
+                self.probes
+                    .swap_remove(at.expect("a probe of this generation is booked"));
                 match outcome {
                     Some(Outcome::Failure) => self.open(),
                     Some(Outcome::Success) if slow => self.open(),
@@ -303,7 +315,14 @@ fn check(b: &CircuitBreaker, m: &Model, step: usize) -> Result<(), TestCaseError
         State::HalfOpen => {
             prop_assert_eq!(s.probes_in_flight, m.in_flight, "step {}", step);
             prop_assert_eq!(s.probe_successes, m.successes, "step {}", step);
-            prop_assert!(s.probes_in_flight <= m.p.half_open_probes, "probe bound");
+            // The probe bound: at most `half_open_probes` probes admitted within the last
+            // probe wait (a held probe past the wait lets one more in; its result still counts).
+            prop_assert!(
+                m.young_probes() <= m.p.half_open_probes,
+                "probe bound, step {}",
+                step
+            );
+            prop_assert_eq!(m.probes.len() as u32, m.in_flight);
         }
         State::Open => {
             // No dead end: an open breaker always knows when it will admit a probe.

@@ -92,7 +92,7 @@ fn expected(at: [&str; 9]) -> Vec<String> {
                         `neutral_probe`";
     let file = [
         "default.timout: unknown field `timout`, expected one of `breaker`, `retry`, \
-         `timeout`, `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; \
+         `timeout`, `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; \
          did you mean `timeout`?"
             .to_owned(),
         "default.idempotent: invalid type: string \"yes\", expected a boolean".to_owned(),
@@ -188,6 +188,52 @@ fn a_file_that_is_not_well_formed_stops_at_its_first_syntax_error() {
     assert_eq!(
         one("", Format::Json),
         ["1:1: .: expected a JSON object, got the end of the input"]
+    );
+}
+
+/// A lone carriage return ends a line in YAML (YAML 1.2 counts `\r`, `\n` and `\r\n` as line
+/// breaks) and in JSON (as its parser counts), so an error after one is at the line and column
+/// the parser gives, never at a column past the end of a line; TOML has no lone `\r` outside
+/// its syntax errors, and a `\r\n` is one break in every format.
+#[test]
+fn a_lone_carriage_return_is_a_line_break_where_the_format_says_so() {
+    let one = |text: &str, format| errors(text, format, &[]);
+    let yaml = "default:\r  breaker:\r    cooldwn: 30s\n";
+    assert_eq!(
+        one(yaml, Format::Yaml),
+        [
+            "3:5: default.breaker.cooldwn: unknown field `cooldwn`, expected one of \
+             `consecutive_failures`, `failure_rate`, `slow_call_duration`, `slow_call_rate`, \
+             `window`, `min_calls`, `cooldown`, `cooldown_multiplier`, `cooldown_max`, \
+             `cooldown_jitter`, `half_open_probes`, `successes_to_close`, `max_probe_wait`, \
+             `neutral_probe`; did you mean `cooldown`?"
+        ]
+    );
+    // A syntax error after lone CRs: saphyr's own line and column (the `:` of line 3).
+    assert_eq!(
+        one("policies:\r  a: [1, 2\r  b: 3\r", Format::Yaml),
+        ["3:4: .: illegal placement of ':' indicator"]
+    );
+    let json = "{\"default\":\r {\"breaker\":\r  {\"cooldwn\": \"30s\"}}}";
+    let e = one(json, Format::Json);
+    assert!(
+        e[0].starts_with("3:4: default.breaker.cooldwn: unknown field"),
+        "{e:?}"
+    );
+    // CRLF: one break, in every format.
+    let toml = "[default.breaker]\r\ncooldwn = \"30s\"\r\n";
+    let e = one(toml, Format::Toml);
+    assert!(
+        e[0].starts_with("2:1: default.breaker.cooldwn: unknown field"),
+        "{e:?}"
+    );
+    let e = one(
+        "default:\r\n  breaker:\r\n    cooldwn: 30s\r\n",
+        Format::Yaml,
+    );
+    assert!(
+        e[0].starts_with("3:5: default.breaker.cooldwn: unknown field"),
+        "{e:?}"
     );
 }
 
@@ -517,7 +563,7 @@ fn an_unreadable_value_hides_only_the_errors_of_rules_that_read_it() {
 /// no key gets the list alone.
 #[test]
 fn unknown_keys_in_another_form_suggest_the_key() {
-    let section_keys = "`breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `order`, \
+    let section_keys = "`breaker`, `retry`, `timeout`, `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`, `order`, \
                         `idempotent`, `max_keys`, `key_idle`, `scope`";
     let text = "[policy.a]\n[policies.a]\nretries = 3\ntimeout_ms = 500\nfoo = 1\n\
                 [policies.a.retry]\nmaxAttempts = 3\n";

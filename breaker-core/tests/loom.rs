@@ -66,6 +66,51 @@ fn never_more_than_k_probes_in_flight() {
     });
 }
 
+/// A probe held past the probe wait lets exactly one more in, in the same half-open period:
+/// two takeovers racing admit one (the winner's admission is stamped before its swap, so the
+/// loser sees a probe younger than the wait), and the held probe's late success still counts.
+#[test]
+fn a_takeover_admits_one_more_probe_and_the_held_one_still_counts() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 2);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let held = b.try_acquire_owned().unwrap();
+        let generation = b.snapshot().generation;
+        time.advance(PROBE_WAIT);
+        let admitted = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, admitted) = (b.clone(), admitted.clone());
+                thread::spawn(move || match b.try_acquire_owned() {
+                    Ok(p) => {
+                        admitted.fetch_add(1, Ordering::SeqCst);
+                        Some(p)
+                    }
+                    Err(_) => None,
+                })
+            })
+            .collect();
+        let taken: Vec<_> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(admitted.load(Ordering::SeqCst), 1, "one takeover");
+        let s = b.snapshot();
+        assert_eq!((s.generation, s.probes_in_flight), (generation, 2));
+        held.record(Outcome::Success);
+        assert_eq!(
+            b.snapshot().probe_successes,
+            1,
+            "the held probe's success counts"
+        );
+        for p in taken {
+            p.record(Outcome::Success);
+        }
+        assert_eq!(b.state(), State::Closed);
+    });
+}
+
 /// Concurrent failures while closed trip the breaker exactly once.
 #[test]
 fn concurrent_failures_trip_once() {
@@ -273,5 +318,69 @@ fn no_dead_end_when_a_close_races_a_manual_change() {
         b.reset();
         t.join().unwrap();
         assert_no_dead_end(&b, &time);
+    });
+}
+
+// --- Lazily published stripes ------------------------------------------------------------------
+//
+// A time window's stripes and the lifetime totals' stripes are allocated by the first outcome
+// counted in them and published with one compare-and-swap from null; a thread that loses the
+// race frees its own allocation and counts into the winner's. (Under loom every thread maps to
+// the same stripe, so the two threads here race for the same cell.)
+
+fn lazily_striped(window: bool) -> CircuitBreaker {
+    let time = ManualClock::new();
+    let policy = if window {
+        BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window: breaker_core::SlidingWindow::Time {
+                length: Duration::from_secs(10),
+                buckets: 10,
+            },
+            min_calls: 100,
+            ..BreakerPolicy::default()
+        }
+    } else {
+        BreakerPolicy::default()
+    };
+    CircuitBreaker::builder(policy)
+        .clock(Clock::manual(&time))
+        .totals(!window)
+        .build()
+        .unwrap()
+}
+
+fn two_racing_successes(b: &CircuitBreaker) {
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire().unwrap().success())
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// Two first outcomes race to publish a time window's stripe: one publication wins, and
+/// neither outcome is lost (a lost race frees its stripe and counts into the winner's).
+#[test]
+fn time_window_stripes_publish_once() {
+    loom::model(|| {
+        let b = lazily_striped(true);
+        two_racing_successes(&b);
+        assert_eq!(b.snapshot().window.calls, 2);
+    });
+}
+
+/// Two first counted events race to publish the totals' table and stripe: neither is lost.
+#[test]
+fn totals_publish_once() {
+    loom::model(|| {
+        let b = lazily_striped(false);
+        two_racing_successes(&b);
+        let totals = b.snapshot().totals.expect("totals are on");
+        assert_eq!((totals.succeeded, totals.admitted), (2, 2));
     });
 }

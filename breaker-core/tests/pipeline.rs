@@ -226,7 +226,8 @@ fn invalid_orders_are_errors() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "unknown layer `circuit`; expected one of `bulkhead`, `retry`, `breaker`, `timeout`"
+        "unknown layer `circuit`; expected one of `bulkhead`, `retry`, `breaker`, `hedge`, \
+         `throttle`, `rate`, `adaptive`, `timeout`"
     );
 
     let e = base()
@@ -580,7 +581,7 @@ fn outcomes(p: &Pipeline) -> (u64, u64, u64, u64) {
 
 /// Two pipelines of `policy` with lifetime totals: one breaker alone (the direct path) and the
 /// same with a timeout far beyond any test (the general path, with no outcome changed; as
-/// long as the probe wait, the cooldown, which a timeout may not exceed).
+/// long as the probe wait, the cooldown).
 fn both_paths(policy: BreakerPolicy) -> [Pipeline; 2] {
     let builder = || {
         Pipeline::builder()

@@ -110,6 +110,14 @@ pub(crate) struct Args {
     pub order: Option<Given<OrderArg>>,
     /// `concurrency = N` (bulkhead).
     pub concurrency: Option<Given<LitInt>>,
+    /// `rate = "100/s burst 20"` (rate limit).
+    pub rate: Option<Given<LitStr>>,
+    /// `hedge = "1x after 50ms"` (hedging).
+    pub hedge: Option<Given<LitStr>>,
+    /// `adaptive = "aimd 5..200"` (adaptive concurrency limit).
+    pub adaptive: Option<Given<LitStr>>,
+    /// `throttle = "k 2 over 2m"` (client-side adaptive throttling).
+    pub throttle: Option<Given<LitStr>>,
     /// `fallback = path`.
     pub fallback: Option<Given<Path>>,
     /// `classify = http`, `classify = path::to::fn` or `classify = <classifier expression>`.
@@ -178,6 +186,10 @@ impl Args {
             Key::Timeout => of(&self.timeout),
             Key::Deadline => of(&self.deadline),
             Key::Concurrency => of(&self.concurrency),
+            Key::Rate => of(&self.rate),
+            Key::Hedge => of(&self.hedge),
+            Key::Adaptive => of(&self.adaptive),
+            Key::Throttle => of(&self.throttle),
             Key::Order => self.order.as_ref().map(|g| (g.key, g.value.span)),
             Key::Fallback => of(&self.fallback),
             Key::Classify => of(&self.classify),
@@ -304,6 +316,10 @@ impl Args {
             Key::Timeout => set_once(cx, &mut self.timeout, &key, string(cx, option, v)),
             Key::Deadline => set_once(cx, &mut self.deadline, &key, string(cx, option, v)),
             Key::Concurrency => set_once(cx, &mut self.concurrency, &key, int(cx, option, v)),
+            Key::Rate => set_once(cx, &mut self.rate, &key, string(cx, option, v)),
+            Key::Hedge => set_once(cx, &mut self.hedge, &key, string(cx, option, v)),
+            Key::Adaptive => set_once(cx, &mut self.adaptive, &key, string(cx, option, v)),
+            Key::Throttle => set_once(cx, &mut self.throttle, &key, string(cx, option, v)),
             Key::Order => set_once(cx, &mut self.order, &key, order(cx, option, v)),
             Key::Fallback => set_once(cx, &mut self.fallback, &key, path(cx, option, v)),
             // Any expression: `http`, a `fn(&E) -> Outcome` path or a classifier value; which
@@ -387,6 +403,10 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
         | Key::Retry
         | Key::Timeout
         | Key::Deadline
+        | Key::Rate
+        | Key::Hedge
+        | Key::Adaptive
+        | Key::Throttle
         | Key::Name
         | Key::ByKey
         | Key::KeyIdle

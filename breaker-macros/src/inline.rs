@@ -56,6 +56,12 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         string(&args.timeout),
         string(&args.deadline),
     );
+    let (rate, hedge, adaptive, throttle) = (
+        string(&args.rate),
+        string(&args.hedge),
+        string(&args.adaptive),
+        string(&args.throttle),
+    );
     let order_names: Option<Vec<String>> = args
         .order
         .as_ref()
@@ -76,6 +82,10 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         timeout: timeout.as_deref(),
         deadline: deadline.as_deref(),
         concurrency,
+        rate: rate.as_deref(),
+        hedge: hedge.as_deref(),
+        adaptive: adaptive.as_deref(),
+        throttle: throttle.as_deref(),
         order: order_refs.as_deref(),
     };
     match policy.build() {
@@ -158,6 +168,10 @@ fn inline_tokens(args: &Args) -> TokenStream {
     field("timeout", string(&args.timeout));
     field("deadline", string(&args.deadline));
     field("concurrency", int(&args.concurrency));
+    field("rate", string(&args.rate));
+    field("hedge", string(&args.hedge));
+    field("adaptive", string(&args.adaptive));
+    field("throttle", string(&args.throttle));
     field(
         "order",
         args.order.as_ref().map(|g| {

@@ -19,6 +19,7 @@
 //! Errors are gathered in a `ctxt::Ctxt`; `text` writes types and tokens in messages with a
 //! person's spacing.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+#![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;
 

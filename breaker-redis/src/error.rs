@@ -49,6 +49,18 @@ pub enum StoreError {
         /// The operation.
         op: &'static str,
     },
+    /// The store refused this client's credentials: a wrong user name or password in the URL
+    /// at connect, or a password changed on the server, seen when the client reconnects.
+    #[error(
+        "store authentication failed during `{op}` (check the user name and password of the \
+         store URL): {message}"
+    )]
+    Auth {
+        /// The operation.
+        op: &'static str,
+        /// The server's or client's message, credentials removed.
+        message: String,
+    },
     /// The store URL or TLS settings are invalid.
     #[error("invalid store configuration: {message}")]
     Config {
@@ -62,10 +74,13 @@ pub enum StoreError {
 
 impl StoreError {
     /// Whether the error means the store is unhealthy (counted by the store's own breaker):
-    /// timeouts, unreachable, and server errors other than our scripts' argument checks.
+    /// timeouts, unreachable, refused credentials, and server errors other than our scripts'
+    /// argument checks.
     pub fn is_health_failure(&self) -> bool {
         match self {
-            StoreError::Timeout { .. } | StoreError::Unavailable { .. } => true,
+            StoreError::Timeout { .. }
+            | StoreError::Unavailable { .. }
+            | StoreError::Auth { .. } => true,
             StoreError::Server { message, .. } => !message.starts_with("BRK"),
             StoreError::Malformed { .. } => true,
             StoreError::Degraded { .. } | StoreError::Config { .. } | StoreError::Closed => false,
@@ -74,6 +89,14 @@ impl StoreError {
 }
 
 /// Removes secrets (the URL's user name and password) from text.
+///
+/// The URL is read by the parser the `redis` client uses (the `url` crate, WHATWG rules), and
+/// also as a person may have meant it: everything between `://` and the *last* `@` is user
+/// info, whole and split at its first `:`. The two differ for a password with an unencoded
+/// `/`, `?` or `#` (the parser ends the user info there, the person did not), and both are
+/// secret. Each is searched for as written, as the parser normalised it and percent-decoded;
+/// secrets of fewer than 2 bytes are not searched for (they would turn every message into
+/// `***`), though they never appear in a URL this crate shows ([`Redactor::url`]).
 #[derive(Clone, Default)]
 pub struct Redactor {
     secrets: Vec<String>,
@@ -87,26 +110,57 @@ impl std::fmt::Debug for Redactor {
     }
 }
 
+/// Whether the parser read `u` otherwise than written: an `@` after the host means user info
+/// cut short by an unencoded `/`, `?` or `#` (a URL without a host, `user:pass@host`, reads
+/// as a path with an `@`).
+pub(crate) fn misread(u: &url::Url) -> bool {
+    u[url::Position::BeforePath..].contains('@')
+}
+
+/// The text between the scheme's `://` (or the start, without one) and the last `@`: what a
+/// person means as user info, whatever characters it holds.
+fn written_userinfo(url: &str) -> Option<&str> {
+    let rest = after_scheme(url).1;
+    rest.rfind('@').map(|i| &rest[..i])
+}
+
+/// `(scheme, rest)`: the scheme only where it is one (`[A-Za-z][A-Za-z0-9+.-]*` before `://`).
+fn after_scheme(url: &str) -> (Option<&str>, &str) {
+    match url.split_once("://") {
+        Some((scheme, rest))
+            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-')) =>
+        {
+            (Some(scheme), rest)
+        }
+        _ => (None, url),
+    }
+}
+
 impl Redactor {
-    /// A redactor for the credentials of `url` (both raw and percent-decoded forms).
+    /// A redactor for the user info of `url` (user name and password), whether or not `url`
+    /// parses.
     pub fn for_url(url: &str) -> Redactor {
+        let parsed = url::Url::parse(url).ok();
+        let mut found: Vec<&str> = Vec::new();
+        if let Some(u) = &parsed {
+            found.push(u.username());
+            found.extend(u.password());
+        }
+        if let Some(info) = written_userinfo(url) {
+            found.push(info);
+            if let Some((user, password)) = info.split_once(':') {
+                found.extend([user, password]);
+            }
+        }
         let mut secrets = Vec::new();
-        if let Some((_, rest)) = url.split_once("://") {
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-            if let Some((userinfo, _)) = authority.rsplit_once('@') {
-                let (user, pass) = match userinfo.split_once(':') {
-                    Some((u, p)) => (u, Some(p)),
-                    None => (userinfo, None),
-                };
-                // A password is always secret; a user name too (it often carries a tenant).
-                for s in [Some(user), pass].into_iter().flatten() {
-                    if s.len() >= 2 {
-                        secrets.push(s.to_owned());
-                        let decoded = percent_decode(s);
-                        if decoded != s && decoded.len() >= 2 {
-                            secrets.push(decoded);
-                        }
-                    }
+        for s in found {
+            let decoded = percent_encoding::percent_decode_str(s).decode_utf8_lossy();
+            for v in [s, &*decoded] {
+                if v.len() >= 2 && !secrets.iter().any(|k: &String| k == v) {
+                    secrets.push(v.to_owned());
                 }
             }
         }
@@ -126,24 +180,41 @@ impl Redactor {
         out
     }
 
-    /// The URL with its user name and password replaced by `***` (for `Debug` and logs).
+    /// The URL as this crate shows it (for messages, `Debug` and logs): scheme, `***@` where
+    /// it has user info, host, port and path (the database); never the user info, the query
+    /// or the fragment (a query may carry a password too).
+    ///
+    /// A URL the parser reads as written is shown from its parts. One it cannot parse, reads
+    /// with an `@` after the host (a password with an unencoded `/`, `?` or `#`) or without a
+    /// host (`localhost:6379`) is shown as written after its last `@`, up to a `?` or `#`,
+    /// control characters escaped: `redis://***@cache:6379/0`.
     pub fn url(url: &str) -> String {
-        let Some((scheme, rest)) = url.split_once("://") else {
-            return "<invalid url>".to_owned();
-        };
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        // Only the path (database number) is kept of the tail: a query may carry a password.
-        let tail = tail.split(['?', '#']).next().unwrap_or("");
-        match authority.rsplit_once('@') {
-            Some((_, host)) => format!("{scheme}://***@{host}{tail}"),
-            None => format!("{scheme}://{authority}{tail}"),
+        if let Some(u) = url::Url::parse(url)
+            .ok()
+            .filter(|u| !u.cannot_be_a_base() && !misread(u))
+        {
+            let mut out = format!("{}://", u.scheme());
+            if !u.username().is_empty() || u.password().is_some() {
+                out.push_str("***@");
+            }
+            out.push_str(&u[url::Position::BeforeHost..url::Position::AfterPath]);
+            return out;
         }
+        let (scheme, rest) = after_scheme(url);
+        let (info, rest) = match rest.rfind('@') {
+            Some(i) => ("***@", &rest[i + 1..]),
+            None => ("", rest),
+        };
+        let rest = rest.split(['?', '#']).next().unwrap_or("");
+        let scheme = scheme.map(|s| format!("{s}://")).unwrap_or_default();
+        format!("{scheme}{info}{}", rest.escape_debug())
     }
 
     pub(crate) fn error(&self, op: &'static str, e: &redis::RedisError) -> StoreError {
         let message = self.redact(&e.to_string());
-        if e.is_timeout() {
+        if is_auth_failure(e) {
+            StoreError::Auth { op, message }
+        } else if e.is_timeout() {
             StoreError::Timeout {
                 op,
                 after: Duration::ZERO,
@@ -160,23 +231,12 @@ impl Redactor {
     }
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Whether the server refused this client's credentials: the client's own authentication
+/// error (a failed `AUTH`), or the server's `WRONGPASS` (a failed `AUTH` or `HELLO .. AUTH`)
+/// or `NOAUTH` (a command on a connection that has not authenticated).
+fn is_auth_failure(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
 }
 
 #[cfg(test)]

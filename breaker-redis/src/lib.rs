@@ -104,11 +104,28 @@
 //! from the replicas' high-water marks if it lost it).
 //!
 //! # Safe by default
-//! Names are validated, keys of keyed breakers escaped ([`names`]): a key from user input can
-//! never address another namespace. Replies are checked ([`protocol`]): a malformed reply is
-//! a [`StoreError::Malformed`], never a panic or a state change. Credentials in the URL never
-//! appear in errors, `Debug`, log lines or metric labels (tested). `rediss://` works with the
-//! `tls` feature (rustls; tested against a local TLS-only `redis-server`).
+//! - **Names and keys.** Names are validated and keys of keyed breakers escaped ([`names`]): a
+//!   key from user input can never address another namespace. One bound,
+//!   [`names::MAX_ID_LEN`] (256 bytes), holds for every id the scripts receive: a key whose
+//!   escaped id would be longer is hashed to fit (a readable prefix and 128 bits of SHA-256),
+//!   so a key of any length or bytes is shared and distinct keys stay distinct; no key can
+//!   make its breaker local only, or fail the flush batch of the breakers sent with it. A bad
+//!   name is refused at [`Store::share`], naming the breaker and the rule.
+//! - **Messages.** Names and keys in errors, `Display` and log fields are escaped
+//!   (`str::escape_debug`): a name with a newline or a terminal escape cannot forge a log line.
+//! - **Credentials.** The store URL is read by the `url` crate's parser (the one the `redis`
+//!   client uses) and shown without its user info, query or fragment. The user name and
+//!   password never appear in errors, `Debug`, log lines or metric labels, including for a
+//!   URL that does not parse and a password with an unencoded `/`, `?`, `#`, `@` or `:`
+//!   (property-tested); a URL whose user info the parser would cut short is refused with the
+//!   fix (percent-encode `/`, `?`, `#`).
+//! - **Authentication.** A refused password reads as [`StoreError::Auth`], at connect and when
+//!   the server's password changes under a live store (the next reconnection), never as a
+//!   timeout; the store reconnects by itself once the password is right again.
+//! - **Replies.** Replies are checked ([`protocol`]): a malformed reply is a
+//!   [`StoreError::Malformed`], never a panic or a state change.
+//! - **TLS.** `rediss://` works with the `tls` feature (rustls; tested against a local
+//!   TLS-only `redis-server`).
 //!
 //! # Where this deviates from the design document, and why
 //! - **A real breaker joins through a hook in the core breaker** ([`Store::share`]), not a
@@ -138,6 +155,7 @@
 //!   next flush carries the replica's view either way.
 //! - **One connection per store** for commands and pub/sub (RESP3 pushes), not two.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod error;

@@ -15,6 +15,7 @@
 //! error. A closed standard output (`breaker check FILE | head`) ends the command quietly, as
 //! it ends `cat` or `grep`, with status 0; `check` still checks every file and exits with 1
 //! when one is invalid.
+#![forbid(unsafe_code)]
 
 use breaker_core::config::{self, Loader};
 use breaker_sim::plot::{self, Chart};

@@ -55,6 +55,8 @@ pub mod result_alias_case;
 pub mod result_aliases_case;
 #[path = "pass/scope_shared.rs"]
 pub mod scope_shared_case;
+#[path = "pass/timeout_longer_than_cooldown.rs"]
+pub mod timeout_longer_than_cooldown_case;
 #[path = "pass/window_buckets.rs"]
 pub mod window_buckets_case;
 

@@ -1,13 +1,17 @@
 //! The policy written in the attribute's options: built at compile time to report invalid
 //! values, and again at run time from the same literals.
 
+use crate::adaptive::{AdaptiveLimitPolicy, LimitAlgorithm};
 use crate::breaker::{BreakerPolicy, SlidingWindow};
 use crate::dsl::{self, DslError};
 use crate::field::AttrOption;
+use crate::hedge::HedgePolicy;
 use crate::layer::{Layer, OrderError};
 use crate::policy::defaults::{self, BULKHEAD_MAX_WAIT};
-use crate::policy::{policy_errors, BulkheadPolicy, FieldError, Policy, Rule};
+use crate::policy::{policy_errors, BulkheadPolicy, Field, FieldError, Policy, Rule};
+use crate::ratelimit::RateLimitPolicy;
 use crate::retry::RetryPolicy;
+use crate::throttle::ThrottlePolicy;
 use std::time::Duration;
 
 /// The attribute's policy options, as written (literals only). See the [module docs](super).
@@ -38,6 +42,14 @@ pub struct InlinePolicy<'a> {
     pub deadline: Option<&'a str>,
     /// `concurrency = N`.
     pub concurrency: Option<u64>,
+    /// `rate = "spec"` (a rate limit, [`dsl::parse_rate`]).
+    pub rate: Option<&'a str>,
+    /// `hedge = "spec"` (hedging, [`dsl::parse_hedge`]).
+    pub hedge: Option<&'a str>,
+    /// `adaptive = "spec"` (an adaptive concurrency limit, [`dsl::parse_adaptive`]).
+    pub adaptive: Option<&'a str>,
+    /// `throttle = "spec"` (client-side adaptive throttling, [`dsl::parse_throttle`]).
+    pub throttle: Option<&'a str>,
     /// `order = [..]`, the layer names as written.
     pub order: Option<&'a [&'a str]>,
 }
@@ -107,6 +119,10 @@ impl InlinePolicy<'_> {
         timeout: None,
         deadline: None,
         concurrency: None,
+        rate: None,
+        hedge: None,
+        adaptive: None,
+        throttle: None,
         order: None,
     };
 
@@ -152,6 +168,51 @@ impl InlinePolicy<'_> {
             max_concurrent: u32_of(AttrOption::Concurrency, n, &mut errors).unwrap_or(1),
             max_wait: BULKHEAD_MAX_WAIT,
         });
+        // The layers written as DSL strings: a value that does not parse leaves a placeholder,
+        // as for `retry`.
+        fn layer<T>(
+            option: AttrOption,
+            src: Option<&str>,
+            parse: fn(&str) -> Result<T, DslError>,
+            placeholder: T,
+            errors: &mut Vec<OptionError>,
+        ) -> Option<T> {
+            src.map(|src| match parse(src) {
+                Ok(v) => v,
+                Err(e) => {
+                    errors.push(dsl_err(option, src, &e));
+                    placeholder
+                }
+            })
+        }
+        let rate_limit = layer(
+            AttrOption::Rate,
+            self.rate,
+            dsl::parse_rate,
+            RateLimitPolicy::per_second(1),
+            &mut errors,
+        );
+        let hedge = layer(
+            AttrOption::Hedge,
+            self.hedge,
+            dsl::parse_hedge,
+            HedgePolicy::after(Duration::from_millis(1)),
+            &mut errors,
+        );
+        let adaptive = layer(
+            AttrOption::Adaptive,
+            self.adaptive,
+            dsl::parse_adaptive,
+            AdaptiveLimitPolicy::new(LimitAlgorithm::AIMD, 1, 1),
+            &mut errors,
+        );
+        let throttle = layer(
+            AttrOption::Throttle,
+            self.throttle,
+            dsl::parse_throttle,
+            ThrottlePolicy::default(),
+            &mut errors,
+        );
         // The positions of the known layer names among the items as written.
         let mut order_errors = Vec::new();
         let (order, items) = match self.order {
@@ -185,8 +246,15 @@ impl InlinePolicy<'_> {
             timeout: timeout.or(self.timeout.map(|_| Duration::from_secs(1))),
             deadline,
             bulkhead,
+            rate_limit,
+            hedge,
+            adaptive,
+            throttle,
             order,
-            idempotent: self.idempotent.unwrap_or(self.retry.is_some()),
+            // Writing `retry` or `hedge` is the opt-in to running the function more than once.
+            idempotent: self
+                .idempotent
+                .unwrap_or(self.retry.is_some() || self.hedge.is_some()),
         };
         let mut missing = Vec::new();
         let mut others: Vec<OptionError> = Vec::new();
@@ -208,7 +276,6 @@ impl InlinePolicy<'_> {
             };
             let involved = match e.rule {
                 Rule::TimeoutWithinDeadline => vec![AttrOption::Timeout, AttrOption::Deadline],
-                Rule::TimeoutWithinProbeWait => vec![AttrOption::Timeout, AttrOption::Cooldown],
                 _ => option.into_iter().collect(),
             };
             // One error per option: a value that did not parse already has its error (the
@@ -312,6 +379,13 @@ fn order_message(problem: OrderError) -> String {
             "layer `{layer}` is listed twice in `order`; each layer has exactly one position, \
              outermost first: remove one"
         ),
+        OrderError::NotConfigured { layer, .. }
+            if AttrOption::of_layer(layer) == AttrOption::Order =>
+        {
+            format!(
+                "layer `{layer}` is in `order` but not configured; remove `{layer}` from `order`"
+            )
+        }
         OrderError::NotConfigured { layer, .. } => {
             let option = AttrOption::of_layer(layer);
             format!(
@@ -322,24 +396,21 @@ fn order_message(problem: OrderError) -> String {
         }
         // Gathered into one message by the caller.
         OrderError::Missing { layer } => format!("`order` leaves out `{layer}`"),
+        other => other.to_string(),
     }
 }
 
 /// Any other validator error, at `option`.
 fn field_message(e: FieldError, option: Option<AttrOption>) -> OptionError {
     let message = match (e.rule, option) {
+        (Rule::Idempotent, _) if e.field == Field::Idempotent => "`hedge` runs the function \
+                                  more than once at a time, but `idempotent = false` says it \
+                                  must run at most once; remove `hedge` or set \
+                                  `idempotent = true`"
+            .to_owned(),
         (Rule::Idempotent, _) => "`retry` runs the function again, but `idempotent = false` says \
                                   it must run at most once; remove `retry` or set \
                                   `idempotent = true`"
-            .to_owned(),
-        // The attribute has no `max_probe_wait`: the probe wait is the cooldown.
-        (Rule::TimeoutWithinProbeWait, _) => "`timeout` is longer than `cooldown`, the \
-                                              breaker's probe wait: a half-open probe slower \
-                                              than the cooldown is taken over and its result \
-                                              ignored, so while calls take that long the \
-                                              breaker would never close; shorten `timeout` or \
-                                              lengthen `cooldown` (a policy file can set \
-                                              `probe-wait` instead)"
             .to_owned(),
         (_, Some(option)) => format!("invalid `{option}`: {}", e.message),
         (_, None) => format!("invalid `{}`: {}", e.field, e.message),

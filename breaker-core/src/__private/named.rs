@@ -101,8 +101,8 @@ mod tests {
                     true,
                     "policy `inventory` is invalid: breaker.toml:2:1: policies.inventory.timout: \
                      unknown field `timout`, expected one of `breaker`, `retry`, `timeout`, \
-                     `deadline`, `bulkhead`, `order`, `idempotent`, `max_keys`, `key_idle`, `scope`; did \
-                     you mean `timeout`?"
+                     `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`, `order`, \
+                     `idempotent`, `max_keys`, `key_idle`, `scope`; did you mean `timeout`?"
                 ),
                 (
                     true,

@@ -202,7 +202,11 @@ impl Pipeline {
         breaker: Option<CircuitBreaker>,
         factory: Option<BreakerFactory>,
     ) -> Pipeline {
-        let mut builder = PipelineBuilder::from_policy(&policy);
+        // The rate limit, adaptive limit and throttling read the breaker's clock (tokio's, so a
+        // paused test drives them too) and count under the function's name.
+        let mut builder = PipelineBuilder::from_policy(&policy)
+            .clock(default_clock())
+            .name(name);
         if let Some(breaker) = breaker {
             annotated::register(name, &breaker);
             builder = builder.breaker(breaker);

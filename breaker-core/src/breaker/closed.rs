@@ -21,13 +21,13 @@
 //! true durations reads the precise clock: the slow-call rule (a call's start and end both
 //! precise) and a trip's entry stamps and cooldown deadline (the trip reads the clock itself).
 
-use super::builder::Shared;
+use super::builder::{Hot, Shared};
 use super::event::TransitionReason;
 use super::machine::{Cause, Inner};
 use super::permit::Ticket;
 use super::policy::SlidingWindow;
 use super::ring::{CountWindow, Recorded};
-use super::state::{newer, pack_count, unpack_count, Word};
+use super::state::{self, newer, pack_count, unpack_count, Word};
 use super::striped::StripedTimeWindow;
 use super::totals::{self, Counter};
 use super::window::WindowCounts;
@@ -387,22 +387,8 @@ impl Inner {
     /// from the policy's mirror (`Hot`), so this loads no `ArcSwap`.
     #[inline]
     fn evaluate(&self, counts: WindowCounts, raw: u64, now: Option<u64>) {
-        let hot = &self.shared.hot;
-        if counts.calls < hot.min_calls() {
-            return;
-        }
         // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
-        let reason = if hot
-            .failure_rate_percent()
-            .is_some_and(|p| counts.failure_rate_at_least(p))
-        {
-            TransitionReason::FailureRate
-        } else if hot
-            .slow_rate_percent()
-            .is_some_and(|p| counts.slow_rate_at_least(p))
-        {
-            TransitionReason::SlowCallRate
-        } else {
+        let Some(reason) = state::rate_trip(&self.shared.hot, counts) else {
             return;
         };
         let cause = Cause {
@@ -410,6 +396,24 @@ impl Inner {
             ..Cause::default()
         };
         self.trip(raw, reason, cause, now);
+    }
+}
+
+/// The policy's mirror on the closed path: the thresholds without an `ArcSwap` load.
+impl state::RateThresholds for Hot {
+    #[inline(always)]
+    fn min_calls(&self) -> u32 {
+        Hot::min_calls(self)
+    }
+
+    #[inline(always)]
+    fn failure_rate_percent(&self) -> Option<f64> {
+        Hot::failure_rate_percent(self)
+    }
+
+    #[inline(always)]
+    fn slow_rate_percent(&self) -> Option<f64> {
+        Hot::slow_rate_percent(self)
     }
 }
 

@@ -21,8 +21,11 @@ pub enum TransitionReason {
     ProbeFailed,
     /// Enough probes succeeded: the breaker closed.
     ProbesSucceeded,
-    /// Every probe slot was held longer than `max_probe_wait`: a new half-open period started,
-    /// and the hung probes' results will be ignored.
+    /// Not produced any more (kept so code matching on it still builds). It marked a new
+    /// half-open period started because every probe slot was held longer than
+    /// `max_probe_wait`; such a takeover now admits one more probe in the *same* period, with no
+    /// transition, so the held probes' late results still count (a `tracing` debug event, target
+    /// `breaker`, reports it).
     ProbeExpired,
     /// `force_open`, `force_closed` or `reset` was called.
     Manual,

@@ -256,17 +256,16 @@ impl Inner {
         }
     }
 
-    /// The cooldown of open word `w` entered at `since` (µs): the policy's cooldown for the
-    /// streak, less a jitter drawn from the entry time and the generation.
+    /// The cooldown of open word `w` entered at `since` (µs): [`state::cooldown`], with a
+    /// jitter draw from the entry time and the generation.
     fn cooldown(&self, w: Word, since: u64) -> Duration {
         let policy = self.shared.policy.load();
-        let base = policy.cooldown_for(w.streak);
-        if policy.cooldown_jitter > 0.0 {
-            let u = unit_draw(since ^ (u64::from(w.generation) << 40));
-            base.mul_f64(1.0 - policy.cooldown_jitter * u)
+        let draw = if policy.cooldown_jitter > 0.0 {
+            unit_draw(since ^ (u64::from(w.generation) << 40))
         } else {
-            base
-        }
+            0.0
+        };
+        state::cooldown(&policy, w.streak, draw)
     }
 
     // --- Admission ------------------------------------------------------------------------------
@@ -413,13 +412,19 @@ impl Inner {
                 let p = policy.get_or_insert_with(|| self.shared.policy.load());
                 let limits = Limits::new(p, w.streak);
                 // The newest probe's stamp is read only when every slot is taken.
-                match state::free_slot(w, &limits) {
-                    Some(reserved) => Some(reserved),
+                let admit = match state::free_slot(w, &limits) {
+                    Some(reserved) => reserved,
                     None => {
                         let newest = self.newest_probe(w, now_us)?;
-                        Some(state::admit_half_open(w, newest, now_us, &limits))
+                        state::admit_half_open(w, newest, now_us, &limits)
                     }
+                };
+                if admit.next().is_some() {
+                    // Stamped before the swap: whoever sees this probe's slot taken (after the
+                    // swap) sees its admission too, so no takeover counts it older than it is.
+                    self.stamp(&self.at, w.generation, now_us, Write::Latest)?;
                 }
+                Some(admit)
             }
             // Closed and forced: no stamp and no limit is read.
             _ => Some(state::admit(w, 0, now_us, &NO_LIMITS)),
@@ -435,9 +440,13 @@ impl Inner {
             Admit::Probe { next, entered } => {
                 match entered {
                     Some(reason) => self.entered(from, next, reason, now, Cause::default()),
-                    None => {
-                        self.stamp(&self.at, next.generation, now_us, Write::Latest);
+                    None if policy
+                        .as_ref()
+                        .is_some_and(|p| from.in_flight >= p.half_open_probes) =>
+                    {
+                        self.trace_takeover(next);
                     }
+                    None => {}
                 }
                 let ticket = Ticket::new(next.generation, Kind::Probe, slow_start());
                 match self.fleet() {
@@ -446,6 +455,21 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// The `tracing` event of a takeover: every probe slot was held past the probe wait, and
+    /// one more probe was admitted in the same half-open period.
+    #[cold]
+    fn trace_takeover(&self, next: Word) {
+        tracing::debug!(
+            target: "breaker",
+            breaker = self.shared.name,
+            key = self.key(),
+            generation = next.generation,
+            probes_in_flight = next.in_flight,
+            "every probe slot was held past the probe wait: one more probe admitted in the same \
+             half-open period (the held probes' results still count)"
+        );
     }
 
     // --- Ends of calls --------------------------------------------------------------------------
@@ -608,28 +632,9 @@ impl Inner {
     ) -> Word {
         let now = self.shared.clock.now_nanos();
         let raw = self.state.load(Ordering::Acquire);
-        let (from, step) = self.update(raw, |w| {
-            let Step::Enter(next, _) = state::manual(w, to) else {
-                unreachable!("a manual change always enters")
-            };
-            let streak = streak.unwrap_or(if to == State::Open {
-                state::reopen(w).streak
-            } else {
-                0
-            });
-            Some(Step::Enter(
-                Word {
-                    streak: streak.min(0xff),
-                    ..next
-                },
-                reason,
-            ))
-        });
-        let Step::Enter(next, reason) = step else {
-            unreachable!("a forced change always enters")
-        };
-        self.entered(from, next, reason, now, cause);
-        next
+        let (from, forced) = self.update(raw, |w| Some(state::force(w, to, reason, streak)));
+        self.entered(from, forced.next, forced.reason, now, cause);
+        forced.next
     }
 
     // --- What every transition does -----------------------------------------------------------

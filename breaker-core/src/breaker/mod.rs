@@ -80,10 +80,11 @@
 //! ```
 //!
 //! # Invariants, and the tests that prove them
-//! - **Probe bound.** At most `half_open_probes` probes of one half-open period are in flight,
-//!   across all clones: the slot is reserved by the compare-and-swap that checks it. A probe
-//!   wedged past `max_probe_wait` is taken over by a new period, whose own bound starts at one.
-//!   Proved by the loom model `never_more_than_k_probes_in_flight` (`tests/loom.rs`), the
+//! - **Probe bound.** At most `half_open_probes` probes admitted within any probe wait are in
+//!   flight, across all clones: the slot is reserved by the compare-and-swap that checks it,
+//!   and a probe held past `max_probe_wait` (the cooldown when unset) lets one more in, in the
+//!   same half-open period, so its late result still counts (a slow probe is not a lost one).
+//!   Without hung probes that is at most `half_open_probes` in flight. Proved by the loom model `never_more_than_k_probes_in_flight` (`tests/loom.rs`), the
 //!   property test against a sequential model (`tests/breaker_model.rs`), the stress test
 //!   `stress_rounds_keep_the_invariants` (`stress.rs`) and cases BR-03, BR-04, BR-12.
 //! - **Exactly-once release.** Every admitted call ends once (recorded, cancelled by drop, or
@@ -101,8 +102,8 @@
 //!   yield point, the stress test, and the property test.
 //! - **Stale results ignored.** An outcome from an earlier generation never causes a
 //!   transition, never emits an event and never touches the current generation's counts; it is
-//!   counted as [`Totals::late`] where totals are kept. Proved by cases BR-10, BR-12, BR-04
-//!   (hung probe), the unit test `permits_from_before_a_manual_change_are_late`, and the loom
+//!   counted as [`Totals::late`] where totals are kept. Proved by cases BR-10, BR-12, the unit
+//!   test `permits_from_before_a_manual_change_are_late`, and the loom
 //!   model `concurrent_failures_trip_once`.
 //!
 //! # Where the word lives: the seam for shared state
@@ -131,6 +132,8 @@
 
 mod builder;
 mod closed;
+#[doc(hidden)]
+pub mod decide;
 pub(crate) mod defaults;
 mod event;
 mod machine;

@@ -110,10 +110,12 @@ pub struct BreakerPolicy {
     pub half_open_probes: u32,
     /// Close after this many successful probes. Range `1..=8_191`.
     pub successes_to_close: u32,
-    /// A half-open breaker whose probe slots are all taken admits a fresh probe anyway once the
-    /// newest probe has been outstanding this long; the older probes' late results are then
-    /// ignored (a hung probe must not wedge the breaker; case BR-04). `None` means "the current
-    /// cooldown". Range: non-zero, at most [`MAX_COOLDOWN`] (365 days).
+    /// A half-open breaker whose probe slots are all taken admits one more probe once the
+    /// newest probe has been outstanding this long (a hung probe must not wedge the breaker;
+    /// case BR-04), in the same half-open period: the held probes' late results still count (a
+    /// late success towards closing, a late failure re-opens). So at most `half_open_probes`
+    /// probes are admitted within any probe wait. `None` means "the current cooldown". Range:
+    /// non-zero, at most [`MAX_COOLDOWN`] (365 days).
     pub max_probe_wait: Option<Duration>,
     /// What an ignored probe outcome means.
     pub neutral_probe: NeutralProbe,

@@ -31,19 +31,36 @@
 //! of the policy in force, and return what to do — the next word and what happened — without
 //! touching an atomic, a clock or a policy. The machine (`machine.rs`) applies them with one
 //! compare-and-swap loop. Nothing here knows where the word lives: an `AtomicU64` in this
-//! process today, a key in a shared store (Redis) for a fleet-wide breaker, where the same
+//! process, or a key in a shared store (Redis) for a fleet-wide breaker, where the same
 //! functions decide over the word read from the store and the caller applies the result with
-//! the store's own compare-and-set.
+//! the store's own compare-and-set (`breaker-redis`, through the hidden [`decide`](super::decide)
+//! module). Times are readings of one clock in one unit on the 48-bit circle: microseconds in
+//! this process, the store's milliseconds in the fleet.
 //!
 //! - [`admit`]: may a call go ahead now (closed, a probe, a rejection)?
 //! - [`end_probe`]: a half-open probe ended; re-open, close, or release its slot?
 //! - [`trip`]: a closed-state rule fired; open, unless the closed period has already ended?
-//! - [`manual`]: `force_open`, `force_closed`, `reset`, and transitions decided elsewhere.
+//! - [`rate_trip`]: which rate rule, if any, the window's totals fire.
+//! - [`force`]: `force_open`, `force_closed`, `reset`, and transitions decided elsewhere.
+//! - [`cooldown`]: how long an opening lasts (growth with the open streak, then jitter).
+//!
+//! # Slow probes count
+//! A half-open period keeps its generation until a probe's verdict ends it. When every probe
+//! slot is taken and the newest probe has been outstanding for the probe wait, one more probe
+//! is admitted *in the same period* ([`admit_half_open`]): the hung probes keep their slots, so
+//! a late success still counts towards closing and a late failure still re-opens. The bound on
+//! probes is then: at most `half_open_probes` probes admitted within the last probe wait (the
+//! wait measured with the admitting calls' clock readings), and at most [`MAX_IN_FLIGHT`] in
+//! all. (Until this rule, a takeover started a new period and ignored the hung probes' results,
+//! so while every call took longer than the wait no probe ever counted and the breaker never
+//! closed.)
 
 use super::event::TransitionReason;
 use super::policy::BreakerPolicy;
 use super::rejected::RejectReason;
+use super::window::WindowCounts;
 use std::fmt;
+use std::time::Duration;
 
 /// The position of a circuit breaker in its state machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -99,23 +116,34 @@ impl fmt::Display for State {
     }
 }
 
-pub(crate) const GEN_MASK: u32 = (1 << 24) - 1;
+/// The generations' mask: a generation is 24 bits, wrapping (compare with [`newer`]).
+pub const GEN_MASK: u32 = (1 << 24) - 1;
 
-/// A decoded state word.
+/// The most probes in flight a word can count (its 16-bit field).
+pub const MAX_IN_FLIGHT: u32 = 0xffff;
+
+/// A decoded state word (see the [module docs](self) for its bit layout). Plain data: the
+/// same value whether it lives in an atomic of this process or in a shared store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Word {
+pub struct Word {
+    /// The state.
     pub state: State,
+    /// Half-open: successful probes so far in this generation (13 bits).
     pub successes: u32,
+    /// Half-open: probes in flight (16 bits, at most [`MAX_IN_FLIGHT`]).
     pub in_flight: u32,
+    /// Consecutive openings since the breaker last closed (8 bits, at most 255).
     pub streak: u32,
+    /// Bumped by every transition: 24 bits, wrapping ([`GEN_MASK`], [`newer`]).
     pub generation: u32,
 }
 
 impl Word {
     pub(crate) const INITIAL: u64 = 0; // closed, generation 0
 
+    /// The word of encoding `w` (any `u64` decodes; a tag above 4 reads as forced closed).
     #[inline]
-    pub(crate) fn decode(w: u64) -> Word {
+    pub fn decode(w: u64) -> Word {
         let state = match w & 0b111 {
             0 => State::Closed,
             1 => State::Open,
@@ -132,8 +160,9 @@ impl Word {
         }
     }
 
+    /// The `u64` encoding; fields too wide for their bits are capped.
     #[inline]
-    pub(crate) fn encode(self) -> u64 {
+    pub fn encode(self) -> u64 {
         debug_assert!(self.successes <= 0x1fff && self.in_flight <= 0xffff);
         self.state.tag()
             | (u64::from(self.successes.min(0x1fff)) << 3)
@@ -160,7 +189,7 @@ impl Word {
     }
 
     /// The word after a transition to `state`: next generation, probe counts cleared.
-    pub(crate) fn transition(self, state: State, streak: u32) -> Word {
+    pub fn transition(self, state: State, streak: u32) -> Word {
         Word {
             state,
             successes: 0,
@@ -236,9 +265,10 @@ pub(crate) fn unpack_count(w: u64) -> (u32, u32) {
     (((w >> 32) as u32) & GEN_MASK, w as u32)
 }
 
-/// Whether generation `a` is newer than `b`, in 24-bit wrapping arithmetic.
+/// Whether generation `a` is newer than `b`, in 24-bit wrapping arithmetic (serial-number
+/// arithmetic: `a` is newer when it is at most 2^23 - 1 transitions ahead of `b`).
 #[inline]
-pub(crate) fn newer(a: u32, b: u32) -> bool {
+pub fn newer(a: u32, b: u32) -> bool {
     let d = a.wrapping_sub(b) & GEN_MASK;
     d != 0 && d < (1 << 23)
 }
@@ -248,20 +278,21 @@ pub(crate) fn newer(a: u32, b: u32) -> bool {
 
 /// The limits of the policy in force that the half-open decisions read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// At most this many probes in flight.
     pub half_open_probes: u32,
     /// Close after this many successful probes.
     pub successes_to_close: u32,
-    /// Microseconds the newest probe may be outstanding, with every slot taken, before a new
-    /// half-open period takes the slots over.
+    /// How long the newest probe may be outstanding, with every slot taken, before one more
+    /// probe is admitted in the same period: in the unit of the times given to
+    /// [`admit_half_open`] ([`Limits::new`] gives microseconds).
     pub probe_wait: u64,
 }
 
 impl Limits {
-    /// The limits of `policy` for a half-open period of open streak `streak` (the probe wait
-    /// defaults to that streak's cooldown).
-    pub(crate) fn new(policy: &BreakerPolicy, streak: u32) -> Limits {
+    /// The limits of `policy` for a half-open period of open streak `streak`, the probe wait
+    /// in microseconds (it defaults to that streak's cooldown).
+    pub fn new(policy: &BreakerPolicy, streak: u32) -> Limits {
         let wait = policy
             .max_probe_wait
             .unwrap_or_else(|| policy.cooldown_for(streak));
@@ -281,20 +312,23 @@ pub(crate) trait Decision {
 
 /// What [`admit`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Admit {
+pub enum Admit {
     /// Closed: admitted, nothing to write.
     Closed,
     /// Forced closed: admitted, nothing recorded.
     Unrecorded,
-    /// Rejected; `retry_after` is the rest of the cooldown in microseconds when open.
+    /// Rejected.
     Reject {
+        /// Why.
         reason: RejectReason,
+        /// Open: the rest of the cooldown, in the unit of the times given.
         retry_after: Option<u64>,
     },
-    /// Admitted as a probe of `next`'s generation once `next` is swapped in; `entered` is set
-    /// when that swap is a transition (a new half-open period).
+    /// Admitted as a probe of `next`'s generation once `next` is swapped in.
     Probe {
+        /// The word to swap in.
         next: Word,
+        /// Set when that swap is a transition (a new half-open period).
         entered: Option<TransitionReason>,
     },
 }
@@ -308,9 +342,9 @@ impl Decision for Admit {
     }
 }
 
-/// What [`end_probe`], [`trip`] and [`manual`] decided.
+/// What [`end_probe`], [`trip`] and [`force`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Step {
+pub enum Step {
     /// The word has moved past the generation the outcome belongs to: nothing to do (a late
     /// result).
     Stale,
@@ -330,9 +364,9 @@ impl Decision for Step {
 }
 
 /// May a call go ahead at `now`? `at` is the stamp of `w`'s generation: the deadline when
-/// open, the newest probe's admission when half-open (unused otherwise). All times are
-/// microseconds on the 48-bit circle.
-pub(crate) fn admit(w: Word, at: u64, now: u64, limits: &Limits) -> Admit {
+/// open, the newest probe's admission when half-open (unused otherwise). All times are in one
+/// unit on the 48-bit circle (microseconds in this process).
+pub fn admit(w: Word, at: u64, now: u64, limits: &Limits) -> Admit {
     match w.state {
         State::Closed => Admit::Closed,
         State::ForcedClosed => Admit::Unrecorded,
@@ -349,7 +383,7 @@ pub(crate) fn admit(w: Word, at: u64, now: u64, limits: &Limits) -> Admit {
 /// cooldown, or, once it has passed, promoted to half-open with this call as the first probe
 /// (the lazy promotion: no timer).
 #[inline]
-pub(crate) fn admit_open(w: Word, until: u64, now: u64) -> Admit {
+pub fn admit_open(w: Word, until: u64, now: u64) -> Admit {
     debug_assert_eq!(w.state, State::Open);
     if let Some(left) = open_left(until, now) {
         return Admit::Reject {
@@ -369,38 +403,41 @@ pub(crate) fn admit_open(w: Word, until: u64, now: u64) -> Admit {
 /// or `None` once it has passed. (The open-state rejection path applies it to the raw word
 /// without decoding it.)
 #[inline(always)]
-pub(crate) fn open_left(until: u64, now: u64) -> Option<u64> {
+pub fn open_left(until: u64, now: u64) -> Option<u64> {
     let left = span(now, until);
     (left > 0).then_some(left as u64)
 }
 
 /// [`admit`] for a half-open word whose newest probe was admitted at `newest`: a free slot is
-/// reserved; with every slot taken, a probe outstanding for `probe_wait` or more is taken over
-/// by a new half-open period (a hung probe must not wedge the breaker, case BR-04).
-pub(crate) fn admit_half_open(w: Word, newest: u64, now: u64, limits: &Limits) -> Admit {
+/// reserved; with every slot taken, once the newest probe has been outstanding for
+/// `probe_wait`, one more probe is admitted in the same half-open period (a hung probe must
+/// not wedge the breaker, case BR-04; the hung probes keep their slots and their results still
+/// count: see the [module docs](self#slow-probes-count)). Rejected at [`MAX_IN_FLIGHT`].
+pub fn admit_half_open(w: Word, newest: u64, now: u64, limits: &Limits) -> Admit {
     debug_assert_eq!(w.state, State::HalfOpen);
     if let Some(reserved) = free_slot(w, limits) {
         return reserved;
     }
     let waited = span(newest, now).max(0) as u64;
-    if waited < limits.probe_wait {
+    if waited < limits.probe_wait || w.in_flight >= MAX_IN_FLIGHT {
         return Admit::Reject {
             reason: RejectReason::HalfOpenFull,
             retry_after: None,
         };
     }
-    let mut next = w.transition(State::HalfOpen, w.streak);
-    next.in_flight = 1;
     Admit::Probe {
-        next,
-        entered: Some(TransitionReason::ProbeExpired),
+        next: Word {
+            in_flight: w.in_flight + 1,
+            ..w
+        },
+        entered: None,
     }
 }
 
 /// The first rule of [`admit_half_open`], which needs no stamp: a free slot is reserved.
 /// `None` when every slot is taken.
 #[inline]
-pub(crate) fn free_slot(w: Word, limits: &Limits) -> Option<Admit> {
+pub fn free_slot(w: Word, limits: &Limits) -> Option<Admit> {
     (w.in_flight < limits.half_open_probes).then_some(Admit::Probe {
         next: Word {
             in_flight: w.in_flight + 1,
@@ -412,8 +449,10 @@ pub(crate) fn free_slot(w: Word, limits: &Limits) -> Option<Admit> {
 
 /// How a half-open probe ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ProbeEnd {
+pub enum ProbeEnd {
+    /// Succeeded: counts towards closing.
     Success,
+    /// Failed: re-opens.
     Failure,
     /// A success that took at least the slow-call duration: a failed probe.
     Slow,
@@ -421,8 +460,10 @@ pub(crate) enum ProbeEnd {
     Neutral,
 }
 
-/// A probe of `generation` ended with `end`.
-pub(crate) fn end_probe(w: Word, generation: u32, end: ProbeEnd, limits: &Limits) -> Step {
+/// A probe of `generation` ended with `end`: a failure (or a slow success) re-opens, a success
+/// counts towards closing, a neutral end releases the slot; a probe of another generation is
+/// [`Step::Stale`] (it holds no slot of this one, case BR-12).
+pub fn end_probe(w: Word, generation: u32, end: ProbeEnd, limits: &Limits) -> Step {
     if w.state != State::HalfOpen || w.generation != generation {
         // A probe of an earlier half-open period: it holds no slot of this one (BR-12).
         return Step::Stale;
@@ -448,7 +489,7 @@ pub(crate) fn end_probe(w: Word, generation: u32, end: ProbeEnd, limits: &Limits
 
 /// A closed-state rule fired on evidence from closed `generation`: open, unless that closed
 /// period has already ended.
-pub(crate) fn trip(w: Word, generation: u32, reason: TransitionReason) -> Step {
+pub fn trip(w: Word, generation: u32, reason: TransitionReason) -> Step {
     if w.state == State::Closed && w.generation == generation {
         Step::Enter(reopen(w), reason)
     } else {
@@ -456,21 +497,117 @@ pub(crate) fn trip(w: Word, generation: u32, reason: TransitionReason) -> Step {
     }
 }
 
-/// A manual change to `to` (`force_open`, `force_closed`, `reset`): always a transition, and
-/// the open streak starts over.
-pub(crate) fn manual(w: Word, to: State) -> Step {
-    Step::Enter(w.transition(to, 0), TransitionReason::Manual)
+/// A change to `to` whatever the word (`force_open`, `force_closed`, `reset`, or a transition
+/// decided elsewhere), for `reason`: always a transition. The open streak entered is `streak`
+/// (capped at 255), or by default one more than `w`'s when opening (as [`reopen`]) and 0
+/// otherwise.
+pub fn force(w: Word, to: State, reason: TransitionReason, streak: Option<u32>) -> Forced {
+    let streak = streak
+        .unwrap_or(if to == State::Open {
+            reopen(w).streak
+        } else {
+            0
+        })
+        .min(0xff);
+    Forced {
+        next: w.transition(to, streak),
+        reason,
+    }
+}
+
+/// What [`force`] decided: always a transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forced {
+    /// The word entered.
+    pub next: Word,
+    /// Why.
+    pub reason: TransitionReason,
+}
+
+impl Decision for Forced {
+    fn next(&self) -> Option<Word> {
+        Some(self.next)
+    }
+}
+
+impl From<Forced> for Step {
+    fn from(f: Forced) -> Step {
+        Step::Enter(f.next, f.reason)
+    }
 }
 
 /// The open word after `w`: the streak is 1 after a closed period and grows by one on each
 /// re-opening (capped at 255; it picks the grown cooldown).
-pub(crate) fn reopen(w: Word) -> Word {
+pub fn reopen(w: Word) -> Word {
     let streak = if w.state == State::Closed {
         1
     } else {
         w.streak.saturating_add(1).min(0xff)
     };
     w.transition(State::Open, streak)
+}
+
+/// How long an opening of open streak `streak` lasts: the policy's cooldown for the streak
+/// ([`BreakerPolicy::cooldown_for`]: growth by `cooldown_multiplier`, capped at
+/// `cooldown_max`), less the jitter: `d * (1 - cooldown_jitter * draw)`, so it lies in
+/// `[d * (1 - jitter), d]`. `draw` is uniform in `[0, 1]` (clamped), drawn by the caller (this
+/// process draws it from the entry stamp and the generation, deterministically; the fleet from
+/// its own generator).
+pub fn cooldown(policy: &BreakerPolicy, streak: u32, draw: f64) -> Duration {
+    let base = policy.cooldown_for(streak);
+    if policy.cooldown_jitter > 0.0 {
+        base.mul_f64(1.0 - policy.cooldown_jitter.min(1.0) * draw.clamp(0.0, 1.0))
+    } else {
+        base
+    }
+}
+
+/// The thresholds the rate rules read: a [`BreakerPolicy`]'s, or its mirror's on the closed
+/// path (read one at a time, so a window under `min_calls` reads one).
+pub trait RateThresholds {
+    /// Rate rules are not evaluated before the window holds this many calls.
+    fn min_calls(&self) -> u32;
+    /// The failure-rate threshold, percent.
+    fn failure_rate_percent(&self) -> Option<f64>;
+    /// The slow-call-rate threshold, percent.
+    fn slow_rate_percent(&self) -> Option<f64>;
+}
+
+impl RateThresholds for BreakerPolicy {
+    fn min_calls(&self) -> u32 {
+        self.min_calls
+    }
+
+    fn failure_rate_percent(&self) -> Option<f64> {
+        self.failure_rate_percent
+    }
+
+    fn slow_rate_percent(&self) -> Option<f64> {
+        self.slow_call.map(|s| s.rate_percent)
+    }
+}
+
+/// The rate rules on a window's totals: nothing before `min_calls` calls (case BR-17); then
+/// the failure rate, then the slow-call rate, each compared with `>=` (BR-14). The reason of
+/// the rule that fires, if one does.
+#[inline]
+pub fn rate_trip(rules: &impl RateThresholds, counts: WindowCounts) -> Option<TransitionReason> {
+    if counts.calls < rules.min_calls() {
+        return None;
+    }
+    if rules
+        .failure_rate_percent()
+        .is_some_and(|p| counts.failure_rate_at_least(p))
+    {
+        Some(TransitionReason::FailureRate)
+    } else if rules
+        .slow_rate_percent()
+        .is_some_and(|p| counts.slow_rate_at_least(p))
+    {
+        Some(TransitionReason::SlowCallRate)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -2,15 +2,17 @@
 //! end them at random (success, failure, ignored, dropped), move a shared manual clock and
 //! reset the breaker now and then, on a clock that yields the thread at random readings. After
 //! every round (all threads joined: no call in flight) it asserts the invariants of the module
-//! docs; during a round it asserts the probe bound per half-open generation.
+//! docs; during a round it asserts the probe bound per half-open generation: at most
+//! `half_open_probes` probes admitted within the last probe wait (a held probe past the wait
+//! lets one more in, in the same period).
 //!
 //! Bounded: a fixed number of rounds and operations, and a wall-clock cap that ends the run
 //! early on a slow machine (it never waits on the clock).
 
 use super::*;
 use crate::clock::MonotonicSource;
+use crate::sync::process::{AtomicU64, Ordering as StdOrdering};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering as StdOrdering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -60,23 +62,37 @@ impl MonotonicSource for PausingClock {
     }
 }
 
-/// Probes in flight per half-open generation, as the callers see them.
+/// Probes in flight per half-open generation, as the callers see them: the clock's reading
+/// taken just before each one's `try_acquire`.
 #[derive(Default)]
-struct ProbeBook(Mutex<HashMap<u32, u32>>);
+struct ProbeBook(Mutex<HashMap<u32, Vec<u64>>>);
 
 impl ProbeBook {
-    fn admitted(&self, generation: u32, bound: u32) {
+    /// A probe of `generation` was admitted by a call that read `before` just before it and
+    /// `after` just after it. The bound is checked from the callers' side, soundly: a probe
+    /// booked at `b` with `after - b < wait` was admitted (by the breaker's reading `a >= b`)
+    /// within `wait` of this one's admission (its reading is at most `after`), so these are a
+    /// subset of the probes the breaker admitted within the wait, which may not exceed `bound`.
+    fn admitted(&self, generation: u32, before: u64, after: u64, wait: u64, bound: u32) {
         let mut m = self.0.lock().unwrap();
-        let n = m.entry(generation).or_default();
-        *n += 1;
+        let probes = m.entry(generation).or_default();
+        probes.push(before);
+        let young = probes
+            .iter()
+            .filter(|b| after.saturating_sub(**b) < wait)
+            .count();
         assert!(
-            *n <= bound,
-            "probe bound: {n} probes of generation {generation} in flight, bound {bound}"
+            young <= bound as usize,
+            "probe bound: {young} probes of generation {generation} admitted within the probe \
+             wait, bound {bound}"
         );
     }
 
-    fn ended(&self, generation: u32) {
-        *self.0.lock().unwrap().get_mut(&generation).unwrap() -= 1;
+    fn ended(&self, generation: u32, before: u64) {
+        let mut m = self.0.lock().unwrap();
+        let probes = m.get_mut(&generation).unwrap();
+        let at = probes.iter().position(|b| *b == before).unwrap();
+        probes.swap_remove(at);
     }
 }
 
@@ -123,18 +139,24 @@ fn policies() -> Vec<BreakerPolicy> {
 
 /// One call: admitted or not; a probe is booked while it is in flight; a random pause; a
 /// random end.
-fn one_call(b: &CircuitBreaker, book: &ProbeBook, bound: u32, rng: &mut Rng) {
+fn one_call(b: &CircuitBreaker, clock: &PausingClock, book: &ProbeBook, rng: &mut Rng) {
+    let (bound, wait) = (
+        b.policy().half_open_probes,
+        shortest_probe_wait(&b.policy()),
+    );
+    let before = clock.0.load(StdOrdering::SeqCst);
     let Ok(p) = b.try_acquire() else { return };
+    let after = clock.0.load(StdOrdering::SeqCst);
     let generation = p.ticket.generation();
     let probe = p.is_probe();
     if probe {
-        book.admitted(generation, bound);
+        book.admitted(generation, before, after, wait, bound);
     }
     if rng.below(4) == 0 {
         std::thread::yield_now();
     }
     if probe {
-        book.ended(generation);
+        book.ended(generation, before);
     }
     match rng.below(10) {
         0..=3 => p.success(),
@@ -142,6 +164,12 @@ fn one_call(b: &CircuitBreaker, book: &ProbeBook, bound: u32, rng: &mut Rng) {
         8 => p.ignored(),
         _ => drop(p),
     }
+}
+
+/// The shortest probe wait of `p`, nanoseconds (the cooldown of the first opening when no
+/// `max_probe_wait` is set: a grown cooldown is longer).
+fn shortest_probe_wait(p: &BreakerPolicy) -> u64 {
+    p.max_probe_wait.unwrap_or(p.cooldown).as_nanos() as u64
 }
 
 /// The longest a breaker of `p` can refuse a call once none is in flight.
@@ -160,7 +188,6 @@ fn stress_rounds_keep_the_invariants() {
     let mut rounds = 0;
     for (pi, policy) in policies().into_iter().enumerate() {
         let clock = Arc::new(PausingClock::default());
-        let bound = policy.half_open_probes;
         let wait = longest_wait(&policy);
         let b = CircuitBreaker::builder(policy.clone())
             .clock(Clock::custom(clock.clone()))
@@ -180,7 +207,7 @@ fn stress_rounds_keep_the_invariants() {
                         PAUSES.with(|state| state.set(seed.wrapping_mul(0x9e37) | 1));
                         let mut rng = Rng(seed);
                         for _ in 0..OPS {
-                            one_call(b, book, bound, &mut rng);
+                            one_call(b, clock, book, &mut rng);
                             match rng.below(40) {
                                 0 => b.reset(),
                                 1..=12 => {
@@ -194,7 +221,7 @@ fn stress_rounds_keep_the_invariants() {
             });
             // No call in flight: the invariants.
             assert!(
-                book.0.lock().unwrap().values().all(|n| *n == 0),
+                book.0.lock().unwrap().values().all(Vec::is_empty),
                 "every probe ended"
             );
             let s = b.snapshot();

@@ -32,6 +32,19 @@
 //! The window is fed readings of one clock for its whole life (`closed.rs` picks the coarse clock
 //! where the breaker's clock has one, else the precise one); its bucket indices are only ever
 //! compared with readings of that same clock.
+//!
+//! # Unsafe
+//! The stripes and their table are allocated lazily and published with one compare-and-swap
+//! from null each, so a stripe is one load away and costs nothing until it is written; that
+//! needs raw pointers (a `Box<[Bucket]>` can be neither published in one atomic word nor
+//! aligned to cache lines). Every block states its argument; the rules they rest on: a cell is
+//! written once (null to a pointer, by [`publish`]), a pointer that lost its race is freed by
+//! the thread that made it and seen by no other, and everything published is freed only in
+//! `drop` (`&mut self`). Checked by the loom model `time_window_stripes_publish_once`
+//! (`tests/loom.rs`: two threads race to publish a stripe, and no outcome is lost), and by the
+//! unit tests here run under valgrind's memcheck in CI (a double free, a leak, or a read of
+//! freed memory fails them).
+#![allow(unsafe_code)]
 
 use super::totals::thread_index;
 use super::window::WindowCounts;
@@ -81,15 +94,14 @@ fn stripe_layout(buckets: usize) -> Layout {
     Layout::from_size_align(bytes, LINE).expect("a stripe of at most 2^24 buckets")
 }
 
-/// Publishes `fresh` in the empty `cell`, or frees it (with `free`) and takes the pointer
-/// another thread published first.
-fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
-    match cell.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => fresh,
-        Err(other) => {
-            free(fresh);
-            other
-        }
+/// Publishes `fresh` in `cell` if it is still empty (null), or frees it with `free` if another
+/// thread published first. The one write of a cell: a cell never changes once set.
+fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) {
+    if cell
+        .compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        free(fresh);
     }
 }
 
@@ -120,8 +132,11 @@ impl StripedTimeWindow {
     #[inline(always)]
     fn table(&self) -> Option<&[AtomicPtr<Bucket>]> {
         let p = self.rest.load(Ordering::Acquire);
-        // SAFETY: a non-null `rest` is a boxed slice of `stripe_mask` entries, published once
-        // with release ordering and freed only in `drop` (`&mut self`).
+        // SAFETY: `rest` is only ever null or a pointer that `allocate` got from
+        // `Box::into_raw` of a boxed slice of `stripe_mask` entries (its one write is the
+        // compare-and-swap in `publish`, from null), and the box is freed only in `drop`, which
+        // has `&mut self`, so no shared borrow of `self` (this one) outlives it. The acquire load
+        // pairs with the release of that swap: the entries' initialisation is visible.
         (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.stripe_mask as usize) })
     }
 
@@ -134,8 +149,11 @@ impl StripedTimeWindow {
             self.table()?.get(s - 1)?
         };
         let p = cell.load(Ordering::Acquire);
-        // SAFETY: a non-null stripe pointer holds `buckets` initialised buckets, published once
-        // with release ordering and freed only in `drop`.
+        // SAFETY: a stripe cell (`first` or an entry of the table) is only ever null or a block
+        // that `allocate` got from `stripe_layout(buckets)` and filled with `buckets`
+        // initialised buckets before publishing it (the compare-and-swap from null in
+        // `publish`, release; this load is acquire, so the buckets' writes are visible). It is
+        // freed only in `drop` (`&mut self`), after every borrow of `self` ended.
         (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.buckets as usize) })
     }
 
@@ -148,43 +166,45 @@ impl StripedTimeWindow {
         self.allocate(s)
     }
 
+    /// Publishes stripe `s` (and the table of stripes `1..` if `s` is the first of them to be
+    /// written), unless another thread did first, and returns it. A thread that loses a race
+    /// frees what it allocated and takes the winner's.
     #[cold]
     #[inline(never)]
     fn allocate(&self, s: usize) -> &[Bucket] {
         let cell = if s == 0 {
             &self.first
         } else {
-            let mut table = self.rest.load(Ordering::Acquire);
-            if table.is_null() {
+            if self.rest.load(Ordering::Acquire).is_null() {
                 let n = self.stripe_mask as usize;
                 let fresh: Box<[AtomicPtr<Bucket>]> =
                     (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect();
-                table = publish(&self.rest, Box::into_raw(fresh) as *mut _, |p| {
-                    // SAFETY: `p` came from `Box::into_raw` above and was never published.
+                publish(&self.rest, Box::into_raw(fresh).cast(), |p| {
+                    // SAFETY: `p` is the pointer `Box::into_raw` just gave for a boxed slice of
+                    // `n` entries, and the swap that would have published it failed, so no other
+                    // thread has seen it: it is freed once, here, as the box it was.
                     drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) })
                 });
             }
-            // SAFETY: `table` holds `stripe_mask` entries and `1 <= s <= stripe_mask`.
-            unsafe { &*table.add(s - 1) }
+            // `rest` is set now (by this thread or another) and never unset while `self` is
+            // borrowed, so the table is there (were it not, stripe 0 would do as well: a sum
+            // reads every stripe); `1 <= s <= stripe_mask`.
+            match self.table() {
+                Some(table) => &table[s - 1],
+                None => &self.first,
+            }
         };
-        let mut p = cell.load(Ordering::Acquire);
-        if p.is_null() {
+        if cell.load(Ordering::Acquire).is_null() {
             let n = self.buckets as usize;
-            let layout = stripe_layout(n);
-            // SAFETY: the layout's size is at least one line.
-            let fresh = unsafe { std::alloc::alloc(layout) }.cast::<Bucket>();
-            if fresh.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            for i in 0..n {
-                // SAFETY: the block holds `n` buckets (`stripe_layout`), aligned for them.
-                unsafe { fresh.add(i).write(Bucket::default()) };
-            }
-            // SAFETY (the closure): `fresh` was allocated above and never published.
-            p = publish(cell, fresh, |f| unsafe { free_stripe(f, n) });
+            let fresh = new_stripe(n);
+            publish(cell, fresh, |f| {
+                // SAFETY: `f` is the stripe `new_stripe(n)` just made, and the swap that would
+                // have published it failed, so no other thread has seen it.
+                unsafe { free_stripe(f, n) }
+            });
         }
-        // SAFETY: as in `written`.
-        unsafe { std::slice::from_raw_parts(p, self.buckets as usize) }
+        // Published now, by this thread or another, and never unset while `self` is borrowed.
+        self.written(s).unwrap_or_default()
     }
 
     /// The bucket index of `now` and its slot in the ring.
@@ -230,11 +250,10 @@ impl StripedTimeWindow {
         let Some(stripe) = self.written(thread_index() & self.stripe_mask as usize) else {
             return false;
         };
-        let slot = (c & ((1 << SLOT_BITS) - 1)) as usize;
-        debug_assert!(slot < stripe.len());
-        // SAFETY: the cursor's slot is below `buckets`, the stripe's length: it starts at 0
-        // and `locate_slow` writes `index % buckets`.
-        let b = unsafe { stripe.get_unchecked(slot) };
+        // The cursor's slot is below `buckets`, the stripe's length: it starts at 0 and
+        // `locate_slow` writes `index % buckets`. (Indexing checks it again: one compare, which
+        // an unchecked read does not save within the noise of this path.)
+        let b = &stripe[(c & ((1 << SLOT_BITS) - 1)) as usize];
         if b.tag.load(Ordering::Acquire) != want {
             return false;
         }
@@ -329,12 +348,36 @@ impl StripedTimeWindow {
     }
 }
 
+/// A new stripe of `n` empty buckets (`n >= 1`), in a block of [`stripe_layout(n)`]: aligned to
+/// and padded to cache lines, which a `Box<[Bucket]>` cannot be. Freed by [`free_stripe`].
+fn new_stripe(n: usize) -> *mut Bucket {
+    let layout = stripe_layout(n);
+    // SAFETY: `layout` has a non-zero size (at least one line: `n >= 1` buckets, rounded up),
+    // as `alloc` requires. A null result is handled before any use. The block is
+    // `n * size_of::<Bucket>()` bytes or more, aligned to 64 >= `align_of::<Bucket>()`, so
+    // each of the `n` writes is in bounds and aligned, and writes (not assigns) into
+    // uninitialised memory.
+    unsafe {
+        let fresh = std::alloc::alloc(layout).cast::<Bucket>();
+        if fresh.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        for i in 0..n {
+            fresh.add(i).write(Bucket::default());
+        }
+        fresh
+    }
+}
+
 /// Drops and frees a stripe of `n` buckets.
 ///
 /// # Safety
-/// `p` is a stripe of `n` initialised buckets allocated with `stripe_layout(n)`, not used after.
+/// `p` was returned by [`new_stripe(n)`] and is freed once: no other pointer to it is used
+/// afterwards.
 unsafe fn free_stripe(p: *mut Bucket, n: usize) {
-    // SAFETY: the caller's contract.
+    // SAFETY: by the caller's contract `p` holds `n` initialised buckets in a block of
+    // `stripe_layout(n)` that nothing uses after this call: dropping them in place and
+    // deallocating with the layout it was allocated with is then valid.
     unsafe {
         ptr::drop_in_place(ptr::slice_from_raw_parts_mut(p, n));
         std::alloc::dealloc(p.cast(), stripe_layout(n));
@@ -347,15 +390,17 @@ impl Drop for StripedTimeWindow {
         let mut free = |cell: &AtomicPtr<Bucket>| {
             let p = cell.load(Ordering::Acquire);
             if !p.is_null() {
-                // SAFETY: published by `allocate` (`n` buckets, `stripe_layout(n)`); `&mut self`
-                // means no reader is left.
+                // SAFETY: a non-null stripe cell holds what `new_stripe(n)` returned (see
+                // `written`); `&mut self` means no borrow of a stripe is left, and each cell is
+                // visited once, so each stripe is freed once.
                 unsafe { free_stripe(p, n) };
             }
         };
         free(&self.first);
         let t = self.rest.load(Ordering::Acquire);
         if !t.is_null() {
-            // SAFETY: published by `allocate` from a boxed slice of `stripe_mask` entries.
+            // SAFETY: a non-null `rest` is what `Box::into_raw` gave for a boxed slice of
+            // `stripe_mask` entries (see `table`), rebuilt here once, with `&mut self`.
             let table = unsafe {
                 Box::from_raw(ptr::slice_from_raw_parts_mut(t, self.stripe_mask as usize))
             };
@@ -481,6 +526,27 @@ mod tests {
         assert_eq!(w.counts(1, S), want);
         assert_eq!(stripe_layout(1).size(), 64);
         assert_eq!(stripe_layout(8).size(), 192);
+    }
+
+    /// The loser of a publication race frees its own stripe (once) and counts into the
+    /// winner's, which stays published. Under valgrind's memcheck (CI) a leak, a double free
+    /// or a later read of the freed stripe fails this test.
+    #[test]
+    fn a_lost_publication_frees_its_own_stripe_and_keeps_the_winners() {
+        let w = StripedTimeWindow::new(1_000, 4, 4);
+        let winner = w.stripe_to_write(2).as_ptr();
+        let loser = new_stripe(4);
+        let mut freed = 0;
+        publish(&w.table().expect("published by stripe 2")[1], loser, |p| {
+            assert_eq!(p, loser);
+            freed += 1;
+            // SAFETY: `p` is `loser`, made by `new_stripe(4)` above and never published.
+            unsafe { free_stripe(p, 4) }
+        });
+        assert_eq!(freed, 1);
+        assert_eq!(w.written(2).map(<[Bucket]>::as_ptr), Some(winner));
+        let counts = w.record_in_stripe(2, 0, 5, true, false, 1);
+        assert_eq!(counts.map(|c| (c.calls, c.failures)), Some((1, 1)));
     }
 
     #[test]

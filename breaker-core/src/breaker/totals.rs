@@ -1,5 +1,16 @@
 //! Lifetime totals of a breaker, striped per thread so that counting never makes threads fight
 //! over one cache line (the idea of Java's `LongAdder`, with a fixed stripe count).
+//!
+//! # Unsafe
+//! The table of stripes and each stripe are allocated lazily and published with one
+//! compare-and-swap from null each (one atomic word each, so a breaker without totals
+//! events holds one null pointer); reading them back needs raw pointers. The rules every block
+//! rests on: a cell is written once (null to a pointer, by [`Striped::publish`]), a pointer that
+//! lost its race is freed by the thread that made it and seen by no other, and everything
+//! published is freed only in `drop` (`&mut self`). Checked by the loom model
+//! `totals_publish_once` (`tests/loom.rs`) and by the unit tests here under valgrind's memcheck
+//! in CI.
+#![allow(unsafe_code)]
 
 use crate::sync::process::{self, AtomicUsize};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -200,78 +211,91 @@ impl Striped {
     #[inline(always)]
     fn table(&self) -> Option<&[AtomicPtr<Stripe>]> {
         let p = self.table.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer is the start of a boxed slice of `stripes_len()` entries,
-        // published once with release ordering and freed only in `drop` (`&mut self`).
+        // SAFETY: `table` is only ever null or the pointer `Box::into_raw` gave for a boxed
+        // slice of `stripes_len()` entries (a process constant) in `allocate_table`, whose
+        // compare-and-swap from null (release; this load is acquire) is the one write of the
+        // cell. The box is freed only in `drop` (`&mut self`), after every borrow of `self`.
         (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, stripes_len()) })
+    }
+
+    /// The stripe in `entry`, if one was published there.
+    #[inline(always)]
+    fn stripe(entry: &AtomicPtr<Stripe>) -> Option<&Stripe> {
+        let s = entry.load(Ordering::Acquire);
+        // SAFETY: an entry is only ever null or the pointer `Box::into_raw` gave for a boxed
+        // stripe in `allocate_stripe`, published by the entry's one compare-and-swap from null
+        // (release; this load is acquire), and freed only in `drop` (`&mut self`), so it
+        // outlives the borrow of the table (and of `self`) that `entry` comes from.
+        (!s.is_null()).then(|| unsafe { &*s })
     }
 
     /// The stripes allocated so far.
     fn stripes(&self) -> impl Iterator<Item = &Stripe> {
-        self.table().unwrap_or(&[]).iter().filter_map(|e| {
-            let s = e.load(Ordering::Acquire);
-            // SAFETY: a non-null entry is a boxed stripe, published once with release ordering
-            // and freed only in `drop`.
-            (!s.is_null()).then(|| unsafe { &*s })
-        })
+        self.table().unwrap_or(&[]).iter().filter_map(Self::stripe)
     }
 
-    /// Publishes a fresh, empty allocation in `cell`, or takes the one another thread published
-    /// first.
+    /// Publishes `fresh` in `cell` if it is still empty (null), or frees it with `free` if
+    /// another thread published first. The one write of a cell: a cell never changes once set.
     #[cold]
     #[inline(never)]
-    fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
-        match cell.compare_exchange(
-            std::ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => fresh,
-            Err(other) => {
-                free(fresh);
-                other
-            }
+    fn publish<T>(cell: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) {
+        if cell
+            .compare_exchange(
+                std::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            free(fresh);
         }
     }
 
+    /// The table, published first if no event was counted yet.
     #[cold]
     #[inline(never)]
-    fn allocate_table(&self) -> *mut AtomicPtr<Stripe> {
+    fn allocate_table(&self) -> &[AtomicPtr<Stripe>] {
         let fresh: Box<[AtomicPtr<Stripe>]> = (0..stripes_len())
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
-        Self::publish(&self.table, Box::into_raw(fresh) as *mut _, |p| {
-            // SAFETY: `p` came from `Box::into_raw` above and was never published.
+        Self::publish(&self.table, Box::into_raw(fresh).cast(), |p| {
+            // SAFETY: `p` is the pointer `Box::into_raw` just gave for a boxed slice of
+            // `stripes_len()` entries, and the swap that would have published it failed, so no
+            // other thread has seen it: it is freed once, here, as the box it was.
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) })
-        })
+        });
+        // Published now, by this thread or another, and never unset while `self` is borrowed.
+        self.table().unwrap_or(&[])
     }
 
+    /// The stripe of `entry`, published first if none is there yet.
     #[cold]
     #[inline(never)]
-    fn allocate_stripe(entry: &AtomicPtr<Stripe>) -> *mut Stripe {
+    fn allocate_stripe(entry: &AtomicPtr<Stripe>) -> &Stripe {
         let fresh = Box::new(Stripe(std::array::from_fn(|_| AtomicU64::new(0))));
         Self::publish(entry, Box::into_raw(fresh), |p| {
-            // SAFETY: `p` came from `Box::into_raw` above and was never published.
+            // SAFETY: `p` is the pointer `Box::into_raw` just gave, and the swap that would
+            // have published it failed, so no other thread has seen it.
             drop(unsafe { Box::from_raw(p) })
-        })
+        });
+        Self::stripe(entry).expect("a published stripe is never unset while its table lives")
     }
 
     #[inline]
     pub(crate) fn add(&self, counter: Counter) {
-        let mut table = self.table.load(Ordering::Acquire);
-        if table.is_null() {
-            table = self.allocate_table();
-        }
+        let table = match self.table() {
+            Some(table) => table,
+            None => self.allocate_table(),
+        };
         let v = stripes_of_thread();
-        // SAFETY: `table` is the start of `stripes_len()` entries (see `table`), and
-        // `v & SLOT_MASK` is at most `stripe_count()`, the last index.
-        let entry = unsafe { &*table.add(v & SLOT_MASK) };
-        let mut stripe = entry.load(Ordering::Acquire);
-        if stripe.is_null() {
-            stripe = Self::allocate_stripe(entry);
-        }
-        // SAFETY: a published stripe lives until `drop` (`&mut self`).
-        let cell = unsafe { &(*stripe).0[counter as usize] };
+        // `v & SLOT_MASK` is at most `stripe_count()`, the table's last index.
+        let entry = &table[v & SLOT_MASK];
+        let stripe = match Self::stripe(entry) {
+            Some(stripe) => stripe,
+            None => Self::allocate_stripe(entry),
+        };
+        let cell = &stripe.0[counter as usize];
         if v & SHARED == 0 {
             // This thread owns the stripe: it is the only writer (see the type's docs).
             cell.store(
@@ -314,14 +338,16 @@ impl Drop for Striped {
     fn drop(&mut self) {
         let p = self.table.load(Ordering::Acquire);
         if !p.is_null() {
-            // SAFETY: published by `allocate_table` from a boxed slice of `stripes_len()`
-            // entries, each null or a boxed stripe; `&mut self` means no reader is left.
+            // SAFETY: a non-null `table` is what `Box::into_raw` gave for a boxed slice of
+            // `stripes_len()` entries (see `table`), rebuilt here once, with `&mut self`: no
+            // borrow of it is left.
             let table =
                 unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, stripes_len())) };
             for e in table.iter() {
                 let s = e.load(Ordering::Acquire);
                 if !s.is_null() {
-                    // SAFETY: published by `allocate_stripe` from a `Box`.
+                    // SAFETY: a non-null entry is what `Box::into_raw` gave for a boxed stripe
+                    // (see `stripe`); each entry is visited once, so it is freed once.
                     drop(unsafe { Box::from_raw(s) });
                 }
             }
@@ -332,6 +358,29 @@ impl Drop for Striped {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// The loser of a publication race frees its own stripe and counts into the winner's.
+    /// Under valgrind's memcheck (CI) a leak or a double free fails this test.
+    #[test]
+    fn a_lost_publication_frees_its_own_stripe_and_keeps_the_winners() {
+        let totals = Striped::new();
+        totals.add(Counter::Succeeded);
+        let table = totals.table().expect("published by the first event");
+        let entry = &table[stripes_of_thread() & SLOT_MASK];
+        let winner = Striped::stripe(entry).map(std::ptr::from_ref);
+        let loser = Box::into_raw(Box::new(Stripe(std::array::from_fn(|_| AtomicU64::new(0)))));
+        let mut freed = 0;
+        Striped::publish(entry, loser, |p| {
+            assert_eq!(p, loser);
+            freed += 1;
+            // SAFETY: `p` is `loser`, from `Box::into_raw` above, never published.
+            drop(unsafe { Box::from_raw(p) })
+        });
+        assert_eq!(freed, 1);
+        assert_eq!(Striped::stripe(entry).map(std::ptr::from_ref), winner);
+        totals.add(Counter::Failed);
+        assert_eq!((totals.sum().succeeded, totals.sum().failed), (1, 1));
+    }
 
     #[test]
     fn totals_are_exact_with_more_threads_than_stripes_and_threads_that_come_and_go() {

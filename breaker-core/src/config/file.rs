@@ -1,11 +1,15 @@
 //! The serde types of a config file.
 
 use super::value::{present, Dsl, Percent, Spec, Written};
+use crate::adaptive::AdaptiveLimitPolicy;
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow};
+use crate::hedge::HedgePolicy;
 use crate::layer::Layer;
 use crate::policy::BulkheadPolicy;
+use crate::ratelimit::RateLimitPolicy;
 use crate::retry::{Backoff, Jitter, RetryPolicy};
 use crate::scope::{Scope, StoreErrorMode};
+use crate::throttle::ThrottlePolicy;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -127,9 +131,38 @@ pub struct Section {
         skip_serializing_if = "Option::is_none"
     )]
     pub bulkhead: Option<Spec<Written<BulkheadPolicy>, BulkheadTable>>,
+    /// The rate limit (`"100/s burst 20"`; see `breaker::ratelimit`).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rate: Option<Dsl<RateLimitPolicy>>,
+    /// Hedging (`"1x after 50ms"`, `"2x after p95 in 10ms..200ms"`); needs `idempotent`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub hedge: Option<Dsl<HedgePolicy>>,
+    /// The adaptive concurrency limit (`"aimd 5..200"`, `"gradient2 10..500 from 50"`).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub adaptive: Option<Dsl<AdaptiveLimitPolicy>>,
+    /// Client-side adaptive throttling (`"k 2"`, `"k 1.5 over 1m"`).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub throttle: Option<Dsl<ThrottlePolicy>>,
     /// Layer order, outermost first (`"timeout > retry > breaker"`); it must name exactly the
-    /// configured layers. Default: `bulkhead > retry > breaker > timeout` restricted to the
-    /// configured layers.
+    /// configured layers, and `hedge` inside `retry`. Default:
+    /// `bulkhead > retry > breaker > hedge > throttle > rate > adaptive > timeout` restricted
+    /// to the configured layers.
     #[serde(
         default,
         deserialize_with = "present",

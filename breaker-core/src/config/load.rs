@@ -6,7 +6,7 @@ use super::file::ConfigFile;
 use super::format::parse;
 use super::merge::resolve;
 use super::read::Reader;
-use super::tree::{Lines, Origin, Pos, MAX_INPUT_BYTES};
+use super::tree::{Breaks, Lines, Origin, Pos, MAX_INPUT_BYTES};
 use crate::policy::Policy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,14 @@ impl Format {
             "yaml" | "yml" => Some(Format::Yaml),
             "json" => Some(Format::Json),
             _ => None,
+        }
+    }
+
+    /// Which characters end a line, as this format's parser counts them.
+    fn breaks(self) -> Breaks {
+        match self {
+            Format::Toml => Breaks::Lf,
+            Format::Yaml | Format::Json => Breaks::Any,
         }
     }
 }
@@ -384,7 +392,7 @@ pub(crate) struct Source {
 impl Source {
     pub(super) fn new(file: Option<PathBuf>, format: Format, text: String) -> Source {
         Source {
-            lines: Lines::new(&text),
+            lines: Lines::new(&text, format.breaks()),
             file,
             format,
             text,

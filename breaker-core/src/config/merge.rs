@@ -325,6 +325,22 @@ fn merge_sections(sections: &[(Vec<String>, &Section)]) -> (Policy, Origins, Vec
             policy.deadline = Some(t.0);
             origins.set(Field::Deadline, prefix, false);
         }
+        if let Some(r) = &s.rate {
+            policy.rate_limit = Some(r.0);
+            origins.set(Field::RateLimit, prefix, false);
+        }
+        if let Some(h) = &s.hedge {
+            policy.hedge = Some(h.0);
+            origins.set(Field::Hedge, prefix, false);
+        }
+        if let Some(a) = &s.adaptive {
+            policy.adaptive = Some(a.0);
+            origins.set(Field::Adaptive, prefix, false);
+        }
+        if let Some(t) = &s.throttle {
+            policy.throttle = Some(t.0);
+            origins.set(Field::Throttle, prefix, false);
+        }
         if let Some(o) = &s.order {
             policy.order = Some(o.0.clone());
             origins.set(Field::Order, prefix, false);

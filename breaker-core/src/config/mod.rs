@@ -251,6 +251,18 @@ fn write_section(
     if let Some(b) = &policy.bulkhead {
         writeln!(out, "bulkhead = \"{b}\"")?;
     }
+    if let Some(r) = &policy.rate_limit {
+        writeln!(out, "rate = \"{r}\"")?;
+    }
+    if let Some(h) = &policy.hedge {
+        writeln!(out, "hedge = \"{h}\"")?;
+    }
+    if let Some(a) = &policy.adaptive {
+        writeln!(out, "adaptive = \"{a}\"")?;
+    }
+    if let Some(t) = &policy.throttle {
+        writeln!(out, "throttle = \"{t}\"")?;
+    }
     match &policy.order {
         Some(order) => writeln!(out, "order = \"{}\"", Order(order.clone()))?,
         // The default order, as a comment: written as a key it would load as an explicit

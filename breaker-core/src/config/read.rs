@@ -98,6 +98,10 @@ const SECTION: &[(&str, Setter<Section>)] = &[
             r.table(node, BULKHEAD, expected, Some(Layer::Bulkhead))
         });
     }),
+    (Field::RateLimit.path(), |r, e, s| s.rate = r.leaf(e)),
+    (Field::Hedge.path(), |r, e, s| s.hedge = r.leaf(e)),
+    (Field::Adaptive.path(), |r, e, s| s.adaptive = r.leaf(e)),
+    (Field::Throttle.path(), |r, e, s| s.throttle = r.leaf(e)),
     (Field::Order.path(), |r, e, s| s.order = r.leaf(e)),
     (Field::Idempotent.path(), |r, e, s| s.idempotent = r.leaf(e)),
     ("max_keys", |r, e, s| s.max_keys = r.leaf(e)),
@@ -554,7 +558,15 @@ mod tests {
                     names(BULKHEAD),
                     BULKHEAD.iter().filter(|k| k.0 == f).count(),
                 ),
-                Some(Layer::Timeout) => (Vec::new(), 0),
+                // Layers whose one field is at the top of a section (`timeout`, and the DSL
+                // strings `rate`, `hedge`, `adaptive`, `throttle`): no field is in their table.
+                Some(
+                    Layer::Timeout
+                    | Layer::RateLimit
+                    | Layer::Hedge
+                    | Layer::Adaptive
+                    | Layer::Throttle,
+                ) => (Vec::new(), 0),
                 None => (
                     section.clone(),
                     section.iter().filter(|k| **k == f.key()).count(),

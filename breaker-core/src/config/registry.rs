@@ -6,9 +6,9 @@ use super::load::{Loader, Policies};
 use crate::breaker::{BreakerFactory, CircuitBreaker};
 use crate::clock::Clock;
 use crate::policy::Policy;
+use crate::sync::AtomicBool;
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 /// The name of the counter of reloads, by `result` (`"ok"` or `"error"`), with the `metrics`
@@ -510,10 +510,7 @@ fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &
         return;
     }
     if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
-        if policy_breaker
-            .warned
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
+        if policy_breaker.warned.swap(true, crate::sync::Ordering::Relaxed) {
             return;
         }
         tracing::warn!(

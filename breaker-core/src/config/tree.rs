@@ -117,23 +117,57 @@ impl Node {
 }
 
 /// The start of every line of a text, to turn byte offsets into positions.
+/// Which characters end a line, as the parser of a format counts them (so a position this
+/// file gives and one the parser gives agree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Breaks {
+    /// `\n` only (a `\r` is a character of its line): TOML, whose parser counts lines this way
+    /// (a lone `\r` is not allowed in a TOML document).
+    Lf,
+    /// `\n`, `\r\n` and a lone `\r`, each one break: YAML 1.2 (§5.4, as `saphyr-parser`
+    /// scans it) and JSON (as `jsonc-parser` counts lines in its errors).
+    Any,
+}
+
+/// Where the lines of a text start and end.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Lines {
+    /// The byte offset each line starts at; a last entry equal to the text's length is the
+    /// empty "line" after a final break, which [`Lines::count`] leaves out.
     starts: Vec<usize>,
+    /// The byte offset each line's break starts at (the text's length for the last line).
+    ends: Vec<usize>,
     len: usize,
 }
 
 impl Lines {
-    pub(super) fn new(text: &str) -> Lines {
-        let mut starts = vec![0];
-        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+    pub(super) fn new(text: &str, breaks: Breaks) -> Lines {
+        let bytes = text.as_bytes();
+        let (mut starts, mut ends) = (vec![0], Vec::new());
+        let mut i = 0;
+        while i < bytes.len() {
+            let width = match bytes[i] {
+                b'\n' => 1,
+                b'\r' if breaks == Breaks::Any => 1 + usize::from(bytes.get(i + 1) == Some(&b'\n')),
+                _ => 0,
+            };
+            if width == 0 {
+                i += 1;
+            } else {
+                ends.push(i);
+                i += width;
+                starts.push(i);
+            }
+        }
+        ends.push(text.len());
         Lines {
             starts,
+            ends,
             len: text.len(),
         }
     }
 
-    /// How many lines the text has (at least 1; a final newline ends the last line).
+    /// How many lines the text has (at least 1; a final break ends the last line).
     fn count(&self) -> usize {
         let n = self.starts.len();
         if n > 1 && self.starts[n - 1] == self.len {
@@ -144,21 +178,19 @@ impl Lines {
     }
 
     /// The position of byte `offset` of `text` (the text these lines are of). An offset at or
-    /// past the end is the end of the last line: never a line past the end of the file.
+    /// past the end is the end of the last line: never a line past the end of the file; one
+    /// inside a line break is the end of its line.
     pub(super) fn pos(&self, text: &str, offset: usize) -> Pos {
-        let mut offset = offset.min(text.len());
-        if offset == text.len() && text.ends_with('\n') {
-            // The final newline: the end of the last line.
-            offset -= 1;
-        }
-        while !text.is_char_boundary(offset) {
-            offset -= 1;
-        }
+        let offset = offset.min(text.len());
         let line = self
             .starts
             .partition_point(|s| *s <= offset)
             .min(self.count());
-        let start = self.starts[line - 1].min(offset);
+        let start = self.starts[line - 1];
+        let mut offset = offset.clamp(start, self.ends[line - 1]);
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
         Pos {
             line,
             column: text[start..offset].chars().count() + 1,
@@ -171,9 +203,8 @@ impl Lines {
         if pos.line == 0 || pos.line > self.count() {
             return self.pos(text, text.len());
         }
-        let start = self.starts[pos.line - 1];
-        let end = self.starts.get(pos.line).map_or(text.len(), |s| s - 1);
-        let width = text[start..end.max(start)].chars().count();
+        let (start, end) = (self.starts[pos.line - 1], self.ends[pos.line - 1]);
+        let width = text[start..end].chars().count();
         Pos {
             line: pos.line,
             column: pos.column.clamp(1, width + 1),
@@ -194,14 +225,17 @@ mod tests {
     #[test]
     fn positions_are_one_based_characters_and_inside_the_text() {
         let text = "ab\néé x\n";
-        let lines = Lines::new(text);
+        let lines = Lines::new(text, Breaks::Lf);
         assert_eq!(lines.pos(text, 0), Pos { line: 1, column: 1 });
         assert_eq!(lines.pos(text, 3), Pos { line: 2, column: 1 });
         // `x` is the 4th character of line 2 (each `é` is two bytes).
         assert_eq!(lines.pos(text, 8), Pos { line: 2, column: 4 });
         // The end of the text is the end of the last line, not a line 3.
         assert_eq!(lines.pos(text, text.len()), Pos { line: 2, column: 5 });
-        assert_eq!(lines.pos("", 0), Pos { line: 1, column: 1 });
+        assert_eq!(
+            Lines::new("", Breaks::Lf).pos("", 0),
+            Pos { line: 1, column: 1 }
+        );
         assert_eq!(
             lines.clamp(text, Pos { line: 9, column: 1 }),
             Pos { line: 2, column: 5 }
@@ -209,6 +243,42 @@ mod tests {
         assert_eq!(
             lines.clamp(text, Pos { line: 1, column: 7 }),
             Pos { line: 1, column: 3 }
+        );
+    }
+
+    /// A lone `\r` is a line break in YAML and JSON (as their parsers count), not in TOML; a
+    /// `\r\n` is one break, and its `\r` is no character of the line in YAML and JSON.
+    #[test]
+    fn lines_break_where_the_format_s_parser_breaks_them() {
+        let text = "a: 1\rbb: 2\r\nccc: x";
+        let any = Lines::new(text, Breaks::Any);
+        // `bb` starts line 2, `ccc` line 3; `x` is column 6 of line 3.
+        assert_eq!(any.pos(text, 5), Pos { line: 2, column: 1 });
+        assert_eq!(any.pos(text, text.len() - 1), Pos { line: 3, column: 6 });
+        // Line 2 is `bb: 2`, five characters (the `\r\n` is not part of it).
+        assert_eq!(
+            any.clamp(
+                text,
+                Pos {
+                    line: 2,
+                    column: 40
+                }
+            ),
+            Pos { line: 2, column: 6 }
+        );
+        // An offset inside the `\r\n` is the end of line 2.
+        assert_eq!(any.pos(text, 11), Pos { line: 2, column: 6 });
+        let lf = Lines::new(text, Breaks::Lf);
+        assert_eq!(lf.pos(text, 5), Pos { line: 1, column: 6 });
+        assert_eq!(lf.pos(text, text.len() - 1), Pos { line: 2, column: 6 });
+        // A text ending in a break has no empty last line, in either way of counting.
+        assert_eq!(
+            Lines::new("a\r", Breaks::Any).pos("a\r", 2),
+            Pos { line: 1, column: 2 }
+        );
+        assert_eq!(
+            Lines::new("a\n", Breaks::Lf).pos("a\n", 2),
+            Pos { line: 1, column: 2 }
         );
     }
 }

@@ -1,11 +1,15 @@
 //! Values written as DSL strings in config files, and the "string or table" sections.
 
+use crate::adaptive::AdaptiveLimitPolicy;
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow};
 use crate::dsl::{self, DslError, Order};
+use crate::hedge::HedgePolicy;
 use crate::layer::Layer;
 use crate::policy::{BulkheadPolicy, Field};
+use crate::ratelimit::RateLimitPolicy;
 use crate::retry::{Backoff, Jitter, RetryPolicy};
 use crate::scope::{Scope, StoreErrorMode};
+use crate::throttle::ThrottlePolicy;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -116,6 +120,34 @@ dsl_value!(
     "Layer order, outermost first, such as \"timeout > retry > breaker\".",
     dsl::parse_order,
     |p: &Vec<Layer>| Order(p.clone()).to_string()
+);
+dsl_value!(
+    RateLimitPolicy,
+    "RateDsl",
+    "A rate limit such as \"100/s\", \"5/100ms burst 1\" or \"1000/1m burst 50 wait 200ms\".",
+    dsl::parse_rate,
+    |p: &RateLimitPolicy| p.to_string()
+);
+dsl_value!(
+    HedgePolicy,
+    "HedgeDsl",
+    "Hedging such as \"after 50ms\", \"2x after 50ms\" or \"1x after p95 in 10ms..200ms\".",
+    dsl::parse_hedge,
+    |p: &HedgePolicy| p.to_string()
+);
+dsl_value!(
+    AdaptiveLimitPolicy,
+    "AdaptiveDsl",
+    "An adaptive concurrency limit such as \"aimd 5..200\" or \"gradient2 10..500 from 50\".",
+    dsl::parse_adaptive,
+    |p: &AdaptiveLimitPolicy| p.to_string()
+);
+dsl_value!(
+    ThrottlePolicy,
+    "ThrottleDsl",
+    "Client-side adaptive throttling such as \"k 2\" or \"k 1.5 over 1m\".",
+    dsl::parse_throttle,
+    |p: &ThrottlePolicy| p.to_string()
 );
 dsl_value!(
     Scope,

@@ -40,7 +40,8 @@
 //! # Grammar
 //!
 //! In ISO EBNF. Every string is one of `duration`, `retry`, `backoff`, `jitter`, `breaker`,
-//! `window-size`, `bulkhead` or `order`, and must be matched in full.
+//! `window-size`, `bulkhead`, `order`, `rate`, `hedge`, `adaptive` or `throttle`, and must be
+//! matched in full.
 //!
 //! ```text
 //! (* lexical: tokens *)
@@ -87,7 +88,28 @@
 //!
 //! bulkhead    = int , "concurrent" , [ "wait" , duration ] ;
 //! order       = layer , { ">" , layer } ;                 (* outermost first *)
-//! layer       = "timeout" | "retry" | "breaker" | "bulkhead" ;
+//! layer       = "timeout" | "retry" | "breaker" | "bulkhead"
+//!             | "rate" | "hedge" | "adaptive" | "throttle" ;
+//!                                                         (* `hedge` never outside `retry` *)
+//!
+//! (* rate limit: GCRA, `rate` permits per period, `burst` at once *)
+//! rate        = int , "/" , period , [ "burst" , int ] , [ "wait" , duration ] ;
+//!                                                         (* one word: "100/s", "5/100ms" *)
+//! period      = unit | duration-part ;                    (* "s" is "1s" *)
+//!
+//! (* hedging: attempts beyond the first, and when each starts *)
+//! hedge       = [ int , "x" ] , "after" , ( duration | percentile , "in" , delay-range ) ;
+//! percentile  = "p" , number ;                            (* one word: "p95", "p99.9" *)
+//! delay-range = duration-part , ".." , duration-part ;    (* one word: "10ms..200ms" *)
+//!
+//! (* adaptive concurrency limit: its floor and ceiling, then the algorithm's parameters *)
+//! adaptive    = ( "aimd" , limits , { "from" , int | "backoff" , number | "slow" , duration }
+//!               | "gradient2" , limits , { "from" , int | "tolerance" , number
+//!                 | "smoothing" , number | "window" , int | "queue" , int } ) ;
+//! limits      = int , ".." , int ;                        (* one word: "5..200" *)
+//!
+//! (* client-side adaptive throttling (SRE book): K, over a window *)
+//! throttle    = "k" , number , [ "over" , duration ] ;
 //! ```
 //!
 //! **Whitespace.** ASCII whitespace (space, tab, CR, LF) separates words and is otherwise
@@ -109,6 +131,11 @@
 //!   slow-call rules share one window: write it on one of them, or the same on both. `open`
 //!   without `max` has `max` = the cooldown, or 10 × the cooldown when a `factor` is given.
 //! - bulkhead: `wait 0s` (reject at once when full).
+//! - rate: a burst of the rate (a period's worth at once), no wait.
+//! - hedge: one hedge (`1x`).
+//! - adaptive: the limit starts at 20 within the range; the algorithm's parameters are
+//!   Netflix's defaults.
+//! - throttle: a window of 2 minutes.
 //!
 //! **Canonical form** (`Display`): durations in humantime's format (`1m 30s`); retry
 //! `{n}x {backoff}[ {jitter}]` with the backoff's arguments all written
@@ -122,6 +149,7 @@
 //! value: ``min_calls (10) must be <= the count window size (5)`` points at `min 10`.
 
 mod breaker;
+mod layers;
 mod order;
 mod retry;
 
@@ -151,6 +179,7 @@ fn is_keyword(word: &str) -> bool {
     retry::BACKOFFS.contains(&word)
         || retry::JITTERS.contains(&word)
         || breaker::KEYWORDS.contains(&word)
+        || layers::KEYWORDS.contains(&word)
         || OTHERS.contains(&word)
 }
 
@@ -225,6 +254,44 @@ pub fn parse_window(src: &str) -> Result<SlidingWindow, DslError> {
 /// A [`DslError`] naming the offending token or the invalid count.
 pub fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
     order::parse_bulkhead(src)
+}
+
+pub(crate) use layers::compact;
+
+/// Parses and validates a rate limit (`100/s`, `5/100ms burst 1 wait 50ms`); the same as
+/// `src.parse::<RateLimitPolicy>()`.
+///
+/// # Errors
+/// See [`RateLimitPolicy`'s `FromStr`](crate::ratelimit::RateLimitPolicy#impl-FromStr-for-RateLimitPolicy).
+pub fn parse_rate(src: &str) -> Result<crate::ratelimit::RateLimitPolicy, DslError> {
+    layers::parse_rate(src)
+}
+
+/// Parses and validates hedging (`after 50ms`, `2x after p95 in 10ms..200ms`); the same as
+/// `src.parse::<HedgePolicy>()`.
+///
+/// # Errors
+/// See [`HedgePolicy`'s `FromStr`](crate::hedge::HedgePolicy#impl-FromStr-for-HedgePolicy).
+pub fn parse_hedge(src: &str) -> Result<crate::hedge::HedgePolicy, DslError> {
+    layers::parse_hedge(src)
+}
+
+/// Parses and validates an adaptive concurrency limit (`aimd 5..200`,
+/// `gradient2 10..500 from 50`); the same as `src.parse::<AdaptiveLimitPolicy>()`.
+///
+/// # Errors
+/// See [`AdaptiveLimitPolicy`'s `FromStr`](crate::adaptive::AdaptiveLimitPolicy#impl-FromStr-for-AdaptiveLimitPolicy).
+pub fn parse_adaptive(src: &str) -> Result<crate::adaptive::AdaptiveLimitPolicy, DslError> {
+    layers::parse_adaptive(src)
+}
+
+/// Parses and validates client-side adaptive throttling (`k 2`, `k 1.5 over 1m`); the same
+/// as `src.parse::<ThrottlePolicy>()`.
+///
+/// # Errors
+/// See [`ThrottlePolicy`'s `FromStr`](crate::throttle::ThrottlePolicy#impl-FromStr-for-ThrottlePolicy).
+pub fn parse_throttle(src: &str) -> Result<crate::throttle::ThrottlePolicy, DslError> {
+    layers::parse_throttle(src)
 }
 
 /// Parses a percentage such as `50%` or `12.5%` (the `%` is required; the range is checked by

@@ -42,18 +42,18 @@ pub(crate) fn parse_order(src: &str) -> Result<Vec<Layer>, DslError> {
         layers.push(l);
         spans.push(span);
         // Whether the named layers are configured is the policy's business: here only the
-        // rule an order has on its own (each layer once) applies.
-        if let Some(problem) = check_order(&layers, &layers).first() {
-            let OrderError::Twice { at, first, .. } = *problem else {
-                unreachable!("an order naming only itself can only repeat a layer")
+        // rules an order has on its own apply (each layer once, `hedge` inside `retry`).
+        if let Some(&problem) = check_order(&layers, &layers).first() {
+            let (at, other, what) = match problem {
+                OrderError::Twice { at, first, .. } => (at, first, format!("`{l}` is already")),
+                OrderError::HedgeOutsideRetry { at, inner } => (at, inner, "`retry` is".to_owned()),
+                _ => unreachable!(
+                    "an order naming only itself can only repeat a layer or misplace `hedge`"
+                ),
             };
-            let first = &spans[first];
-            return Err(
-                DslError::new(src, spans[at].clone(), problem.to_string()).help(format!(
-                    "`{l}` is already at {}..{}",
-                    first.start, first.end
-                )),
-            );
+            let other = &spans[other];
+            return Err(DslError::new(src, spans[at].clone(), problem.to_string())
+                .help(format!("{what} at {}..{}", other.start, other.end)));
         }
         if p.peek_is(">") {
             p.bump();

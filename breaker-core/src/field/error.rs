@@ -23,11 +23,6 @@ pub enum Rule {
     Idempotent,
     /// A rule of the layer order (reported at `order`).
     Order(OrderError),
-    /// The attempt timeout is longer than the breaker's probe wait (`max_probe_wait`, or the
-    /// cooldown when it is not set; reported at `timeout`): a probe slower than the wait is
-    /// taken over and its result ignored, so while calls take that long the breaker would stay
-    /// half-open and never close.
-    TimeoutWithinProbeWait,
 }
 
 /// One invalid value of a policy: which field, which rule, and why.

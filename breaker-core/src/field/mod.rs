@@ -75,11 +75,19 @@ pub enum Field {
     MaxConcurrent,
     /// `bulkhead.max_wait`.
     MaxWait,
+    /// `rate`, the rate limit (a DSL string: `100/s burst 20`).
+    RateLimit,
+    /// `hedge`, hedging (a DSL string: `1x after 50ms`).
+    Hedge,
+    /// `adaptive`, the adaptive concurrency limit (a DSL string: `aimd 5..200`).
+    Adaptive,
+    /// `throttle`, client-side adaptive throttling (a DSL string: `k 2 over 2m`).
+    Throttle,
 }
 
 impl Field {
     /// Every field, in the order the validator checks them.
-    pub const ALL: [Field; 23] = [
+    pub const ALL: [Field; 27] = [
         Field::ConsecutiveFailures,
         Field::FailureRate,
         Field::SlowCallDuration,
@@ -103,6 +111,10 @@ impl Field {
         Field::Idempotent,
         Field::MaxConcurrent,
         Field::MaxWait,
+        Field::RateLimit,
+        Field::Hedge,
+        Field::Adaptive,
+        Field::Throttle,
     ];
 
     /// The dotted path of the field inside a policy section of a config file:
@@ -132,6 +144,10 @@ impl Field {
             Field::Idempotent => "idempotent",
             Field::MaxConcurrent => "bulkhead.max_concurrent",
             Field::MaxWait => "bulkhead.max_wait",
+            Field::RateLimit => "rate",
+            Field::Hedge => "hedge",
+            Field::Adaptive => "adaptive",
+            Field::Throttle => "throttle",
         }
     }
 

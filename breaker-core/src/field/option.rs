@@ -23,6 +23,10 @@ pub enum AttrOption {
     Timeout,
     Deadline,
     Concurrency,
+    Rate,
+    Hedge,
+    Adaptive,
+    Throttle,
     Order,
     Fallback,
     Classify,
@@ -40,7 +44,7 @@ pub enum AttrOption {
 
 impl AttrOption {
     /// Every option, in the order the docs list them.
-    pub const ALL: [AttrOption; 25] = [
+    pub const ALL: [AttrOption; 29] = [
         AttrOption::Threshold,
         AttrOption::FailureRate,
         AttrOption::Window,
@@ -53,6 +57,10 @@ impl AttrOption {
         AttrOption::Timeout,
         AttrOption::Deadline,
         AttrOption::Concurrency,
+        AttrOption::Rate,
+        AttrOption::Hedge,
+        AttrOption::Adaptive,
+        AttrOption::Throttle,
         AttrOption::Order,
         AttrOption::Fallback,
         AttrOption::Classify,
@@ -83,6 +91,10 @@ impl AttrOption {
             AttrOption::Timeout => "timeout",
             AttrOption::Deadline => "deadline",
             AttrOption::Concurrency => "concurrency",
+            AttrOption::Rate => "rate",
+            AttrOption::Hedge => "hedge",
+            AttrOption::Adaptive => "adaptive",
+            AttrOption::Throttle => "throttle",
             AttrOption::Order => "order",
             AttrOption::Fallback => "fallback",
             AttrOption::Classify => "classify",
@@ -114,6 +126,10 @@ impl AttrOption {
             AttrOption::Timeout => "\"2s\"",
             AttrOption::Deadline => "\"10s\"",
             AttrOption::Concurrency => "10",
+            AttrOption::Rate => "\"100/s burst 20\"",
+            AttrOption::Hedge => "\"1x after 50ms\"",
+            AttrOption::Adaptive => "\"aimd 5..200\"",
+            AttrOption::Throttle => "\"k 2 over 2m\"",
             AttrOption::Order => "[retry, breaker, timeout]",
             AttrOption::Fallback => "path::to::fallback",
             AttrOption::Classify => "http",
@@ -145,6 +161,10 @@ impl AttrOption {
             | AttrOption::Timeout
             | AttrOption::Deadline
             | AttrOption::Concurrency
+            | AttrOption::Rate
+            | AttrOption::Hedge
+            | AttrOption::Adaptive
+            | AttrOption::Throttle
             | AttrOption::Order => true,
             AttrOption::RetryIf
             | AttrOption::Fallback
@@ -178,6 +198,10 @@ impl AttrOption {
             Field::Order => AttrOption::Order,
             Field::Idempotent => AttrOption::Idempotent,
             Field::MaxConcurrent => AttrOption::Concurrency,
+            Field::RateLimit => AttrOption::Rate,
+            Field::Hedge => AttrOption::Hedge,
+            Field::Adaptive => AttrOption::Adaptive,
+            Field::Throttle => AttrOption::Throttle,
             Field::SlowCallDuration
             | Field::SlowCallRate
             | Field::CooldownMultiplier
@@ -196,6 +220,10 @@ impl AttrOption {
             Layer::Timeout => AttrOption::Timeout,
             Layer::Bulkhead => AttrOption::Concurrency,
             Layer::Breaker => AttrOption::Threshold,
+            Layer::RateLimit => AttrOption::Rate,
+            Layer::Hedge => AttrOption::Hedge,
+            Layer::Adaptive => AttrOption::Adaptive,
+            Layer::Throttle => AttrOption::Throttle,
         }
     }
 }

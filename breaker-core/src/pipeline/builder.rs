@@ -1,14 +1,18 @@
 //! Building a [`Pipeline`] by hand or from a [`Policy`].
 
 use super::{FallbackOn, Pipeline};
+use crate::adaptive::{AdaptiveLimitPolicy, AdaptiveLimiter, InvalidAdaptiveLimit};
 use crate::breaker::{BreakerPolicy, CircuitBreaker, ValidationError};
 use crate::bulkhead::{Bulkhead, BulkheadPolicy, InvalidBulkhead};
 use crate::clock::Clock;
+use crate::hedge::{Hedge, HedgePolicy, InvalidHedge};
 use crate::layer::{Layer, OrderError};
 use crate::observe::{self, BreakerMetrics};
 use crate::policy::{policy_errors, Field, FieldError, Policy, Rule};
+use crate::ratelimit::{InvalidRateLimit, RateLimitPolicy, RateLimiter};
 use crate::record::Recorder;
 use crate::retry::{RetryBudget, RetryPolicy};
+use crate::throttle::{InvalidThrottle, ThrottlePolicy, Throttler};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::sync::{Arc, Mutex};
@@ -45,6 +49,21 @@ pub enum BuildError {
     /// Any other invalid value of the policy.
     #[error(transparent)]
     Policy(ValidationError),
+    /// An order that cannot work (`hedge` outside `retry`).
+    #[error("invalid order: {0}")]
+    Order(OrderError),
+    /// The rate-limit policy is invalid.
+    #[error(transparent)]
+    RateLimit(InvalidRateLimit),
+    /// The hedging policy is invalid.
+    #[error(transparent)]
+    Hedge(InvalidHedge),
+    /// The adaptive-limit policy is invalid (a floor above the ceiling, ...).
+    #[error(transparent)]
+    Adaptive(InvalidAdaptiveLimit),
+    /// The throttling policy is invalid.
+    #[error(transparent)]
+    Throttle(InvalidThrottle),
     /// A zero attempt count, a zero timeout or deadline, or a deadline shorter than the
     /// timeout.
     #[error("invalid `{field}`: {reason}")]
@@ -71,6 +90,7 @@ impl BuildError {
                 OrderError::Twice { layer, .. } => BuildError::DuplicateLayer(layer),
                 OrderError::NotConfigured { layer, .. } => BuildError::NotConfigured(layer),
                 OrderError::Missing { layer } => BuildError::MissingFromOrder(layer),
+                other => BuildError::Order(other),
             };
         }
         let limit = |e: &FieldError| match (e.rule, e.field) {
@@ -82,6 +102,38 @@ impl BuildError {
         if let Some((field, reason)) = errors.iter().find_map(limit) {
             return BuildError::Invalid { field, reason };
         }
+        // The rate limit, hedging, adaptive limit and throttling: their one field's problems.
+        let first = errors[0].field;
+        let problems = || {
+            errors
+                .iter()
+                .filter(|e| e.field == first)
+                .map(|e| e.message.clone())
+                .collect::<Vec<_>>()
+        };
+        match first {
+            Field::RateLimit => {
+                return BuildError::RateLimit(InvalidRateLimit {
+                    problems: problems(),
+                })
+            }
+            Field::Hedge if errors[0].rule != Rule::Idempotent => {
+                return BuildError::Hedge(InvalidHedge {
+                    problems: problems(),
+                })
+            }
+            Field::Adaptive => {
+                return BuildError::Adaptive(InvalidAdaptiveLimit {
+                    problems: problems(),
+                })
+            }
+            Field::Throttle => {
+                return BuildError::Throttle(InvalidThrottle {
+                    problems: problems(),
+                })
+            }
+            _ => {}
+        }
         let layer = errors[0].field.layer();
         errors.retain(|e| e.field.layer() == layer);
         match layer {
@@ -90,7 +142,14 @@ impl BuildError {
             Some(Layer::Bulkhead) => BuildError::Bulkhead(InvalidBulkhead {
                 max_concurrent: policy.bulkhead.map_or(0, |b| b.max_concurrent),
             }),
-            Some(Layer::Timeout) | None => BuildError::Policy(ValidationError { errors }),
+            Some(
+                Layer::Timeout
+                | Layer::RateLimit
+                | Layer::Hedge
+                | Layer::Adaptive
+                | Layer::Throttle,
+            )
+            | None => BuildError::Policy(ValidationError { errors }),
         }
     }
 }
@@ -103,6 +162,28 @@ enum BreakerSource {
 enum BulkheadSource {
     Policy(BulkheadPolicy),
     Handle(Bulkhead),
+}
+
+/// A layer given as a policy (built at `build`) or as a handle (shared with others).
+enum Source<P, H> {
+    Policy(P),
+    Handle(H),
+}
+
+impl<P: Copy, H> Source<P, H> {
+    fn policy(&self, of: impl Fn(&H) -> P) -> P {
+        match self {
+            Source::Policy(p) => *p,
+            Source::Handle(h) => of(h),
+        }
+    }
+
+    fn build<E>(self, new: impl FnOnce(P) -> Result<H, E>) -> Result<H, E> {
+        match self {
+            Source::Policy(p) => new(p),
+            Source::Handle(h) => Ok(h),
+        }
+    }
 }
 
 /// Builds a [`Pipeline`]; start with [`Pipeline::builder`] or [`PipelineBuilder::from_policy`].
@@ -122,6 +203,10 @@ pub struct PipelineBuilder {
     timeout: Option<Duration>,
     deadline: Option<Duration>,
     bulkhead: Option<BulkheadSource>,
+    rate: Option<Source<RateLimitPolicy, RateLimiter>>,
+    hedge: Option<Source<HedgePolicy, Hedge>>,
+    adaptive: Option<Source<AdaptiveLimitPolicy, AdaptiveLimiter>>,
+    throttle: Option<Source<ThrottlePolicy, Throttler>>,
     order: Option<Vec<Layer>>,
     unknown: Option<String>,
     idempotent: bool,
@@ -150,6 +235,10 @@ impl PipelineBuilder {
             timeout: policy.timeout,
             deadline: policy.deadline,
             bulkhead: policy.bulkhead.map(BulkheadSource::Policy),
+            rate: policy.rate_limit.map(Source::Policy),
+            hedge: policy.hedge.map(Source::Policy),
+            adaptive: policy.adaptive.map(Source::Policy),
+            throttle: policy.throttle.map(Source::Policy),
             order: policy.order.clone(),
             idempotent: policy.idempotent,
             whole_policy: true,
@@ -250,6 +339,62 @@ impl PipelineBuilder {
         self
     }
 
+    /// A rate limiter built from `policy` at [`build`](Self::build), on the builder's
+    /// [`clock`](Self::clock) (the `rate` layer; [`crate::ratelimit`]).
+    pub fn rate_limit(mut self, policy: RateLimitPolicy) -> Self {
+        self.rate = Some(Source::Policy(policy));
+        self
+    }
+
+    /// An existing rate limiter, for example one shared by several pipelines.
+    pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.rate = Some(Source::Handle(limiter));
+        self
+    }
+
+    /// Hedging with `policy` (the `hedge` layer; [`crate::hedge`]). Only operations declared
+    /// [`idempotent`](Self::idempotent) are hedged, as only they are retried (case BR-35);
+    /// others make one attempt.
+    pub fn hedge(mut self, policy: HedgePolicy) -> Self {
+        self.hedge = Some(Source::Policy(policy));
+        self
+    }
+
+    /// An existing hedge (sharing its record of recent latencies with other pipelines).
+    pub fn hedge_with(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(Source::Handle(hedge));
+        self
+    }
+
+    /// An adaptive concurrency limit built from `policy` at [`build`](Self::build), timing
+    /// calls on the builder's [`clock`](Self::clock) (the `adaptive` layer;
+    /// [`crate::adaptive`]).
+    pub fn adaptive_limit(mut self, policy: AdaptiveLimitPolicy) -> Self {
+        self.adaptive = Some(Source::Policy(policy));
+        self
+    }
+
+    /// An existing adaptive limiter, for example one shared by several pipelines.
+    pub fn adaptive_limiter(mut self, limiter: AdaptiveLimiter) -> Self {
+        self.adaptive = Some(Source::Handle(limiter));
+        self
+    }
+
+    /// Client-side adaptive throttling built from `policy` at [`build`](Self::build), its
+    /// window on the builder's [`clock`](Self::clock) and its draws seeded by
+    /// [`seed`](Self::seed) when given (the `throttle` layer; [`crate::throttle`]).
+    pub fn throttle(mut self, policy: ThrottlePolicy) -> Self {
+        self.throttle = Some(Source::Policy(policy));
+        self
+    }
+
+    /// An existing throttler, for example one shared by every pipeline calling one
+    /// dependency.
+    pub fn throttler(mut self, throttler: Throttler) -> Self {
+        self.throttle = Some(Source::Handle(throttler));
+        self
+    }
+
     /// The nesting of the layers, outermost first. Every configured layer must appear exactly
     /// once, and no other.
     pub fn order(mut self, order: impl IntoIterator<Item = Layer>) -> Self {
@@ -315,6 +460,13 @@ impl PipelineBuilder {
                 BulkheadSource::Policy(p) => *p,
                 BulkheadSource::Handle(h) => h.policy(),
             }),
+            rate_limit: self.rate.as_ref().map(|r| r.policy(RateLimiter::policy)),
+            hedge: self.hedge.as_ref().map(|h| h.policy(Hedge::policy)),
+            adaptive: self
+                .adaptive
+                .as_ref()
+                .map(|a| a.policy(AdaptiveLimiter::policy)),
+            throttle: self.throttle.as_ref().map(|t| t.policy(Throttler::policy)),
             order: self.order.clone(),
             idempotent: self.idempotent,
         }
@@ -347,14 +499,48 @@ impl PipelineBuilder {
             return Err(BuildError::from_errors(errors, &policy));
         }
         let order = policy.effective_order();
+        let clock = self.clock.unwrap_or_default();
+        let name = self.name.unwrap_or_default();
+        let rate = self
+            .rate
+            .map(|r| r.build(|p| RateLimiter::with_clock(p, clock.clone())))
+            .transpose()
+            .map_err(BuildError::RateLimit)?;
+        let hedge = self
+            .hedge
+            .map(|h| h.build(|p| Hedge::new(p).map(|h| h.name(name.clone()))))
+            .transpose()
+            .map_err(BuildError::Hedge)?;
+        let adaptive = self
+            .adaptive
+            .map(|a| {
+                a.build(|p| {
+                    AdaptiveLimiter::with_clock(p, clock.clone()).map(|a| a.name(name.clone()))
+                })
+            })
+            .transpose()
+            .map_err(BuildError::Adaptive)?;
+        let seed = self.seed;
+        let throttle = self
+            .throttle
+            .map(|t| {
+                t.build(|p| {
+                    Throttler::with_clock(p, clock.clone()).map(|t| match seed {
+                        Some(s) => t.seeded(s),
+                        None => t,
+                    })
+                })
+            })
+            .transpose()
+            .map_err(BuildError::Throttle)?;
         let breaker = match self.breaker {
             None => None,
             Some(BreakerSource::Handle(b)) => Some(b),
             Some(BreakerSource::Policy(p)) => {
                 let b = observe::instrument(
                     CircuitBreaker::builder(p)
-                        .name(self.name.unwrap_or_default())
-                        .clock(self.clock.unwrap_or_default())
+                        .name(name)
+                        .clock(clock)
                         .totals(self.totals),
                 )
                 .build()
@@ -378,12 +564,20 @@ impl PipelineBuilder {
             Some(b) => BreakerMetrics::new(b.name()),
             None => BreakerMetrics::noop(),
         };
-        let mut layers = [Layer::Breaker; 4];
+        let mut layers = [Layer::Breaker; 8];
         layers[..order.len()].copy_from_slice(&order);
         let mut pipeline = Pipeline {
             layers,
             len: order.len(),
             retry_at: order.iter().position(|l| *l == Layer::Retry),
+            hedge_at: order
+                .iter()
+                .position(|l| *l == Layer::Hedge)
+                .filter(|_| self.idempotent),
+            rate,
+            hedge,
+            adaptive,
+            throttle,
             breaker,
             retry: self.retry,
             budget: self.budget,
@@ -418,12 +612,20 @@ impl std::fmt::Debug for PipelineBuilder {
 #[cold]
 fn warn_unstated_idempotency(name: Option<&str>, policy: &Policy) {
     let attempts = policy.retry.map_or(1, |r| r.max_attempts);
+    let (what, verb) = match (attempts > 1, policy.hedge.is_some()) {
+        (true, true) => (
+            format!("a retry of {attempts} attempts and a hedge"),
+            "retry and hedge",
+        ),
+        (true, false) => (format!("a retry of {attempts} attempts"), "retry"),
+        (false, _) => ("a hedge".to_owned(), "hedge"),
+    };
     tracing::warn!(
         target: "breaker",
         pipeline = name.unwrap_or(""),
         attempts,
-        "a pipeline with a retry of {attempts} attempts whose operation is not declared \
-         idempotent makes one attempt per call: call `.idempotent(true)` on the builder to \
-         retry it, or `.idempotent(false)` to say that one attempt is meant"
+        "a pipeline with {what} whose operation is not declared idempotent makes one attempt \
+         per call: call `.idempotent(true)` on the builder to {verb} it, or \
+         `.idempotent(false)` to say that one attempt is meant"
     );
 }

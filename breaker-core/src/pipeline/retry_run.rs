@@ -26,6 +26,35 @@ pub(super) fn error_outcome<T, E, C: Classifier<T, E> + ?Sized>(
     }
 }
 
+/// What the adaptive limit and throttling learn from a result seen at their level: the
+/// classifier's outcome, a timeout a failure, and nothing (`None`) from a local refusal by a
+/// layer inside them.
+pub(super) fn dependency_outcome<T, E, C: Classifier<T, E> + ?Sized>(
+    result: &Result<T, Error<E>>,
+    class: &C,
+) -> Option<Outcome> {
+    match result {
+        Ok(v) => Some(class.outcome_of(Ok(v))),
+        Err(Error::Rejected(_)) => None,
+        Err(e) => Some(error_outcome::<T, E, C>(e, class)),
+    }
+}
+
+/// What a hedged call makes of an attempt's result: an answer (a success, or an error the
+/// classifier ignores) ends the call; a failure or timeout is kept while another attempt may
+/// answer; a local refusal is kept only if nothing failed.
+pub(super) fn hedge_verdict<T, E, C: Classifier<T, E> + ?Sized>(
+    result: &Result<T, Error<E>>,
+    class: &C,
+) -> crate::hedge::Verdict {
+    use crate::hedge::Verdict;
+    match dependency_outcome(result, class) {
+        None => Verdict::Refused,
+        Some(Outcome::Failure) => Verdict::Fail,
+        Some(Outcome::Success | Outcome::Ignored) => Verdict::Accept,
+    }
+}
+
 pub(super) enum Step<T, E> {
     Done(Result<T, Error<E>>),
     Sleep(Duration),

@@ -2,16 +2,20 @@
 
 use super::attempt::{metrics_of, Attempt, Held};
 use super::ctx::Ctx;
-use super::retry_run::{error_outcome, RetryRun, Step};
+use super::retry_run::{dependency_outcome, error_outcome, hedge_verdict, RetryRun, Step};
 use super::*;
+use crate::adaptive::AdaptiveLimiter;
 use crate::breaker::CircuitBreaker;
 use crate::bulkhead::{Bulkhead, Wait};
 use crate::classify::{Classifier, Outcome};
 use crate::error::Rejection;
+use crate::hedge::{Hedge, Hedged};
 use crate::layer::Layer;
 use crate::observe::BreakerMetrics;
+use crate::ratelimit::RateLimiter;
 use crate::record::{Recorded, Recorder};
 use crate::retry::RetryPolicy;
+use crate::throttle::Throttler;
 use crate::timeout::{Elapsed, TimeoutKind};
 use rand::rngs::SmallRng;
 use std::fmt;
@@ -27,10 +31,17 @@ use std::time::Duration;
 /// retry budget and the jitter source.
 #[derive(Clone)]
 pub struct Pipeline {
-    pub(super) layers: [Layer; 4],
+    pub(super) layers: [Layer; 8],
     pub(super) len: usize,
     /// The position of the retry layer in the order.
     pub(super) retry_at: Option<usize>,
+    /// The position of the hedge layer in the order; `None` also when the operation is not
+    /// declared idempotent (then the layer makes one attempt and does nothing).
+    pub(super) hedge_at: Option<usize>,
+    pub(super) rate: Option<RateLimiter>,
+    pub(super) hedge: Option<Hedge>,
+    pub(super) adaptive: Option<AdaptiveLimiter>,
+    pub(super) throttle: Option<Throttler>,
     pub(super) breaker: Option<CircuitBreaker>,
     pub(super) retry: Option<RetryPolicy>,
     pub(super) budget: Option<RetryBudget>,
@@ -112,6 +123,11 @@ impl Pipeline {
             layers: self.layers,
             len: self.len,
             retry_at: self.retry_at,
+            hedge_at: self.hedge_at,
+            rate: self.rate.clone(),
+            hedge: self.hedge.clone(),
+            adaptive: self.adaptive.clone(),
+            throttle: self.throttle.clone(),
             breaker: self.breaker.is_some().then_some(breaker),
             retry: self.retry,
             budget: self.budget.clone(),
@@ -137,6 +153,26 @@ impl Pipeline {
     /// The bulkhead, if configured.
     pub fn bulkhead(&self) -> Option<&Bulkhead> {
         self.bulkhead.as_ref()
+    }
+
+    /// The rate limiter, if configured.
+    pub fn rate_limiter(&self) -> Option<&RateLimiter> {
+        self.rate.as_ref()
+    }
+
+    /// The hedge, if configured.
+    pub fn hedge(&self) -> Option<&Hedge> {
+        self.hedge.as_ref()
+    }
+
+    /// The adaptive concurrency limiter, if configured.
+    pub fn adaptive_limiter(&self) -> Option<&AdaptiveLimiter> {
+        self.adaptive.as_ref()
+    }
+
+    /// The throttler, if configured.
+    pub fn throttler(&self) -> Option<&Throttler> {
+        self.throttle.as_ref()
     }
 
     /// The retry budget, if configured.
@@ -300,15 +336,23 @@ impl Pipeline {
                 // at the end and one hand-off (an attempt dropped unfinished is recorded as
                 // cancelled when `run` is dropped).
                 run.begin_attempt();
-                let result = segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
-                    Attempt {
-                        inner: op(),
-                        pipeline: self,
-                        ctx: &mut ctx,
-                        sleep: crate::timeout::LazySleep::new(),
-                    }
-                    .await
-                });
+                let result = match self.hedge_at {
+                    None => segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
+                        Attempt {
+                            inner: op(),
+                            pipeline: self,
+                            ctx: &mut ctx,
+                            sleep: crate::timeout::LazySleep::new(),
+                        }
+                        .await
+                    }),
+                    // The layers between retry and hedge act once per hedged group; each
+                    // hedge runs the layers inside the hedge layer.
+                    Some(h) => segment!(self, breaker, inner..h, ctx, class, lazy = false, {
+                        self.hedged(breaker, h + 1, ctx, class, &Mutex::new(&mut op))
+                            .await
+                    }),
+                };
                 run.end_attempt(|| recorded(&result, class));
                 if self.retry_at.is_none() {
                     break result;
@@ -336,6 +380,47 @@ impl Pipeline {
             }
         });
         result
+    }
+
+    /// One hedged group: attempts of the layers from `from` to the innermost, started by the
+    /// hedge layer's policy, under the limits of `ctx` (no hedge starts at or after the
+    /// earliest of them). The operation is shared by the attempts through a lock held only
+    /// while it makes an attempt's future (a `Mutex`, not a `RefCell`, so that the call's
+    /// future stays `Send`).
+    fn hedged<'s, T, E, F, Fut, C>(
+        &'s self,
+        breaker: Option<&'s CircuitBreaker>,
+        from: usize,
+        ctx: Ctx,
+        class: &'s C,
+        op: &'s Mutex<&'s mut F>,
+    ) -> impl Future<Output = Result<T, Error<E>>> + 's
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>> + 's,
+        C: Classifier<T, E> + ?Sized,
+        T: 's,
+        E: 's,
+    {
+        let hedge = self.hedge.as_ref().expect("a hedge layer has a hedge");
+        let limit = ctx.limit().map(|l| l.at);
+        Hedged::new(
+            hedge.inner(),
+            move |_attempt| async move {
+                segment!(self, breaker, from..self.len, ctx, class, lazy = true, {
+                    let attempt = (op.lock().unwrap_or_else(|p| p.into_inner()))();
+                    Attempt {
+                        inner: attempt,
+                        pipeline: self,
+                        ctx: &mut ctx,
+                        sleep: crate::timeout::LazySleep::new(),
+                    }
+                    .await
+                })
+            },
+            move |r: &Result<T, Error<E>>| hedge_verdict(r, class),
+            limit,
+        )
     }
 
     /// Whether the pipeline is one breaker layer and nothing else that acts on a call (no
@@ -414,6 +499,10 @@ impl fmt::Debug for Pipeline {
             .field("timeout", &self.timeout)
             .field("deadline", &self.deadline)
             .field("bulkhead", &self.bulkhead)
+            .field("rate", &self.rate)
+            .field("hedge", &self.hedge)
+            .field("adaptive", &self.adaptive)
+            .field("throttle", &self.throttle)
             .field("idempotent", &self.idempotent)
             .field("fallback_on", &self.fallback_on)
             .field("recorder", &self.recorder)
@@ -463,6 +552,10 @@ impl<G> OutOfLine<G> {
     }
 }
 
+// The one `unsafe` of the pipeline: a pinned field whose drop is out of line, which neither
+// `pin-project-lite` (no `Drop` of one's own) nor an `Option` (a move out of a pinned field)
+// gives safely. Checked by the pipeline tests under valgrind's memcheck in CI.
+#[allow(unsafe_code)]
 impl<G: Future> Future for OutOfLine<G> {
     type Output = G::Output;
 
@@ -474,10 +567,12 @@ impl<G: Future> Future for OutOfLine<G> {
     }
 }
 
+#[allow(unsafe_code)]
 impl<G> Drop for OutOfLine<G> {
     #[inline(never)]
     fn drop(&mut self) {
-        // SAFETY: dropped once, here, and never used again.
+        // SAFETY: `inner` is dropped once, here, in `drop`, and nothing uses it after (the
+        // struct is being dropped); it is dropped in place, as pinning requires.
         unsafe { ManuallyDrop::drop(&mut self.inner) }
     }
 }
@@ -557,6 +652,15 @@ where
 }
 
 impl Pipeline {
+    /// A rejection by the rate limit, adaptive limit or throttling layer, counted, as a call's
+    /// error.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refused<E>(&self, r: Rejection) -> Error<E> {
+        crate::observe::layer_rejected(self.metrics_name(), r.layer().name());
+        Error::Rejected(r)
+    }
+
     /// A rejection by the breaker layer, counted, as a call's error (both paths; cold: the
     /// hot rejection is the breaker's own, before any pipeline).
     #[cold]

@@ -10,7 +10,8 @@
 /// which keeps its future small and its result from being moved from layer to layer. A
 /// layer that refuses releases what the layers outside it took, and a breaker outside it
 /// records the refusal as it would have seen it nested: a bulkhead rejection is ignored, a
-/// deadline reached while waiting for a slot is a failure.
+/// deadline reached while waiting for a slot is a failure. The adaptive limit and throttling
+/// learn nothing from a refusal: their permits are dropped unrecorded.
 ///
 /// With `lazy`, the run encloses a single attempt and the timeout layer's limit is anchored
 /// only when needed (see `Ctx::lazy`); without it, at the layer.
@@ -19,6 +20,11 @@ macro_rules! segment {
         'segment: {
             let mut permit = None;
             let mut _slot = None;
+            // The adaptive limit's and throttling's permits: given the outcome at the end, or
+            // dropped unrecorded when a layer inside them refuses (a local refusal says
+            // nothing about the dependency).
+            let mut adaptive = None;
+            let mut throttle = None;
             let mut $ctx = $ctx;
             for &layer in &$self.layers[$range] {
                 let refused: Error<E> = match layer {
@@ -71,6 +77,51 @@ macro_rules! segment {
                             },
                         }
                     }
+                    Layer::RateLimit => {
+                        let Some(rate) = &$self.rate else {
+                            continue;
+                        };
+                        let got = match rate.try_acquire() {
+                            Ok(()) => Ok(()),
+                            Err(refused) if rate.policy().max_wait.is_zero() => Err(refused),
+                            // Boxed: the waiting path must not grow every call's future.
+                            Err(_) => {
+                                $ctx = $ctx.anchor($self.timeout);
+                                Box::pin(rate.acquire_until($ctx.limit().map(|l| l.at))).await
+                            }
+                        };
+                        match got {
+                            Ok(()) => continue,
+                            Err(r) => $self.refused(Rejection::RateLimited(r)),
+                        }
+                    }
+                    Layer::Adaptive => {
+                        let Some(limiter) = &$self.adaptive else {
+                            continue;
+                        };
+                        match limiter.try_acquire() {
+                            Ok(p) => {
+                                adaptive = Some(p);
+                                continue;
+                            }
+                            Err(r) => $self.refused(Rejection::Limit(r)),
+                        }
+                    }
+                    Layer::Throttle => {
+                        let Some(throttler) = &$self.throttle else {
+                            continue;
+                        };
+                        match throttler.try_acquire() {
+                            Ok(p) => {
+                                throttle = Some(p);
+                                continue;
+                            }
+                            Err(r) => $self.refused(Rejection::Throttled(r)),
+                        }
+                    }
+                    // Only the hedge layer of an operation not declared idempotent is ever in
+                    // a segment: it makes one attempt, so it does nothing.
+                    Layer::Hedge => continue,
                     Layer::Retry => unreachable!("retry is never inside a segment"),
                 };
                 if let Some(mut p) = permit.take() {
@@ -89,6 +140,16 @@ macro_rules! segment {
                     Ok(v) => $class.outcome_of(Ok(v)),
                     Err(e) => error_outcome::<T, E, _>(e, $class),
                 });
+            }
+            if adaptive.is_some() || throttle.is_some() {
+                if let Some(outcome) = dependency_outcome::<T, E, _>(&result, $class) {
+                    if let Some(p) = adaptive.take() {
+                        p.record(outcome);
+                    }
+                    if let Some(p) = throttle.take() {
+                        p.record(outcome);
+                    }
+                }
             }
             result
         }

@@ -21,9 +21,13 @@ pub use crate::bulkhead::{BulkheadPolicy, MAX_CONCURRENT};
 pub use crate::field::{Field, FieldError, Rule, ValidationError};
 pub(crate) use validate::{check_retry, policy_errors};
 
+use crate::adaptive::AdaptiveLimitPolicy;
 use crate::breaker::BreakerPolicy;
+use crate::hedge::HedgePolicy;
 use crate::layer::Layer;
+use crate::ratelimit::RateLimitPolicy;
 use crate::retry::RetryPolicy;
+use crate::throttle::ThrottlePolicy;
 use std::time::Duration;
 
 /// The policy of a whole pipeline. See the [module docs](self).
@@ -40,6 +44,15 @@ pub struct Policy {
     pub deadline: Option<Duration>,
     /// Bulkhead, if any.
     pub bulkhead: Option<BulkheadPolicy>,
+    /// Rate limit, if any ([`crate::ratelimit`]).
+    pub rate_limit: Option<RateLimitPolicy>,
+    /// Hedging, if any ([`crate::hedge`]). Like a retry of more than one attempt, it needs
+    /// `idempotent`.
+    pub hedge: Option<HedgePolicy>,
+    /// Adaptive concurrency limit, if any ([`crate::adaptive`]).
+    pub adaptive: Option<AdaptiveLimitPolicy>,
+    /// Client-side adaptive throttling, if any ([`crate::throttle`]).
+    pub throttle: Option<ThrottlePolicy>,
     /// The nesting of the configured layers, outermost first; `None` means
     /// [`Layer::DEFAULT_ORDER`] restricted to the configured layers.
     pub order: Option<Vec<Layer>>,
@@ -63,6 +76,10 @@ impl Policy {
                 Layer::Retry => self.retry.is_some(),
                 Layer::Breaker => self.breaker.is_some(),
                 Layer::Bulkhead => self.bulkhead.is_some(),
+                Layer::RateLimit => self.rate_limit.is_some(),
+                Layer::Hedge => self.hedge.is_some(),
+                Layer::Adaptive => self.adaptive.is_some(),
+                Layer::Throttle => self.throttle.is_some(),
             })
             .collect()
     }

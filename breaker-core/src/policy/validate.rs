@@ -92,6 +92,15 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
             );
         }
     }
+    // Hedging sends a call more than once: the same guard as retry.
+    if policy.hedge.is_some() && !policy.idempotent {
+        errors.push(FieldError::of(
+            Field::Idempotent,
+            Rule::Idempotent,
+            "hedging sends a call more than once, but only operations declared idempotent are \
+             hedged and this policy is not; add `idempotent = true`, or remove the hedge",
+        ));
+    }
     check_non_zero(Field::Timeout, policy.timeout, &mut errors);
     check_non_zero(Field::Deadline, policy.deadline, &mut errors);
     if let (Some(timeout), Some(deadline)) = (policy.timeout, policy.deadline) {
@@ -110,33 +119,21 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
             );
         }
     }
-    if let (Some(timeout), Some(breaker)) = (policy.timeout, &policy.breaker) {
-        let wait = breaker.max_probe_wait.unwrap_or(breaker.cooldown);
-        if timeout > wait && !wait.is_zero() {
-            let which = if breaker.max_probe_wait.is_some() {
-                "`max_probe_wait`"
-            } else {
-                "the cooldown, as `max_probe_wait` is not set"
-            };
-            errors.push(
-                FieldError::of(
-                    Field::Timeout,
-                    Rule::TimeoutWithinProbeWait,
-                    format!(
-                        "attempt timeout ({}) must be <= the breaker's probe wait ({}: {which}): a \
-                         probe slower than the wait is taken over and its result ignored, so \
-                         while calls take that long the breaker would never close; set \
-                         `max_probe_wait` (DSL `probe-wait`) to at least the timeout",
-                        humantime::format_duration(timeout),
-                        humantime::format_duration(wait)
-                    ),
-                )
-                .reading(&[Field::Cooldown, Field::MaxProbeWait]),
-            );
-        }
-    }
     if let Some(bulkhead) = &policy.bulkhead {
         check_bulkhead(bulkhead, &mut errors);
+    }
+    // The rate limit, hedging, adaptive limit and throttling: each policy's own ranges, at its
+    // one field.
+    let layers = [
+        (Field::RateLimit, policy.rate_limit.map(|p| p.problems())),
+        (Field::Hedge, policy.hedge.map(|p| p.problems())),
+        (Field::Adaptive, policy.adaptive.map(|p| p.problems())),
+        (Field::Throttle, policy.throttle.map(|p| p.problems())),
+    ];
+    for (field, problems) in layers {
+        for m in problems.unwrap_or_default() {
+            errors.push(FieldError::new(field, m));
+        }
     }
     if let Some(order) = &policy.order {
         let configured = policy.configured_layers();

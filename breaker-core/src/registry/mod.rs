@@ -78,12 +78,12 @@
 
 use crate::breaker::{BreakerFactory, CircuitBreaker, State};
 use crate::observe;
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use hashbrown::HashTable;
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 

@@ -18,8 +18,8 @@
 //! Tokens are kept in thousandths (as gRPC specifies three decimal places for the ratio), in one
 //! atomic integer; clones share the bucket, so one budget can cover several pipelines.
 
+use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The scale of the fixed-point token count: 1 token = 1000 units.

@@ -122,19 +122,24 @@ pub(crate) fn tick(s: &str) -> String {
     format!("`{s}`")
 }
 
-/// The closest candidate within edit distance 2 (for "did you mean"), if any.
+/// The closest candidate within edit distance 2 (for "did you mean"), if any; a swap of two
+/// neighbouring letters is one edit (`opne` -> `open`).
 ///
 /// A candidate is never one the word would have to be rewritten into whole (`x` is not
-/// "`s`?"), but a short one may be reached by deleting (`ss` -> `s`). Among candidates equally
-/// close, one that starts with the word's first letter wins (`ss` -> `s`, not `ns`), then the
-/// first in `candidates`.
+/// "`s`?"), but a short one may be reached by deleting (`ss` -> `s`). Two edits are a
+/// suggestion only between words of 5 letters or more: in a 4-letter word they change half
+/// of it (`name` is not "`rate`?"). Among candidates equally close, one that starts with the
+/// word's first letter wins (`ss` -> `s`, not `ns`), then the first in `candidates`.
 pub(crate) fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
     let lower = word.to_ascii_lowercase();
     let first = lower.chars().next();
     candidates
         .iter()
-        .map(|c| (strsim::levenshtein(&lower, c), *c))
-        .filter(|(d, c)| *d <= 2 && *d < c.chars().count().max(lower.chars().count()))
+        .map(|c| (strsim::osa_distance(&lower, c), *c))
+        .filter(|(d, c)| {
+            let longest = c.chars().count().max(lower.chars().count());
+            *d <= 2 && *d < longest && (*d <= 1 || longest >= 5)
+        })
         .min_by_key(|(d, c)| (*d, c.chars().next() != first))
         .map(|(_, c)| c)
 }
@@ -217,6 +222,8 @@ mod tests {
         assert_eq!(suggest("ss", &["ns", "us", "ms", "s"]), Some("s"));
         assert_eq!(suggest("x", &["s", "m"]), None);
         assert_eq!(suggest("mss", &["ns", "ms", "s"]), Some("ms"));
+        assert_eq!(suggest("opne", &["open", "probes"]), Some("open"));
+        assert_eq!(suggest("name", &["rate", "hedge"]), None);
         assert_eq!(strsim::levenshtein("kitten", "sitting"), 3);
     }
 

@@ -266,15 +266,40 @@ impl<'a> Parser<'a> {
         Ok((n, t.span))
     }
 
-    /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`.
+    /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`. A number too
+    /// large for an `f64` (hundreds of digits) is out of range rather than infinite, which
+    /// would not print back as a number.
     pub(crate) fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
         let expected = [format!("{what} such as `2` or `1.5`")];
         match self.peek().cloned() {
             Some(t) if is_number(t.text) => {
+                let v = self.finite(t.text, &t, what, &expected)?;
                 self.bump();
-                Ok((t.text.parse().expect("checked digits"), t.span))
+                Ok((v, t.span))
             }
             _ => Err(self.unexpected("", &expected, &[])),
+        }
+    }
+
+    /// `digits` (of token `t`) as a finite `f64`, or an out-of-range error naming the token.
+    fn finite(
+        &self,
+        digits: &str,
+        t: &Token<'_>,
+        what: &str,
+        expected: &[String],
+    ) -> Result<f64, DslError> {
+        match digits.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            _ => Err(DslError::new(
+                self.src,
+                t.span.clone(),
+                format!(
+                    "{what} `{}` is out of range: too large for a number",
+                    t.text
+                ),
+            )
+            .expected(expected)),
         }
     }
 
@@ -283,11 +308,9 @@ impl<'a> Parser<'a> {
         let expected = [format!("{what} such as `50%`")];
         match self.peek().cloned() {
             Some(t) if t.text.strip_suffix('%').is_some_and(is_number) => {
+                let v = self.finite(&t.text[..t.text.len() - 1], &t, what, &expected)?;
                 self.bump();
-                Ok((
-                    t.text[..t.text.len() - 1].parse().expect("checked digits"),
-                    t.span,
-                ))
+                Ok((v, t.span))
             }
             Some(t) if t.text.starts_with('-') => Err(DslError::new(
                 self.src,

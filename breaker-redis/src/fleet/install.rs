@@ -49,9 +49,10 @@ pub enum ShareError {
     /// The scope is shared but no store is installed (or given): never a silent fall-back to
     /// a local breaker.
     #[error(
-        "breaker `{breaker}` has scope `{scope}` but no store is installed: connect one \
+        "breaker `{}` has scope `{scope}` but no store is installed: connect one \
          (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`), or give \
-         the policy scope `local`"
+         the policy scope `local`",
+        .breaker.escape_debug()
     )]
     NoStore {
         /// The breaker's name.
@@ -181,8 +182,8 @@ pub fn share_policies(
                     if let Err(e) = store.share_scoped(b, scope) {
                         tracing::error!(
                             target: "breaker",
-                            breaker = b.name(),
-                            key = b.key(),
+                            breaker = %b.name().escape_debug(),
+                            key = %b.key().escape_debug(),
                             error = %e,
                             "a key's breaker of a shared scope could not be shared; it runs locally"
                         );

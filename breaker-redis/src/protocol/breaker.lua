@@ -375,7 +375,7 @@ local function dispatch(op, keys, args)
     local b = { name = args[base + 1], fp = args[base + 2], pol = args[base + 3],
       skey = keys[k + 1], wkey = keys[k + 2], pkey = keys[k + 3], qkey = keys[k + 4] }
     b.pp = parse_policy(b.pol)
-    if not b.pp or #b.name < 1 or #b.name > 600 or #b.fp < 1 or #b.fp > 64 then
+    if not b.pp or #b.name < 1 or #b.name > 256 or #b.fp < 1 or #b.fp > 64 then
       return redis.error_reply('BRK bad breaker arguments')
     end
     local a = {}

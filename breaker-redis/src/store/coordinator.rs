@@ -185,6 +185,10 @@ impl Coordinator {
     }
 
     pub(super) fn record_failure(&mut self, e: &StoreError) {
+        if matches!(e, StoreError::Auth { .. }) {
+            // The client keeps a refused reconnection's error and never retries it.
+            self.conn = None;
+        }
         add(&self.stats.errors, 1);
         health::metrics_count(&self.ns, "breaker_store_errors_total", 1);
         if !e.is_health_failure() {

@@ -72,8 +72,8 @@ pub enum RegisterError {
     #[error("cannot share this breaker: {0}")]
     Name(crate::names::NameError),
     /// The breaker cannot take the fleet hook: it is shared already (with another store), or
-    /// it was made without room for one.
-    #[error("cannot share breaker `{breaker}`: {reason}")]
+    /// it was made without room for one. The message shows the name escaped.
+    #[error("cannot share breaker `{}`: {reason}", .breaker.escape_debug())]
     NotShareable {
         /// The breaker's name.
         breaker: String,
@@ -146,7 +146,8 @@ impl Store {
     /// - as soon as the first attempt fails, its error: [`StoreError::Unavailable`] (`op`
     ///   `"connect"`, the client's words in `message`, credentials removed) when the store
     ///   cannot be reached (connection refused or reset, an unknown host, a failed TLS
-    ///   handshake), or what the server answered (a wrong password, say);
+    ///   handshake), [`StoreError::Auth`] when the server refused the URL's user name or
+    ///   password, or what else the server answered;
     /// - [`StoreError::Timeout`] (`op` `"connect"`, `after` the connect timeout) when the
     ///   store is slow: connecting, the handshake and loading the scripts did not finish
     ///   within the connect timeout;
@@ -448,7 +449,9 @@ async fn connect(
     let mcfg = ConnectionManagerConfig::new()
         .set_connection_timeout(cfg.connect_timeout)
         .set_response_timeout(cfg.op_timeout)
-        .set_number_of_retries(2)
+        // One attempt per reconnection (the store's breaker is the backoff): a retried one
+        // outlasted `op_timeout`, so a refused password read as a timeout.
+        .set_number_of_retries(0)
         .set_max_delay(500)
         .set_push_sender(push_tx)
         .set_automatic_resubscription();

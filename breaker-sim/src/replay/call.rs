@@ -65,6 +65,9 @@ impl Sim {
                     }
                 }
                 Layer::Retry => {}
+                // Not replayed yet: no policy the simulator reads (a config file, the DSL)
+                // can configure these layers so far.
+                Layer::RateLimit | Layer::Hedge | Layer::Adaptive | Layer::Throttle => {}
             }
         }
         Ok(())

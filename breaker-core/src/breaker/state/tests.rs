@@ -80,7 +80,7 @@ fn admit_open_rejects_until_the_deadline_then_promotes() {
 }
 
 #[test]
-fn admit_half_open_reserves_then_waits_then_takes_over() {
+fn admit_half_open_reserves_then_waits_then_admits_one_more_in_the_same_period() {
     let w = Word {
         in_flight: 1,
         ..word(State::HalfOpen, 9)
@@ -106,10 +106,47 @@ fn admit_half_open_reserves_then_waits_then_takes_over() {
         entered,
     } = admit(next, 1_000, 3_001_000, &LIMITS)
     else {
-        panic!("taken over after the probe wait");
+        panic!("one more probe after the probe wait");
     };
-    assert_eq!(entered, Some(TransitionReason::ProbeExpired));
-    assert_eq!((taken.generation, taken.in_flight), (10, 1));
+    // The same half-open period: no transition, the held probes keep their slots (their
+    // results still count), one slot more.
+    assert_eq!(entered, None);
+    assert_eq!(
+        (
+            taken.state,
+            taken.generation,
+            taken.in_flight,
+            taken.successes
+        ),
+        (State::HalfOpen, 9, 3, 0)
+    );
+    // A late success of a held probe counts towards closing; a late failure re-opens.
+    let Step::Update(counted) = end_probe(taken, 9, ProbeEnd::Success, &LIMITS) else {
+        panic!("counted");
+    };
+    assert_eq!((counted.successes, counted.in_flight), (1, 2));
+    assert!(matches!(
+        end_probe(taken, 9, ProbeEnd::Failure, &LIMITS),
+        Step::Enter(
+            Word {
+                state: State::Open,
+                ..
+            },
+            TransitionReason::ProbeFailed
+        )
+    ));
+    // The field's maximum is never passed: conservation of slots holds.
+    let full = Word {
+        in_flight: MAX_IN_FLIGHT,
+        ..next
+    };
+    assert!(matches!(
+        admit(full, 1_000, 3_001_000, &LIMITS),
+        Admit::Reject {
+            reason: RejectReason::HalfOpenFull,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -197,20 +234,100 @@ fn trip_only_from_its_own_closed_period() {
 }
 
 #[test]
-fn manual_always_enters_and_clears_the_streak() {
+fn force_always_enters_with_the_streak_given_or_the_default() {
     let w = Word {
         streak: 9,
         in_flight: 3,
         ..word(State::HalfOpen, GEN_MASK)
     };
-    let Step::Enter(next, reason) = manual(w, State::ForcedOpen) else {
-        panic!("manual changes always apply");
-    };
-    assert_eq!(reason, TransitionReason::Manual);
+    let f = force(w, State::ForcedOpen, TransitionReason::Manual, None);
+    assert_eq!(f.reason, TransitionReason::Manual);
     assert_eq!(
-        (next.state, next.streak, next.in_flight, next.generation),
+        (
+            f.next.state,
+            f.next.streak,
+            f.next.in_flight,
+            f.next.generation
+        ),
         (State::ForcedOpen, 0, 0, 0)
     );
+    // Opening: one more than the streak by default, as a re-opening.
+    let f = force(w, State::Open, TransitionReason::ProbeFailed, None);
+    assert_eq!((f.next.state, f.next.streak), (State::Open, 10));
+    // A streak given (decided elsewhere) is kept, capped at the field's 255.
+    let f = force(w, State::Open, TransitionReason::FailureRate, Some(300));
+    assert_eq!(
+        (f.next.streak, f.reason),
+        (255, TransitionReason::FailureRate)
+    );
+    assert_eq!(
+        Step::from(f),
+        Step::Enter(f.next, TransitionReason::FailureRate)
+    );
+}
+
+#[test]
+fn cooldown_is_the_grown_cooldown_less_the_jitter() {
+    let secs = Duration::from_secs;
+    let p = BreakerPolicy {
+        cooldown: secs(10),
+        cooldown_multiplier: 2.0,
+        cooldown_max: secs(60),
+        cooldown_jitter: 0.5,
+        ..BreakerPolicy::default()
+    };
+    assert_eq!(cooldown(&p, 1, 0.0), secs(10));
+    assert_eq!(cooldown(&p, 2, 1.0), secs(10), "20 s less half");
+    assert_eq!(cooldown(&p, 3, 0.5), secs(30), "40 s less a quarter");
+    assert_eq!(cooldown(&p, 9, 0.0), secs(60), "capped");
+    assert_eq!(
+        cooldown(&p, 1, 7.0),
+        secs(5),
+        "the draw is clamped to [0, 1]"
+    );
+    let flat = BreakerPolicy {
+        cooldown_jitter: 0.0,
+        ..p
+    };
+    assert_eq!(
+        cooldown(&flat, 2, 0.9),
+        secs(20),
+        "no jitter: the draw is unused"
+    );
+}
+
+#[test]
+fn rate_trip_waits_for_min_calls_then_failure_rate_before_slow_rate() {
+    let p = BreakerPolicy {
+        consecutive_failures: None,
+        failure_rate_percent: Some(50.0),
+        slow_call: Some(crate::breaker::SlowCall {
+            duration: Duration::from_secs(1),
+            rate_percent: 20.0,
+        }),
+        min_calls: 10,
+        ..BreakerPolicy::default()
+    };
+    let counts = |calls, failures, slow| WindowCounts {
+        calls,
+        failures,
+        slow,
+    };
+    assert_eq!(
+        rate_trip(&p, counts(9, 9, 9)),
+        None,
+        "under min_calls (BR-17)"
+    );
+    assert_eq!(
+        rate_trip(&p, counts(10, 5, 10)),
+        Some(TransitionReason::FailureRate),
+        "50 % >= 50 % (BR-14), before the slow rate"
+    );
+    assert_eq!(
+        rate_trip(&p, counts(10, 4, 2)),
+        Some(TransitionReason::SlowCallRate)
+    );
+    assert_eq!(rate_trip(&p, counts(10, 4, 1)), None);
 }
 
 #[test]
