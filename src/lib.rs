@@ -33,6 +33,8 @@
 //! - [`pipeline::Pipeline`]: the same layers as a plain Rust API, in a declared order.
 //! - [`breaker::CircuitBreaker`]: the lock-free state machine alone, with RAII permits.
 //! - [`retry`], [`timeout`], [`bulkhead`]: the policies of the other layers.
+//! - [`ratelimit`], [`hedge`], [`adaptive`], [`throttle`]: a GCRA rate limiter, hedging, an
+//!   adaptive concurrency limit and client-side adaptive throttling, layers of the same order.
 //! - [`dsl`]: the policy strings (`"30s"`, `"3x exp jitter"`), one parser for the attribute,
 //!   the config files and your own code.
 //! - `config` (feature `config`, on by default): named policies from TOML, YAML or JSON files,

@@ -1,5 +1,6 @@
 //! The runtime of the [`breaker`](https://docs.rs/breaker) crate: the circuit breaker state
-//! machine, retry, timeout and bulkhead layers, the policy DSL and config files.
+//! machine, retry, timeout, bulkhead, rate limit, hedging, adaptive limit and adaptive
+//! throttling layers, the policy DSL and config files.
 //!
 //! Most users depend on the facade crate `breaker`, which re-exports everything here together
 //! with the `#[circuit_breaker]` attribute.

@@ -477,3 +477,36 @@ async fn throttling_sheds_calls_an_overloaded_dependency_rejects() {
     assert_eq!(totals.failed, u64::from(reached));
     assert_eq!(totals.ignored, throttled as u64);
 }
+
+/// The same layers as tower middleware: a `PolicyLayer` of a policy with a hedge and a rate
+/// limit hedges a slow first call to a clone of the service.
+#[cfg(feature = "tower")]
+#[tokio::test(start_paused = true)]
+async fn a_tower_policy_layer_hedges_and_rate_limits() {
+    use breaker_core::tower::policy::PolicyLayer;
+    use tower::{service_fn, Layer as _, ServiceExt};
+    let policy = Policy {
+        hedge: Some(HedgePolicy::after(ms(50))),
+        rate_limit: Some(RateLimitPolicy::per_second(1).burst(2)),
+        idempotent: true,
+        ..Policy::default()
+    };
+    let started = std::sync::Arc::new(AtomicU32::new(0));
+    let counter = std::sync::Arc::clone(&started);
+    let svc = PolicyLayer::new(&policy)
+        .unwrap()
+        .layer(service_fn(move |n: u32| {
+            let attempt = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                sleep(ms(if attempt == 0 { 5_000 } else { 10 })).await;
+                Ok::<_, std::io::Error>(n * 2)
+            }
+        }));
+    let start = Instant::now();
+    assert_eq!(svc.clone().oneshot(21).await.unwrap(), 42);
+    assert_eq!(start.elapsed(), ms(60));
+    // Both attempts took a permit of the burst of 2: the next call is refused.
+    let err = svc.oneshot(1).await.unwrap_err();
+    assert!(matches!(err.rejection(), Some(Rejection::RateLimited(_))));
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+}

@@ -535,6 +535,12 @@ pub(crate) fn check_no_mut_ref_arguments(cx: &Ctxt, func: &FnShape, args: &Args)
         if let Some(retry) = &args.retry {
             err.combine(syn::Error::new(retry.key, "retry is configured here"));
         }
+        if let Some(hedge) = &args.hedge {
+            err.combine(syn::Error::new(
+                hedge.key,
+                "hedge runs it more than once too",
+            ));
+        }
         cx.syn_error(err);
     }
 }
@@ -565,6 +571,12 @@ pub(crate) fn check_receiver_reusable(cx: &Ctxt, func: &FnShape, args: &Args) {
     );
     if let Some(retry) = &args.retry {
         err.combine(syn::Error::new(retry.key, "retry is configured here"));
+    }
+    if let Some(hedge) = &args.hedge {
+        err.combine(syn::Error::new(
+            hedge.key,
+            "hedge runs it more than once too",
+        ));
     }
     cx.syn_error(err);
 }

@@ -106,9 +106,14 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
     };
     let source = policy_source(cx, &args);
     let reruns = match &source {
-        Some(Source::Inline(p)) => p.policy.retry.is_some_and(|r| r.max_attempts > 1),
+        // Retry and hedging both run the body more than once (hedging, of an idempotent
+        // function only, which the policy's validation already required).
+        Some(Source::Inline(p)) => {
+            p.policy.retry.is_some_and(|r| r.max_attempts > 1)
+                || (p.policy.hedge.is_some() && p.policy.idempotent)
+        }
         Some(Source::Named { .. }) => true,
-        None => args.retry.is_some(),
+        None => args.retry.is_some() || args.hedge.is_some(),
     };
     let key = match (&args.key, &func) {
         (Some(k), Some(f)) => key_spec(cx, &k.value, f),

@@ -46,6 +46,12 @@
 //!   the limit outside retry. `Retry-After` hints are not in traces.
 //! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
 //!   replayed.
+//! - **Adaptive throttling** (`throttle`) is the library's own `Throttler` on the replay's
+//!   clock, its draws seeded with the replay's seed: an attempt it sheds is a local rejection
+//!   (the dependency is not reached), and what the dependency answered (not a local refusal, not
+//!   a cancellation) goes into its window. So `breaker simulate` compares a policy with and
+//!   without throttling on one trace. The `rate`, `hedge` and `adaptive` layers are not
+//!   replayed yet: a policy with them replays as without them.
 //! - **Cancelled lines.** A line recorded as `cancelled` is dropped by its caller at
 //!   `t_ms + latency_ms`: every permit it holds is released as a cancellation.
 //! - **Ties.** Events at the same instant run in this order: trace lines first, in file order,
@@ -66,6 +72,7 @@ use breaker_core::clock::{Clock, ManualClock};
 use breaker_core::layer::Layer;
 use breaker_core::policy::Policy;
 use breaker_core::retry::{Delays, RetryPolicy};
+use breaker_core::throttle::{OwnedThrottlePermit, Throttler};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::cmp::Reverse;
@@ -206,6 +213,9 @@ struct Slot {
     outer_slot: bool,
     inner_permit: Option<OwnedPermit>,
     inner_slot: bool,
+    /// The throttling layer's admissions, outside retry and of the attempt in flight.
+    outer_throttle: Option<OwnedThrottlePermit>,
+    inner_throttle: Option<OwnedThrottlePermit>,
     attempts: u32,
     /// The attempt in flight: when it ends and how.
     ending: Ending,
@@ -230,6 +240,9 @@ pub struct Sim {
     deadline: Option<u64>,
     bulkhead: Option<u32>,
     bulkhead_in_use: u32,
+    /// The policy's adaptive throttling: the library's own `Throttler`, on the replay's clock,
+    /// its draws seeded with the replay's seed.
+    throttle: Option<Throttler>,
     max_attempts: u32,
     retry: RetryPolicy,
     seed: u64,
@@ -270,6 +283,14 @@ impl Sim {
             None => None,
             Some(b) => Some(build_breaker(b, &clock, &transitions)?),
         };
+        let throttle = match p.throttle {
+            None => None,
+            Some(t) => Some(
+                Throttler::with_clock(t, Clock::manual(&clock))
+                    .map_err(|e| format!("policy `{}`: {e}", policy.name))?
+                    .seeded(options.seed),
+            ),
+        };
         let layers = p.effective_order();
         let retry_at = layers.iter().position(|l| *l == Layer::Retry);
         let (outer, inner) = match retry_at {
@@ -297,6 +318,7 @@ impl Sim {
             deadline: p.deadline.map(nanos),
             bulkhead: p.bulkhead.map(|b| b.max_concurrent),
             bulkhead_in_use: 0,
+            throttle,
             max_attempts: if p.idempotent {
                 retry.max_attempts.max(1)
             } else {
@@ -568,6 +590,8 @@ impl Sim {
             outer_slot: false,
             inner_permit: None,
             inner_slot: false,
+            outer_throttle: None,
+            inner_throttle: None,
             attempts: 0,
             ending: Ending::Ok,
             delays: None,

@@ -403,7 +403,7 @@ fn order_message(problem: OrderError) -> String {
 /// Any other validator error, at `option`.
 fn field_message(e: FieldError, option: Option<AttrOption>) -> OptionError {
     let message = match (e.rule, option) {
-        (Rule::Idempotent, _) if e.field == Field::Idempotent => "`hedge` runs the function \
+        (Rule::Idempotent, _) if e.field == Field::Hedge => "`hedge` runs the function \
                                   more than once at a time, but `idempotent = false` says it \
                                   must run at most once; remove `hedge` or set \
                                   `idempotent = true`"

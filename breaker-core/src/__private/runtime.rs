@@ -90,6 +90,10 @@ pub struct Pipeline {
 
 /// The pipeline of an annotated function: its own, or its named policy's, which follows the
 /// registry's reloads (one `ArcSwap` load per call).
+///
+/// There is one per annotated function, in its `static`, so the size of `Fixed` costs nothing
+/// per call, while boxing it would add a pointer chase to every call of the common case.
+#[allow(clippy::large_enum_variant)]
 enum Shared {
     Fixed(pipeline::Pipeline),
     #[cfg(feature = "config")]

@@ -53,8 +53,8 @@ pub use policy::{AdaptiveLimitPolicy, LimitAlgorithm};
 
 use crate::classify::Outcome;
 use crate::clock::Clock;
+use crate::sync::{AtomicU32, Ordering};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

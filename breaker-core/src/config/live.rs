@@ -9,7 +9,7 @@
 //! a reload builds the new pipeline and swaps it in, and a call reads the slot once, when it
 //! starts (one `ArcSwap` load).
 
-use crate::bulkhead::Bulkhead;
+use crate::clock::Clock;
 use crate::pipeline::{ErrorClassifier, Pipeline, PipelineBuilder};
 use crate::policy::Policy;
 use crate::{CircuitBreaker, Error};
@@ -32,19 +32,56 @@ pub(super) struct Slot {
 /// policy is unchanged (so a reload that changes another layer keeps the calls counted in it).
 pub(super) fn build(
     policy: &Policy,
+    name: &str,
     breaker: Option<CircuitBreaker>,
-    bulkhead: Option<Bulkhead>,
+    previous: Option<&Pipeline>,
     recorder: Option<crate::record::Recorder>,
+    clock: Option<&Clock>,
 ) -> Pipeline {
-    let mut builder = PipelineBuilder::from_policy(policy);
+    let mut builder = PipelineBuilder::from_policy(policy).name(name);
+    if let Some(clock) = clock {
+        builder = builder.clock(clock.clone());
+    }
     if let Some(recorder) = recorder {
         builder = builder.recorder(recorder);
     }
     if let Some(breaker) = breaker {
         builder = builder.breaker(breaker);
     }
-    if let Some(bulkhead) = bulkhead.filter(|b| Some(b.policy()) == policy.bulkhead) {
-        builder = builder.bulkhead(bulkhead);
+    // A layer whose policy a reload leaves as it was keeps its state: the calls in its
+    // bulkhead, the rate limiter's permits, the adaptive limit reached, throttling's counts,
+    // hedging's recent latencies.
+    if let Some(previous) = previous {
+        if let Some(b) = previous
+            .bulkhead()
+            .filter(|b| Some(b.policy()) == policy.bulkhead)
+        {
+            builder = builder.bulkhead(b.clone());
+        }
+        if let Some(r) = previous
+            .rate_limiter()
+            .filter(|r| Some(r.policy()) == policy.rate_limit)
+        {
+            builder = builder.rate_limiter(r.clone());
+        }
+        if let Some(h) = previous
+            .hedge()
+            .filter(|h| Some(h.policy()) == policy.hedge)
+        {
+            builder = builder.hedge_with(h.clone());
+        }
+        if let Some(a) = previous
+            .adaptive_limiter()
+            .filter(|a| Some(a.policy()) == policy.adaptive)
+        {
+            builder = builder.adaptive_limiter(a.clone());
+        }
+        if let Some(t) = previous
+            .throttler()
+            .filter(|t| Some(t.policy()) == policy.throttle)
+        {
+            builder = builder.throttler(t.clone());
+        }
     }
     builder
         .build()

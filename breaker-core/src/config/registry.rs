@@ -360,14 +360,21 @@ impl Inner {
             if old.get(name).is_some_and(|e| e.policy == entry.policy) {
                 continue;
             }
-            let bulkhead = slot.current.load().bulkhead().cloned();
+            let previous = slot.current.load();
             let breaker = entry.breaker.as_ref().map(|b| b.breaker.clone());
             let recorder = slot
                 .recorder
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
-            let pipeline = super::live::build(&entry.policy, breaker, bulkhead, recorder);
+            let pipeline = super::live::build(
+                &entry.policy,
+                name,
+                breaker,
+                Some(&previous),
+                recorder,
+                self.clock.as_ref(),
+            );
             slot.current.store(Arc::new(pipeline));
         }
         self.entries.store(Arc::new(next));
@@ -436,7 +443,14 @@ impl Inner {
         }
         let breaker = entry.breaker.as_ref().map(|b| b.breaker.clone());
         let slot = Arc::new(super::live::Slot {
-            current: ArcSwap::from_pointee(super::live::build(&entry.policy, breaker, None, None)),
+            current: ArcSwap::from_pointee(super::live::build(
+                &entry.policy,
+                name,
+                breaker,
+                None,
+                None,
+                self.clock.as_ref(),
+            )),
             recorder: std::sync::Mutex::new(None),
             user,
         });
@@ -510,7 +524,10 @@ fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &
         return;
     }
     if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
-        if policy_breaker.warned.swap(true, crate::sync::Ordering::Relaxed) {
+        if policy_breaker
+            .warned
+            .swap(true, crate::sync::Ordering::Relaxed)
+        {
             return;
         }
         tracing::warn!(

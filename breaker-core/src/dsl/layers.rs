@@ -155,7 +155,9 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
                 expected.push(tick("wait"));
             }
             expected.push("end of input".to_owned());
-            p.finish(&expected)?;
+            if p.peek().is_some() {
+                return Err(p.unexpected("clause", &expected, &["burst", "wait"]));
+            }
             break;
         }
     }
@@ -355,7 +357,9 @@ pub(crate) fn parse_adaptive(src: &str) -> Result<AdaptiveLimitPolicy, DslError>
                 .map(|o| tick(o))
                 .collect();
             expected.push("end of input".to_owned());
-            p.finish(&expected)?;
+            if p.peek().is_some() {
+                return Err(p.unexpected("parameter", &expected, options));
+            }
             break;
         };
         seen.push(option);
@@ -499,8 +503,13 @@ mod tests {
         assert_eq!(err("100/s burst 0".parse::<RateLimitPolicy>()).1, 12..13);
         assert_eq!(err("100/parsec".parse::<RateLimitPolicy>()).1, 4..10);
         assert_eq!(err("100".parse::<RateLimitPolicy>()).1, 0..3);
-        let (fragment, span, _) = err("100/s brust 5".parse::<RateLimitPolicy>());
+        let (fragment, span, text) = err("100/s brust 5".parse::<RateLimitPolicy>());
         assert_eq!((fragment.as_str(), span), ("brust", 6..11));
+        assert_eq!(
+            text,
+            "unknown clause `brust` at 6..11; expected one of `burst`, `wait` or end of input; \
+             did you mean `burst`?"
+        );
     }
 
     #[test]

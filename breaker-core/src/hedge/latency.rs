@@ -1,6 +1,6 @@
 //! The latencies of recent attempts, for a percentile delay: lock-free.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// Latencies kept.
 pub(super) const SAMPLES: usize = 256;

@@ -1,5 +1,6 @@
-//! A pipeline: retry, circuit breaker, timeout and bulkhead stacked around an async call in a
-//! declared order, with an optional fallback outside them all.
+//! A pipeline: retry, circuit breaker, timeout, bulkhead, rate limit, hedging, adaptive
+//! concurrency limit and adaptive throttling stacked around an async call in a declared order,
+//! with an optional fallback outside them all.
 //!
 //! # Why the order matters
 //! The same four layers mean different things in different nestings. Resilience4j's Spring
@@ -18,6 +19,32 @@
 //!   retry stops at once instead of hammering it (BR-42 (a)).
 //! - **timeout innermost**: each attempt gets its own limit, and a timed-out attempt is a
 //!   breaker failure and is retried like any transient error.
+//!
+//! # The rate limit, hedge, adaptive limit and throttle layers
+//! With every layer configured the default order is
+//! `bulkhead > retry > breaker > hedge > throttle > rate > adaptive > timeout`:
+//! - **hedge inside the breaker**: the breaker sees one outcome per hedged call and holds one
+//!   permit for the group; a first attempt that a hedge beat is neither a failure nor a slow
+//!   call. **Hedge outside the breaker** (`hedge > breaker`): every hedge is an attempt the
+//!   breaker sees, with its own permit; the losers are cancellations, recorded as nothing.
+//! - **hedge inside retry**: each retry attempt is one hedged group. **`hedge > retry` is
+//!   refused** ([`OrderError::HedgeOutsideRetry`](crate::layer::OrderError::HedgeOutsideRetry)):
+//!   each hedge would run its own retry loop, and a hedge could not be cancelled when a
+//!   sibling's retry answered.
+//! - **throttle, rate and adaptive inside hedge**: every attempt, hedges included, is admitted
+//!   separately (each reaches the dependency); a refused hedge leaves the others running.
+//!   Outside hedge they admit a call once, however many hedges it sends.
+//! - **inside the breaker**, their rejections are local: the breaker records them as ignored.
+//!   Inside retry they are never retried. Throttling and the adaptive limit learn nothing from
+//!   a refusal by a layer inside them nor from a cancelled call.
+//! - **timeout inside hedge**: each attempt has its own timeout. **Outside**: one limit for the
+//!   group, and no hedge starts at or after it (nor after the deadline); a rate-limit wait
+//!   never outlasts an enclosing limit.
+//! - Hedging, like retry, only ever runs an operation declared
+//!   [idempotent](PipelineBuilder::idempotent) more than once (case BR-35); a [`Policy`]
+//!   that hedges one not declared idempotent is refused.
+//!
+//! [`Policy`]: crate::policy::Policy
 //!
 //! # What each layer sees, in any order
 //! A layer sees the result of everything nested inside it.

@@ -94,12 +94,15 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
     }
     // Hedging sends a call more than once: the same guard as retry.
     if policy.hedge.is_some() && !policy.idempotent {
-        errors.push(FieldError::of(
-            Field::Idempotent,
-            Rule::Idempotent,
-            "hedging sends a call more than once, but only operations declared idempotent are \
-             hedged and this policy is not; add `idempotent = true`, or remove the hedge",
-        ));
+        errors.push(
+            FieldError::of(
+                Field::Hedge,
+                Rule::Idempotent,
+                "hedging sends a call more than once, but only operations declared idempotent \
+                 are hedged and this policy is not; add `idempotent = true`, or remove the hedge",
+            )
+            .reading(&[Field::Idempotent]),
+        );
     }
     check_non_zero(Field::Timeout, policy.timeout, &mut errors);
     check_non_zero(Field::Deadline, policy.deadline, &mut errors);

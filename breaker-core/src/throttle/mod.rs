@@ -67,8 +67,8 @@ pub use policy::{ThrottlePolicy, MAX_WINDOW, MIN_WINDOW};
 
 use crate::classify::Outcome;
 use crate::clock::Clock;
+use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use window::Window;
 

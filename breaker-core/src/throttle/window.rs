@@ -1,6 +1,6 @@
 //! The throttler's sliding window: 16 time buckets of two counts, lock-free.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Buckets per window.
@@ -22,8 +22,8 @@ impl Window {
         let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         Window {
             len: (nanos / BUCKETS as u64).max(1),
-            stamps: Default::default(),
-            counts: Default::default(),
+            stamps: std::array::from_fn(|_| AtomicU64::new(0)),
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 

@@ -10,7 +10,9 @@
 //! - [`timeout`]: [`TimeoutLayer`] /
 //!   [`TimeoutService`], built from a `Duration`.
 //! - [`policy`]: [`PolicyLayer`] / [`PolicyService`],
-//!   a whole [`Policy`](crate::policy::Policy) (every layer, in its order) as one layer.
+//!   a whole [`Policy`](crate::policy::Policy) (every layer, in its order) as one layer: the
+//!   rate limit, hedging, adaptive limit and throttling layers come as a `Policy` with only
+//!   that layer (`Policy { rate_limit: Some(..), ..Policy::default() }`) or with the rest.
 //!
 //! Every layer's errors are [`crate::Error`], and every layer judges results with the one
 //! [`Classifier`](crate::classify::Classifier) trait of the pipeline and the attribute

@@ -45,6 +45,7 @@ impl Sim {
                             }
                         }
                         Err(_) => {
+                            self.end_throttle(slot, outer, None);
                             self.release(slot, outer, Some(Outcome::Ignored));
                             return Err(Ending::Rejected(true));
                         }
@@ -53,6 +54,7 @@ impl Sim {
                 Layer::Bulkhead => {
                     let Some(max) = self.bulkhead else { continue };
                     if self.bulkhead_in_use >= max {
+                        self.end_throttle(slot, outer, None);
                         self.release(slot, outer, Some(Outcome::Ignored));
                         return Err(Ending::Rejected(false));
                     }
@@ -64,10 +66,27 @@ impl Sim {
                         s.inner_slot = true;
                     }
                 }
+                Layer::Throttle => {
+                    let Some(t) = &self.throttle else { continue };
+                    match t.try_acquire_owned() {
+                        Ok(p) => {
+                            let s = &mut self.slots[slot as usize];
+                            if outer {
+                                s.outer_throttle = Some(p);
+                            } else {
+                                s.inner_throttle = Some(p);
+                            }
+                        }
+                        Err(_) => {
+                            self.end_throttle(slot, outer, None);
+                            self.release(slot, outer, Some(Outcome::Ignored));
+                            return Err(Ending::Rejected(false));
+                        }
+                    }
+                }
                 Layer::Retry => {}
-                // Not replayed yet: no policy the simulator reads (a config file, the DSL)
-                // can configure these layers so far.
-                Layer::RateLimit | Layer::Hedge | Layer::Adaptive | Layer::Throttle => {}
+                // Not replayed yet (see the crate docs): the replay runs as without them.
+                Layer::RateLimit | Layer::Hedge | Layer::Adaptive => {}
             }
         }
         Ok(())
@@ -91,6 +110,21 @@ impl Sim {
                 None => drop(p),
             }
             self.transitions();
+        }
+    }
+
+    /// Ends the throttling admission of the outer run or of the attempt: what the dependency
+    /// answered (`None`: nothing it answered, a local refusal or a cancellation, is not
+    /// counted, as in the live layer).
+    pub(super) fn end_throttle(&mut self, slot: u32, outer: bool, outcome: Option<Outcome>) {
+        let s = &mut self.slots[slot as usize];
+        let permit = if outer {
+            s.outer_throttle.take()
+        } else {
+            s.inner_throttle.take()
+        };
+        if let (Some(p), Some(o)) = (permit, outcome) {
+            p.record(o);
         }
     }
 
@@ -158,6 +192,7 @@ impl Sim {
             Ending::Timeout => Outcome::Failure,
             Ending::Rejected(_) => Outcome::Ignored,
         };
+        self.end_throttle(slot, false, answered(ending));
         self.release(slot, false, Some(outcome));
         self.after(slot, ending);
     }
@@ -208,6 +243,7 @@ impl Sim {
             Ending::Timeout => Outcome::Failure,
             Ending::Rejected(_) => Outcome::Ignored,
         };
+        self.end_throttle(slot, true, answered(r));
         self.release(slot, true, Some(outcome));
         let s = &self.slots[slot as usize];
         let kind = match r {
@@ -233,6 +269,8 @@ impl Sim {
     }
 
     pub(super) fn cancel(&mut self, slot: u32) {
+        self.end_throttle(slot, false, None);
+        self.end_throttle(slot, true, None);
         self.release(slot, false, None);
         self.release(slot, true, None);
         self.counts.cancelled += 1;
@@ -262,5 +300,15 @@ fn answer_result(a: Answer) -> Ending {
             outcome: Outcome::Failure,
             transient: a.transient,
         },
+    }
+}
+
+/// What the dependency answered, for throttling: nothing for a local refusal.
+fn answered(ending: Ending) -> Option<Outcome> {
+    match ending {
+        Ending::Ok => Some(Outcome::Success),
+        Ending::Error { outcome, .. } => Some(outcome),
+        Ending::Timeout => Some(Outcome::Failure),
+        Ending::Rejected(_) => None,
     }
 }

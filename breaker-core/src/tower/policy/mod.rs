@@ -1,5 +1,5 @@
-//! A whole policy (breaker, retry, timeout, deadline, bulkhead, in its declared order) as one
-//! tower layer.
+//! A whole policy (breaker, retry, timeout, deadline, bulkhead, rate limit, hedging, adaptive
+//! limit and throttling, in its declared order) as one tower layer.
 //!
 //! # Why
 //! Stacking [`BreakerLayer`](crate::tower::breaker::BreakerLayer),
@@ -16,7 +16,9 @@
 //!   be `Clone` (a retry sends the request again, to a clone of the service made ready first);
 //!   without a retry layer in the policy each call makes exactly one attempt, with the
 //!   service `poll_ready` made ready.
-//! - Retries happen only if the policy is idempotent, as everywhere.
+//! - Retries and hedges happen only if the policy is idempotent, as everywhere. A hedge sends
+//!   the request again to a clone of the service made ready first, and the losers' response
+//!   futures are dropped.
 //! - Results are judged by a [`Classifier`] of the service's `Result<Response, Error>`
 //!   ([`with_classifier`](PolicyLayer::with_classifier); by default
 //!   [`AllErrors`]), responses included: with
