@@ -126,7 +126,8 @@ async fn annotated_call(conn: &Mutex<Conn>, r: usize, name: &str, b: usize) -> R
 #[derive(Clone)]
 enum Caller {
     Plain(CircuitBreaker),
-    Pipe(breaker_core::Pipeline, CircuitBreaker),
+    // Boxed: a pipeline is large beside a breaker handle.
+    Pipe(Box<breaker_core::Pipeline>, CircuitBreaker),
     Conf(breaker_core::config::LivePipeline, CircuitBreaker),
     Attr(Role),
 }
@@ -244,7 +245,7 @@ impl Replica {
                         .breaker(b.clone())
                         .build()
                         .map_err(|e| format!("pipeline {}: {e}", spec.name))?;
-                    Caller::Pipe(p, b)
+                    Caller::Pipe(Box::new(p), b)
                 }
                 (Path::Conf, _) | (Path::Attr, _) => continue,
             };
