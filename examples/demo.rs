@@ -40,6 +40,9 @@
 //!
 //! Network: loopback only; every loop is bounded in time and stops by itself.
 
+#[path = "demo_parts/dashboard.rs"]
+mod dashboard;
+
 use breaker::breaker::{CircuitBreaker, State, Transition, TransitionReason};
 use breaker::circuit_breaker;
 use breaker::http::{HttpClassifier, HttpFailure};
@@ -881,8 +884,10 @@ impl Args {
 /// when its pipeline is built (at the warm-up call, after `run` has set it).
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
 
+/// What the breaker's client set records: the `--record` trace, then the dashboard's latency
+/// percentiles.
 fn demo_recorder() -> Option<Recorder> {
-    RECORDER.get().cloned()
+    dashboard::recorder(BREAKER_NAME, RECORDER.get().cloned())
 }
 
 /// The number of concurrent callers per client set.
@@ -911,6 +916,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         recorder.phase("warm-up");
         let _ = RECORDER.set(recorder);
     }
+    let _dashboard = dashboard::start().await?;
 
     let callers = match &args.config {
         None => {
@@ -948,6 +954,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             config_callers(&policy, &timeline)?
         }
     };
+
+    if let Caller::Plain(pipeline) = &callers[WITH] {
+        dashboard::show(BREAKER_NAME, pipeline);
+    }
 
     let script = Arc::new(Script::new(args.quick));
     let listener = TcpListener::bind("127.0.0.1:0").await?;

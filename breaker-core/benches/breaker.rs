@@ -18,9 +18,12 @@
 //! `totals/<shape>` (a factory's breaker with totals on),
 //! `failsafe/consecutive`, `failsafe/time_window`, `recloser/count_window`, `open/new`,
 //! `open/failsafe`, `open/recloser`, `async/new/<shape>` (a breaker-only `Pipeline::call`),
-//! `async/failsafe`, `async/recloser`, `create/new/<shape>`, `create/failsafe`; shapes:
-//! `consecutive`, `count_window`, `time_window`). Only the calls are counted (the function
-//! `measured`), so one call's cost is the count divided by the calls:
+//! `async/failsafe`, `async/failsafe/time_window`, `async/recloser`, `create/new/<shape>`,
+//! `create/failsafe`, `create/recloser`, `create/tower`, and `empty` and `async/empty`: the
+//! harness alone, sync and async;
+//! shapes: `consecutive`, `count_window`, `time_window`). Only the calls are counted (the
+//! function `measured`), so one call's cost is the count divided by the calls, less the
+//! harness's (`empty`, or `async/empty` for an `async/` row):
 //!
 //! ```text
 //! B=$(ls -t target/release/deps/breaker-* | grep -v '\.d$' | head -1)
@@ -721,6 +724,16 @@ fn count_instructions(spec: &str) {
                         timed(&rt, n, || p.call(op));
                     });
                 }
+                // The async harness alone: the runtime's loop awaiting the bare operation.
+                ("empty", "") => measured(1, &|| {
+                    timed(&rt, n, op);
+                }),
+                ("failsafe", "time_window") => {
+                    let f = failsafe_time();
+                    measured(1, &|| {
+                        timed(&rt, n, || failsafe::futures::CircuitBreaker::call(&f, op()));
+                    });
+                }
                 ("failsafe", "") => {
                     let f = failsafe_consecutive();
                     measured(1, &|| {
@@ -742,6 +755,18 @@ fn count_instructions(spec: &str) {
             drop(failsafe_consecutive());
             repeat(&|| drop(black_box(failsafe_consecutive())));
         }
+        ("create", "recloser") => {
+            drop(recloser());
+            repeat(&|| drop(black_box(recloser())));
+        }
+        ("create", "tower") => {
+            drop(tower_with("consecutive", echo));
+            repeat(&|| drop(black_box(tower_with("consecutive", echo))));
+        }
+        // The harness alone: the loop and the call through `&dyn Fn` that every row pays.
+        ("empty", "") => repeat(&|| {
+            black_box(());
+        }),
         ("create", rest) => {
             let s = rest.strip_prefix("new/").expect("create/new/<shape>");
             let p = shape(s);

@@ -108,8 +108,16 @@ enum Msg {
     Flush(SyncSender<io::Result<(u64, u64)>>),
 }
 
+/// A function that receives each entry on the recording thread ([`RecorderBuilder::to_sink`]).
+type Sink = Box<dyn Fn(&Entry) + Send + Sync>;
+
 struct Shared {
     tx: Option<SyncSender<Msg>>,
+    /// Receives every entry on the caller's thread (a [`RecorderBuilder::to_sink`] recorder,
+    /// which has no writer).
+    sink: Option<Sink>,
+    /// A [`Recorder::tee`]: the two recorders every entry goes to, in order.
+    next: Option<Box<[Recorder; 2]>>,
     clock: Clock,
     origin: u64,
     dropped: Arc<AtomicU64>,
@@ -200,10 +208,49 @@ impl RecorderBuilder {
         Recorder {
             shared: Arc::new(Shared {
                 tx: Some(tx),
+                sink: None,
+                next: None,
                 origin: clock.now_nanos(),
                 clock,
                 dropped,
                 writer: Mutex::new(Some(writer)),
+            }),
+        }
+    }
+
+    /// A recorder that hands each entry to `sink` on the thread that records it, with no
+    /// buffer and no writer thread: for a consumer that keeps counts in memory (a latency
+    /// histogram of atomics, say) rather than writing lines. `sink` runs inside the call's
+    /// path, so it must be short and never block or wait; [`phase`](Recorder::phase) labels
+    /// nothing and [`flush`](Recorder::flush) has nothing to write. The capacity is unused.
+    ///
+    /// ```
+    /// # use breaker_core as breaker;
+    /// use breaker::record::{Recorded, Recorder};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let failures = Arc::new(AtomicU64::new(0));
+    /// let counted = Arc::clone(&failures);
+    /// let recorder = Recorder::builder().to_sink(move |e| {
+    ///     if e.outcome == Recorded::Failure {
+    ///         counted.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// recorder.record(recorder.start(), Recorded::Failure, Some(503));
+    /// assert_eq!(failures.load(Ordering::Relaxed), 1);
+    /// ```
+    pub fn to_sink(self, sink: impl Fn(&Entry) + Send + Sync + 'static) -> Recorder {
+        let clock = self.clock.unwrap_or_default();
+        Recorder {
+            shared: Arc::new(Shared {
+                tx: None,
+                sink: Some(Box::new(sink)),
+                next: None,
+                origin: clock.now_nanos(),
+                clock,
+                dropped: Arc::new(AtomicU64::new(0)),
+                writer: Mutex::new(None),
             }),
         }
     }
@@ -287,15 +334,61 @@ impl Recorder {
         });
     }
 
-    /// Hands `entry` to the writer; drops and counts it if the buffer is full. Never blocks.
+    /// Hands `entry` to the writer (drops and counts it if the buffer is full), to the sink,
+    /// or to both recorders of a [`tee`](Self::tee). Never blocks.
     #[inline]
     pub fn record_entry(&self, entry: Entry) {
-        let Some(tx) = &self.shared.tx else { return };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            tx.try_send(Msg::Call(entry))
-        {
-            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(tx) = &self.shared.tx {
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+                tx.try_send(Msg::Call(entry))
+            {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
+        if let Some(sink) = &self.shared.sink {
+            sink(&entry);
+        }
+        if let Some(next) = &self.shared.next {
+            for r in next.iter() {
+                r.record_entry(entry);
+            }
+        }
+    }
+
+    /// A recorder that hands every entry to `self`, then to `other`, with `self`'s clock and
+    /// start (`t_ns`): put first the recorder whose start times matter, such as a trace file,
+    /// and after it one that reads only latencies and outcomes. [`phase`](Self::phase),
+    /// [`flush`](Self::flush) and [`dropped`](Self::dropped) are `self`'s.
+    ///
+    /// ```
+    /// # use breaker_core as breaker;
+    /// use breaker::record::{Recorded, Recorder};
+    /// let (file, lines) = Recorder::to_memory();
+    /// let (other, more) = Recorder::to_memory();
+    /// let both = file.tee(other.clone());
+    /// both.record(both.start(), Recorded::Success, None);
+    /// both.flush().unwrap();
+    /// other.flush().unwrap();
+    /// assert_eq!(lines.text().lines().count(), 1);
+    /// assert_eq!(more.text().lines().count(), 1);
+    /// ```
+    pub fn tee(self, other: Recorder) -> Recorder {
+        Recorder {
+            shared: Arc::new(Shared {
+                tx: None,
+                sink: None,
+                origin: self.shared.origin,
+                clock: self.shared.clock.clone(),
+                dropped: Arc::new(AtomicU64::new(0)),
+                writer: Mutex::new(None),
+                next: Some(Box::new([self, other])),
+            }),
+        }
+    }
+
+    /// The recorder a [`tee`](Self::tee) put first, whose phases, flush and drops it reports.
+    fn first(&self) -> Option<&Recorder> {
+        self.shared.next.as_ref().map(|n| &n[0])
     }
 
     /// Labels the calls that start from now on with `name` (the trace's phases, which a replay
@@ -304,12 +397,17 @@ impl Recorder {
     pub fn phase(&self, name: &str) {
         if let Some(tx) = &self.shared.tx {
             let _ = tx.send(Msg::Phase(self.start(), name.into()));
+        } else if let Some(first) = self.first() {
+            first.phase(name);
         }
     }
 
     /// Calls dropped so far because the buffer was full.
     pub fn dropped(&self) -> u64 {
-        self.shared.dropped.load(Ordering::Relaxed)
+        match self.first() {
+            Some(first) => first.dropped(),
+            None => self.shared.dropped.load(Ordering::Relaxed),
+        }
     }
 
     /// Waits until everything recorded before this call is written and flushed; returns the
@@ -318,8 +416,14 @@ impl Recorder {
     /// # Errors
     /// The first write error of the writer (after one, it writes nothing more).
     pub fn flush(&self) -> io::Result<(u64, u64)> {
+        let Some(tx) = self.shared.tx.as_ref() else {
+            return match self.first() {
+                Some(first) => first.flush(),
+                // A sink: nothing is buffered.
+                None => Ok((0, self.dropped())),
+            };
+        };
         let (ack, done) = mpsc::sync_channel(1);
-        let tx = self.shared.tx.as_ref().expect("open until dropped");
         tx.send(Msg::Flush(ack))
             .map_err(|_| io::Error::other("the recorder's writer has stopped"))?;
         done.recv()

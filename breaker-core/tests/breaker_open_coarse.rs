@@ -233,3 +233,56 @@ fn an_expired_hint_is_never_read_as_a_live_one() {
         assert_eq!(f.breaker.state(), State::HalfOpen);
     }
 }
+
+/// A hint is read only in the open period that left it (its own field, tagged with the open
+/// generation): after a reset, an opening too short to leave one (less than the coarse clock's
+/// resolution to go) is decided by the precise clock, not by the earlier opening's hint, which
+/// is still in the field with 30 s to go.
+#[test]
+fn a_hint_is_read_only_in_the_open_period_that_left_it() {
+    let precise = ManualClock::new();
+    let coarse = ManualClock::new();
+    coarse.set(COARSE_ORIGIN);
+    let clock = Clock::custom_with_coarse(
+        Arc::new(precise.clone()),
+        Arc::new(coarse.clone()),
+        RESOLUTION,
+    );
+    let policy = |cooldown| BreakerPolicy {
+        consecutive_failures: Some(1),
+        cooldown,
+        cooldown_max: cooldown,
+        ..BreakerPolicy::default()
+    };
+    let factory = CircuitBreaker::builder(policy(COOLDOWN))
+        .clock(clock)
+        .build_factory()
+        .unwrap();
+    let b = factory.create();
+    b.try_acquire().unwrap().failure(); // open for 30 s: a hint is left
+    let left = b.try_acquire().unwrap_err().retry_after().unwrap();
+    assert!(left > Duration::from_millis(29_960), "retry after {left:?}");
+    b.reset();
+    factory
+        .set_policy(policy(Duration::from_millis(2)))
+        .unwrap();
+    b.try_acquire().unwrap().failure(); // open again for 2 ms: too short to leave a hint
+    assert_eq!(b.state(), State::Open);
+    f_at(&precise, &coarse, Duration::from_millis(1));
+    assert_eq!(
+        b.try_acquire().unwrap_err().retry_after(),
+        Some(Duration::from_millis(1)),
+        "the precise clock decides the second opening"
+    );
+    f_at(&precise, &coarse, Duration::from_millis(3));
+    assert!(
+        b.try_acquire().is_ok(),
+        "the first opening's hint decided the second's rejection"
+    );
+    assert_eq!(b.state(), State::HalfOpen);
+}
+
+fn f_at(precise: &ManualClock, coarse: &ManualClock, t: Duration) {
+    precise.set(t);
+    coarse.set(COARSE_ORIGIN + t);
+}

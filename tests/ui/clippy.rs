@@ -85,5 +85,6 @@ fn main() {
     result_alias_case::main();
     result_aliases_case::main();
     scope_shared_case::main();
+    timeout_longer_than_cooldown_case::main();
     window_buckets_case::main();
 }

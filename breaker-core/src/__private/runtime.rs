@@ -173,6 +173,7 @@ impl Pipeline {
         if let Some(breaker) = registry.breaker(policy) {
             annotated::register(name, &breaker);
         }
+        annotated::register_registry(name, registry);
         let keys = registry.key_bounds(policy);
         Pipeline {
             shared: Shared::Live(live),
@@ -188,6 +189,7 @@ impl Pipeline {
     }
 
     fn from_policy(policy: Policy, name: &'static str) -> Pipeline {
+        annotated::register_policy(name, &policy);
         let breaker = policy.breaker.as_ref().map(|b| {
             let breaker = breaker_builder(b.clone(), name)
                 .build()

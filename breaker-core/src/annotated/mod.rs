@@ -49,6 +49,7 @@ pub(crate) mod registered;
 #[cfg(any(feature = "tokio", feature = "config", test))]
 use crate::breaker::BreakerBuilder;
 use crate::breaker::{CircuitBreaker, Listener, Transition};
+use crate::policy::Policy;
 use crate::registry::Registry;
 use registered::{Registered, REGISTERED};
 use std::collections::{HashMap, HashSet};
@@ -76,6 +77,12 @@ struct Table {
     listeners: HashMap<String, Vec<Listener>>,
     /// The names of the breakers built with [`attach`].
     built: HashSet<String>,
+    /// By function name: the policy written in its attribute, once it has been called.
+    policies: HashMap<String, Policy>,
+    /// By function name: the registry a `policy = ".."` function reads, once it has been
+    /// called.
+    #[cfg(feature = "config")]
+    registries: HashMap<String, crate::config::PolicyRegistry>,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -153,6 +160,20 @@ pub(crate) fn register(function: &str, breaker: &CircuitBreaker) {
         .insert(function.to_owned(), breaker.clone());
 }
 
+/// Records the policy written in the attribute of the annotated function `function`.
+#[cfg(feature = "tokio")]
+pub(crate) fn register_policy(function: &str, policy: &Policy) {
+    table().policies.insert(function.to_owned(), policy.clone());
+}
+
+/// Records the registry the `policy = ".."` function `function` reads its policy from.
+#[cfg(all(feature = "tokio", feature = "config"))]
+pub(crate) fn register_registry(function: &str, registry: &crate::config::PolicyRegistry) {
+    table()
+        .registries
+        .insert(function.to_owned(), registry.clone());
+}
+
 /// Records the registry of keyed breakers of the annotated function `function`.
 #[cfg(feature = "tokio")]
 pub(crate) fn register_keyed(function: &str, registry: &Registry<String>) {
@@ -226,6 +247,31 @@ impl Function {
     /// Its breaker, once the function has been called; as [`breaker`].
     pub fn breaker(&self) -> Option<CircuitBreaker> {
         breaker(self.0.function)
+    }
+
+    /// The policy written in its attribute (its layers, in their order, and their settings;
+    /// `Display` of [`BreakerPolicy`](crate::breaker::BreakerPolicy) gives the breaker's DSL
+    /// text), once the function has been called; `None` before that and for a
+    /// `policy = ".."` function, whose policy is its [`registry`](Self::registry)'s.
+    pub fn attribute_policy(&self) -> Option<Policy> {
+        table().policies.get(self.0.function).cloned()
+    }
+
+    /// The registry a `policy = ".."` function reads its policy from (the
+    /// [installed](crate::config::install) one, or the one of the file its `config = ".."`
+    /// embeds), once the function has been called: its
+    /// [`get`](crate::config::PolicyRegistry::get) of [`policy`](Self::policy) is the policy
+    /// in force, [`generation`](crate::config::PolicyRegistry::generation) counts its reloads.
+    /// `None` before the first call and for a function whose policy is in its attribute.
+    #[cfg(feature = "config")]
+    pub fn registry(&self) -> Option<crate::config::PolicyRegistry> {
+        table().registries.get(self.0.function).cloned()
+    }
+
+    /// The keys' breakers of a `key = ..` function, once a call with a key has been made; as
+    /// [`keys`].
+    pub fn keys(&self) -> Option<Registry<String>> {
+        keys(self.0.function)
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Hidden and unstable: an entry point for the shared-state backend (`breaker-redis`), not for
 //! applications. It is what makes a fleet-wide breaker *the same* state machine as a local
-//! one: the local machine (`machine.rs`) applies these functions to the word in an atomic with
+//! one: the local machine (`machine/`) applies these functions to the word in an atomic with
 //! one compare-and-swap loop, and the fleet applies the very same functions to the word it
 //! reads from its store, with the store's fenced compare-and-set. No rule of the breaker is
 //! written anywhere else (the store's script keeps none; see `breaker-redis`'s protocol docs).
@@ -23,8 +23,8 @@
 //! circle: microseconds in this process, the store's milliseconds in a fleet (a server's
 //! milliseconds since 1970 are far inside the circle).
 
-pub use super::state::{
-    admit, admit_half_open, admit_open, cooldown, end_probe, force, free_slot, newer, open_left,
-    rate_trip, reopen, trip, Admit, Forced, Limits, ProbeEnd, RateThresholds, Step, Word, GEN_MASK,
-    MAX_IN_FLIGHT,
+pub use super::rules::{
+    admit, admit_half_open, admit_open, cooldown, end_probe, force, free_slot, open_left,
+    rate_trip, reopen, trip, Admit, Forced, Limits, ProbeEnd, RateThresholds, Step,
 };
+pub use super::state::{newer, Word, GEN_MASK, MAX_IN_FLIGHT};

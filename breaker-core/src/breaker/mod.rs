@@ -11,15 +11,15 @@
 //! # How
 //! - **Lazy recovery.** There is no timer, task or thread per breaker. Open becomes half-open on
 //!   the request path, when a call arrives after the cooldown, so 10,000 idle breakers cost only
-//!   their memory (64 bytes each with the consecutive-failure rule and the defaults, lifetime
-//!   totals off).
+//!   their memory (72 bytes each with the consecutive-failure rule and the defaults, lifetime
+//!   totals off: [`CircuitBreaker::memory_bytes`]).
 //! - **One state word, pure decisions.** The state, the generation, the open streak and the
 //!   half-open probe counts live in one `AtomicU64`. Every decision (admit a call, end a probe,
 //!   trip, a manual change) is a pure function of that word, `now` and the policy's limits
-//!   (`state.rs`), applied by one compare-and-swap loop, so exactly one thread wins each
+//!   (`rules.rs`), applied by one compare-and-swap loop, so exactly one thread wins each
 //!   transition. Admitting a probe is one compare-and-swap that reserves the slot.
 //! - **One transition path.** The thread that won a transition does what every transition does
-//!   in one function (`entered` in `machine.rs`): the entry stamp and the deadline, the totals
+//!   in one function (`entered` in `machine/entered.rs`): the entry stamp and the deadline, the totals
 //!   (if kept), the `tracing` event and the [`Listener`]s.
 //! - **Generations.** Every [`Permit`] remembers the generation that admitted it. An outcome
 //!   recorded after the state has moved on is *late*: it is counted in [`Totals::late`] (if
@@ -107,7 +107,7 @@
 //!   model `concurrent_failures_trip_once`.
 //!
 //! # Where the word lives: the seam for shared state
-//! Nothing in the decisions knows that the word is an `AtomicU64`: `state.rs` takes a word, the
+//! Nothing in the decisions knows that the word is an `AtomicU64`: `rules.rs` takes a word, the
 //! stamp it needs, `now` and [`BreakerPolicy`]-derived limits, and returns the next word and
 //! what happened. A fleet-wide breaker keeps the same word (and its stamps) in a shared store
 //! such as Redis, runs the same decisions over it with the store's compare-and-set, and mirrors
@@ -128,28 +128,44 @@
 //! [`BreakerFactory::set_policy`] swaps the policy of every breaker a factory made, keeping
 //! their state. A new window shape (another count, length or bucket count, or the other kind of
 //! window) gives each breaker a new, empty window of that shape at its next recorded outcome
-//! (`closed.rs`).
+//! (`store.rs`).
+//!
+//! # Files
+//! - The word and the rules: `state.rs` (the word, the stamps, the counters), `rules.rs` (every
+//!   decision, pure; `decide.rs` makes them public to a fleet backend).
+//! - The machine that applies them to the word in this process: `machine/` (admission, the
+//!   ends of calls, the closed state's rules, the open hint, what every transition does).
+//! - What a breaker keeps: `store.rs` (the window in force across reloads), `ring.rs` and
+//!   `striped.rs` (the count and time windows), `window.rs` (their totals), `totals.rs`.
+//! - Building: `policy.rs` and `defaults.rs`, `builder.rs`, `factory.rs`, `shared.rs` (what the
+//!   breakers of one configuration share).
+//! - What a caller holds: this file (`CircuitBreaker`), `permit.rs`, `rejected.rs`,
+//!   `snapshot.rs`, `event.rs`; `remote.rs` (the fleet hook and remote transitions).
 
 mod builder;
-mod closed;
 #[doc(hidden)]
 pub mod decide;
 pub(crate) mod defaults;
 mod event;
+mod factory;
 mod machine;
 mod permit;
 mod policy;
 mod rejected;
 mod remote;
 mod ring;
+mod rules;
+mod shared;
 mod snapshot;
 mod state;
+mod store;
 mod striped;
 mod totals;
 mod window;
 
-pub use builder::{BreakerBuilder, BreakerFactory};
+pub use builder::BreakerBuilder;
 pub use event::{Listener, Transition, TransitionReason};
+pub use factory::BreakerFactory;
 pub use permit::{OwnedPermit, Permit};
 pub use policy::{
     BreakerPolicy, FieldError, NeutralProbe, SlidingWindow, SlowCall, ValidationError,
@@ -193,7 +209,7 @@ impl CircuitBreaker {
     /// totals: `CircuitBreaker::builder(policy).build()`.
     ///
     /// Breakers made this way on one thread in a row with equal policies share one
-    /// configuration block (see [`BreakerBuilder::build`]), so each costs one heap block: 64
+    /// configuration block (see [`BreakerBuilder::build`]), so each costs one heap block: 72
     /// bytes with its handle for the consecutive-failure rule (see
     /// [`memory_bytes`](Self::memory_bytes); a sliding window adds its own).
     ///
@@ -215,7 +231,32 @@ impl CircuitBreaker {
     /// taken, or forced open.
     #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
-        let ticket = self.inner.acquire()?;
+        // The closed path inline (two loads); every other one out of line, so that the caller
+        // keeps no copy of a rejection on its closed path.
+        let raw = self.inner.state.load(Ordering::Acquire);
+        if Word::raw_is_closed(raw) {
+            return Ok(Permit {
+                inner: &self.inner,
+                ticket: self.inner.closed_ticket(raw),
+            });
+        }
+        self.try_acquire_other(raw)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) of a word that is not closed: an open breaker's
+    /// rejection by its hint is answered here, the rest by the update loop (a tail call).
+    #[inline(never)]
+    fn try_acquire_other(&self, raw: u64) -> Result<Permit<'_>, Rejected> {
+        if let Some(left) = self.inner.open_by_hint(raw) {
+            return Err(self.inner.reject_open(left));
+        }
+        self.try_acquire_slow(raw)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn try_acquire_slow(&self, raw: u64) -> Result<Permit<'_>, Rejected> {
+        let ticket = self.inner.acquire_slow(raw)?;
         Ok(Permit {
             inner: &self.inner,
             ticket,
@@ -303,7 +344,7 @@ impl CircuitBreaker {
                 .map_or(0, |k| 2 * std::mem::size_of::<usize>() + k.len());
             n += h.totals.as_ref().map_or(0, |t| t.heap_bytes());
             n += h.window.as_ref().map_or(0, |w| {
-                std::mem::size_of::<closed::WindowSlot>() + w.heap_bytes()
+                std::mem::size_of::<store::WindowSlot>() + w.heap_bytes()
             });
         }
         n

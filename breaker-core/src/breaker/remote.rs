@@ -1,7 +1,7 @@
 //! Applying a transition decided elsewhere: the seam for a fleet-wide (shared-state) breaker.
 //!
 //! A breaker shared by several processes keeps its state word in a shared store and decides
-//! over it with the pure functions of `state.rs`. Each process then mirrors the shared
+//! over it with the pure functions of `rules.rs`. Each process then mirrors the shared
 //! decision into its local breaker with [`CircuitBreaker::apply_remote`], which goes through the
 //! local machine's one path: the update loop (the local generation is bumped, so local calls in
 //! flight become late) and `entered` (stamps, totals, `tracing`, listeners), with the deciding
@@ -32,15 +32,12 @@
 
 use super::event::TransitionReason;
 use super::machine::Cause;
-use super::machine::Inner;
-use super::permit::{OwnedPermit, Permit, Ticket};
+use super::permit::{OwnedPermit, Permit};
 use super::rejected::{RejectReason, Rejected};
 use super::state::{State, Word};
 use super::CircuitBreaker;
-use crate::classify::Outcome;
 use crate::scope::Scope;
-use std::sync::atomic::Ordering;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,15 +79,15 @@ pub enum FleetProbeEnd {
 #[doc(hidden)]
 #[derive(Debug, Default)]
 pub struct FleetCounts {
-    successes: AtomicU64,
-    failures: AtomicU64,
-    slow: AtomicU64,
+    pub(crate) successes: AtomicU64,
+    pub(crate) failures: AtomicU64,
+    pub(crate) slow: AtomicU64,
     /// Set by [`FleetHook::activated`]'s caller once per take: while set, recording an outcome
     /// calls nothing.
-    active: AtomicBool,
+    pub(crate) active: AtomicBool,
     /// [`FleetHook::failures_reached`] is called when the failures since the last take reach
     /// this (0: never).
-    early: u64,
+    pub(crate) early: u64,
 }
 
 /// Outcome counts taken from a [`FleetCounts`].
@@ -384,74 +381,6 @@ impl OwnedPermit {
     #[doc(hidden)]
     pub fn fleet_token(&self) -> Option<u32> {
         self.ticket.fleet_token()
-    }
-}
-
-impl Inner {
-    /// A probe slot granted locally, of a hooked breaker: the hook decides whether it runs
-    /// (with a fleet lease, or locally) or is rejected, its local slot released as a
-    /// cancellation.
-    #[cold]
-    pub(super) fn fleet_probe(&self, slot: &FleetSlot, ticket: Ticket) -> Result<Ticket, Rejected> {
-        match slot.hook.admit_probe(ticket.generation()) {
-            FleetProbe::Leased(token) => {
-                Ok(ticket.with_fleet_token(token.min(FleetProbe::MAX_TOKEN)))
-            }
-            FleetProbe::Local => Ok(ticket),
-            FleetProbe::Reject(reason) => {
-                self.finish(ticket, None);
-                Err(self.reject(reason, None))
-            }
-        }
-    }
-
-    /// The fleet's counts of a closed call's end: successes and failures (slow ones also as
-    /// slow); ignored and cancelled calls are not counted.
-    #[inline(always)]
-    pub(super) fn fleet_finish(&self, slot: &FleetSlot, t: Ticket, outcome: Option<Outcome>) {
-        let failure = match outcome {
-            Some(Outcome::Success) => false,
-            Some(Outcome::Failure) => true,
-            _ => return,
-        };
-        let slow = t.start().is_some() && self.is_slow(&t, self.shared.clock.now_nanos());
-        self.fleet_closed(slot, failure, slow);
-    }
-
-    #[inline(always)]
-    pub(crate) fn fleet(&self) -> Option<&FleetSlot> {
-        self.heavy
-            .as_ref()
-            .and_then(|h| h.fleet.get())
-            .map(|b| &**b)
-    }
-
-    /// A closed call of a hooked breaker ended with `outcome` (slow: whether it was slow).
-    #[inline(always)]
-    pub(crate) fn fleet_closed(&self, slot: &FleetSlot, failure: bool, slow: bool) {
-        let c = &slot.counts;
-        if failure {
-            let n = c.failures.fetch_add(1, Ordering::Relaxed) + 1;
-            if n == c.early {
-                slot.hook.failures_reached(n);
-            }
-        } else {
-            c.successes.fetch_add(1, Ordering::Relaxed);
-        }
-        if slow {
-            c.slow.fetch_add(1, Ordering::Relaxed);
-        }
-        if !c.active.load(Ordering::Relaxed) {
-            activate(slot);
-        }
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn activate(slot: &FleetSlot) {
-    if !slot.counts.active.swap(true, Ordering::AcqRel) {
-        slot.hook.activated();
     }
 }
 

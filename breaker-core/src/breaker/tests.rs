@@ -216,12 +216,13 @@ fn set_policy_changes_thresholds_and_keeps_state() {
 }
 
 #[test]
-fn consecutive_breaker_is_64_bytes() {
+fn consecutive_breaker_is_72_bytes() {
     let b = CircuitBreaker::builder(consecutive(5))
         .totals(false)
         .build()
         .unwrap();
-    assert_eq!(b.memory_bytes(), 64);
+    // One cache line of heap (the reference count and the state block) and the handle.
+    assert_eq!(b.memory_bytes(), 72);
     assert_eq!(std::mem::size_of::<CircuitBreaker>(), 8);
 }
 
@@ -340,4 +341,22 @@ fn breakers_from_new_share_their_configuration_not_their_state() {
     let e = CircuitBreaker::new(consecutive(1)).unwrap();
     assert_eq!(e.policy().consecutive_failures, Some(1));
     assert_eq!(e.snapshot().totals, None);
+}
+
+/// A success of an earlier closed period changes nothing in the next one: it neither resets
+/// the new period's consecutive failures nor keeps them from tripping (a breaker that keeps
+/// nothing optional decides such a success without reading the word).
+#[test]
+fn a_late_success_does_not_reset_the_next_periods_failures() {
+    let b = CircuitBreaker::builder(consecutive(3)).build().unwrap();
+    let late = b.try_acquire().unwrap();
+    let late_too = b.try_acquire().unwrap();
+    late_too.failure(); // the earlier period's own count: 1
+    b.reset();
+    b.try_acquire().unwrap().failure();
+    b.try_acquire().unwrap().failure();
+    late.success();
+    assert_eq!(b.snapshot().consecutive_failures, 2);
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), State::Open);
 }

@@ -6,7 +6,7 @@ use super::load::{Loader, Policies};
 use crate::breaker::{BreakerFactory, CircuitBreaker};
 use crate::clock::Clock;
 use crate::policy::Policy;
-use crate::sync::AtomicBool;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -86,6 +86,10 @@ pub struct ReloadReport {
 /// assert!(registry.get("inventory").unwrap().breaker.is_some());
 /// # Ok::<(), breaker::config::ConfigErrors>(())
 /// ```
+///
+/// Cloning is cheap: clones are handles to the same registry (the same policies, breakers and
+/// reloads).
+#[derive(Clone)]
 pub struct PolicyRegistry {
     pub(super) inner: Arc<Inner>,
 }
@@ -94,6 +98,8 @@ pub(super) struct Inner {
     loader: Option<Loader>,
     clock: Option<Clock>,
     entries: ArcSwap<BTreeMap<String, Arc<Entry>>>,
+    /// Successful reloads since the registry was made (see [`PolicyRegistry::generation`]).
+    generation: AtomicU64,
     /// Serialises reloads, so that two reloads never interleave their `set_policy` calls, and
     /// guards the users of the policies.
     users: Mutex<Users>,
@@ -153,6 +159,7 @@ impl PolicyRegistry {
                 loader,
                 clock,
                 entries: ArcSwap::from_pointee(BTreeMap::new()),
+                generation: AtomicU64::new(0),
                 users: Mutex::new(Users::default()),
             }),
         }
@@ -256,6 +263,20 @@ impl PolicyRegistry {
         let result = self.inner.apply(policies, true);
         record(&result);
         result
+    }
+
+    /// How many reloads have succeeded since the registry was made: 0 for the policies it was
+    /// made with, then one more for every [`reload`](Self::reload) or
+    /// [`reload_from`](Self::reload_from) that returned `Ok` (a failed reload, which changes
+    /// nothing, does not count). Tells an operator which version of the file is in force.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// The file this registry was loaded from and [`reload`](Self::reload)s from; `None` for a
+    /// registry made from text ([`Loader::text`](super::Loader::text)) or from policies.
+    pub fn source_file(&self) -> Option<&std::path::Path> {
+        self.inner.loader.as_ref().and_then(Loader::path)
     }
 
     /// The file this registry reloads from, if any.
@@ -378,6 +399,10 @@ impl Inner {
             slot.current.store(Arc::new(pipeline));
         }
         self.entries.store(Arc::new(next));
+        if check {
+            // Under the users' lock, which serialises reloads.
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(report)
     }
 
@@ -538,5 +563,49 @@ fn share_as_configured(name: &str, scope: crate::scope::Scope, policy_breaker: &
              `breaker_redis::share_policies` with this registry, or `breaker_redis::install` a \
              store before taking its pipeline: until then it runs local"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Format;
+
+    #[test]
+    fn generation_counts_the_reloads_that_succeed_and_source_file_names_the_file() {
+        let dir = std::env::temp_dir().join(format!("breaker-registry-gen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policies.toml");
+        std::fs::write(&path, "[policies.a]\nbreaker = \"3 consecutive\"\n").unwrap();
+        let registry = PolicyRegistry::load(Loader::file(&path)).unwrap();
+        assert_eq!(registry.generation(), 0);
+        assert_eq!(registry.source_file(), Some(path.as_path()));
+        registry.reload().unwrap();
+        assert_eq!(
+            registry.generation(),
+            1,
+            "a reload that changes nothing still counts"
+        );
+        std::fs::write(&path, "[policies.a]\nbreaker = \"3 parsecs\"\n").unwrap();
+        assert!(registry.reload().is_err());
+        assert_eq!(registry.generation(), 1, "a failed reload changes nothing");
+        // A clone is the same registry.
+        let clone = registry.clone();
+        std::fs::write(&path, "[policies.a]\nbreaker = \"4 consecutive\"\n").unwrap();
+        clone.reload().unwrap();
+        assert_eq!(registry.generation(), 2);
+        assert_eq!(
+            registry
+                .get("a")
+                .unwrap()
+                .breaker
+                .as_ref()
+                .unwrap()
+                .consecutive_failures,
+            Some(4)
+        );
+        let text = PolicyRegistry::load(Loader::text("[policies.a]\n", Format::Toml)).unwrap();
+        assert_eq!(text.source_file(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -35,7 +35,7 @@
 //! # Memory
 //! Per key: the table slot (`size_of::<K>() + 16` bytes plus one control byte, at a load
 //! factor between 7/16 and 7/8), the key's own heap data, and the breaker's
-//! [`memory_bytes`](CircuitBreaker::memory_bytes) (64 bytes with a consecutive-failure rule and
+//! [`memory_bytes`](CircuitBreaker::memory_bytes) (72 bytes with a consecutive-failure rule and
 //! the default, lifetime totals off; a count window adds about its length in bytes). **Totals
 //! cost memory per key**: a factory built with
 //! [`BreakerBuilder::totals(true)`](crate::breaker::BreakerBuilder::totals) keeps a table of

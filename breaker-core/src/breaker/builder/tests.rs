@@ -19,8 +19,9 @@ fn new_keeps_no_totals_and_is_one_block() {
         b.inner.heavy.is_none(),
         "no second heap block without totals"
     );
-    // The handle, the reference count and the state block.
-    assert_eq!(b.memory_bytes(), 64);
+    // The handle (8), the reference count (8) and the state block (56: the word, its two
+    // stamps, the failure counter, the open hint, the configuration and the optional parts).
+    assert_eq!(b.memory_bytes(), 72);
 
     let built = CircuitBreaker::builder(BreakerPolicy::default())
         .build()

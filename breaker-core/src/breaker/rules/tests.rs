@@ -1,6 +1,7 @@
 //! Unit tests of the pure decisions: words in, words out, no atomics.
 
 use super::*;
+use crate::breaker::state::*;
 
 fn word(state: State, generation: u32) -> Word {
     Word {
@@ -340,4 +341,46 @@ fn the_open_streak_grows_and_caps() {
     };
     assert_eq!(reopen(half_open).streak, 255);
     assert_eq!(reopen(reopen(half_open)).streak, 255);
+}
+
+/// The consecutive-failure rule on the counter word: a failure counts one more in its period
+/// (the first of a period from zero, BR-25), a success resets only a non-zero count of its own
+/// period, and an outcome of an older period changes nothing.
+#[test]
+fn the_consecutive_failure_rule() {
+    let c = pack_count(5, 2);
+    assert_eq!(
+        count_outcome(c, 5, true),
+        Count::Write {
+            next: pack_count(5, 3),
+            failures: Some(3)
+        }
+    );
+    assert_eq!(
+        count_outcome(c, 5, false),
+        Count::Write {
+            next: pack_count(5, 0),
+            failures: None
+        }
+    );
+    assert_eq!(count_outcome(pack_count(5, 0), 5, false), Count::Keep);
+    // A newer period starts from zero; an older one leaves the counter alone.
+    assert_eq!(
+        count_outcome(c, 6, true),
+        Count::Write {
+            next: pack_count(6, 1),
+            failures: Some(1)
+        }
+    );
+    assert_eq!(count_outcome(c, 6, false), Count::Keep);
+    assert_eq!(count_outcome(c, 4, true), Count::Keep);
+    assert_eq!(count_outcome(c, 4, false), Count::Keep);
+    // Generations wrap at 24 bits.
+    assert_eq!(
+        count_outcome(pack_count(GEN_MASK, 7), 0, true),
+        Count::Write {
+            next: pack_count(0, 1),
+            failures: Some(1)
+        }
+    );
 }

@@ -1,5 +1,6 @@
-//! The closed state's bookkeeping: the consecutive-failure count and the sliding window, and
-//! the trips they decide.
+//! The sliding window's stores: where a closed breaker records its calls for the rate rules,
+//! and how a reload that changes the window's shape replaces the store (the closed state's
+//! rules and trips are `machine/closed.rs`).
 //!
 //! # Window stores and reloads
 //! A breaker keeps its window in a [`WindowStore`] of one shape: a lock-free count window (the
@@ -21,21 +22,27 @@
 //! true durations reads the precise clock: the slow-call rule (a call's start and end both
 //! precise) and a trip's entry stamps and cooldown deadline (the trip reads the clock itself).
 
-use super::builder::{Hot, Shared};
-use super::event::TransitionReason;
-use super::machine::{Cause, Inner};
 use super::permit::Ticket;
 use super::policy::SlidingWindow;
 use super::ring::{CountWindow, Recorded};
-use super::state::{self, newer, pack_count, unpack_count, Word};
+use super::shared::Shared;
 use super::striped::StripedTimeWindow;
-use super::totals::{self, Counter};
+use super::totals;
 use super::window::WindowCounts;
-use crate::classify::Outcome;
 use crate::clock::Clock;
-use crate::sync::Ordering;
 use arc_swap::ArcSwap;
 use std::sync::{Arc, OnceLock};
+
+/// What recording one closed call's outcome in a window found.
+pub(crate) enum Record {
+    /// The window's totals, for the rate rules, and the precise reading taken for them, if
+    /// one was (a trip reads one otherwise).
+    Evaluate(WindowCounts, Option<u64>),
+    /// No rule's verdict can have changed (see `striped.rs` and `ring.rs`).
+    Skip,
+    /// An outcome of an earlier closed period, which the window did not take.
+    Late,
+}
 
 /// A sliding window of one shape, built for one window epoch.
 pub(crate) struct WindowStore {
@@ -78,6 +85,46 @@ impl WindowStore {
         match &self.kind {
             StoreKind::Count(w) => w.counts(generation),
             StoreKind::Time(s) => s.counts(generation, now),
+        }
+    }
+}
+
+impl WindowStore {
+    /// Records one closed call's outcome in this store. A time window reads its clock for its
+    /// bucket ([`window_now`]) and the precise clock under a slow-call rule; a count window
+    /// reads the precise clock only under a slow-call rule (a ticket has a start only then).
+    #[inline(always)]
+    fn record(&self, shared: &Shared, t: Ticket, failure: bool) -> Record {
+        match &self.kind {
+            StoreKind::Time(w) => {
+                let clock = &shared.clock;
+                // `precise`: a precise reading, if one was taken.
+                let (now, mut precise) = match clock.coarse() {
+                    Some(c) => (c.now, None),
+                    None => {
+                        let now = clock.now_nanos();
+                        (now, Some(now))
+                    }
+                };
+                if t.start().is_some() && precise.is_none() {
+                    precise = Some(clock.now_nanos());
+                }
+                let slow = precise.is_some_and(|p| shared.is_slow(&t, p));
+                let min_calls = shared.hot.min_calls();
+                match w.record(t.generation(), now, failure, slow, min_calls) {
+                    Some(counts) => Record::Evaluate(counts, precise),
+                    None => Record::Skip,
+                }
+            }
+            StoreKind::Count(w) => {
+                let now = t.start().map(|_| shared.clock.now_nanos());
+                let slow = now.is_some_and(|now| shared.is_slow(&t, now));
+                match w.record_outcome(t.generation(), failure, slow) {
+                    Recorded::Counts(counts) => Record::Evaluate(counts, now),
+                    Recorded::Healthy => Record::Skip,
+                    Recorded::Late => Record::Late,
+                }
+            }
         }
     }
 }
@@ -210,6 +257,22 @@ impl WindowSlot {
         Arc::new(WindowStore::new(shape, epoch, generation))
     }
 
+    /// Records one closed call's outcome (`t`'s, a failure or not) in the store in force.
+    #[inline(never)]
+    pub(crate) fn record(&self, shared: &Shared, t: Ticket, failure: bool) -> Record {
+        match self.first_in_force(shared) {
+            Some(store) => store.record(shared, t, failure),
+            None => self.record_reshaped(shared, t, failure),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_reshaped(&self, shared: &Shared, t: Ticket, failure: bool) -> Record {
+        self.reshaped_store(shared, t.generation())
+            .record(shared, t, failure)
+    }
+
     /// The window's totals for closed `generation` now (zero if no outcome has been recorded
     /// since the shape last changed). A time window reads its own clock ([`window_now`]).
     pub(crate) fn counts(&self, shared: &Shared, generation: u32) -> WindowCounts {
@@ -230,190 +293,6 @@ impl WindowSlot {
             + self.reshaped.get().map_or(0, |swap| {
                 std::mem::size_of::<WindowStore>() + swap.load().heap_bytes()
             })
-    }
-}
-
-impl Inner {
-    /// Applies a closed call's end: updates the counts and trips if a rule fires.
-    #[inline(always)]
-    pub(super) fn finish_closed(&self, t: Ticket, outcome: Option<Outcome>) {
-        let failure = match outcome {
-            Some(Outcome::Success) => false,
-            Some(Outcome::Failure) => true,
-            // Ignored and cancelled calls are neutral in closed state.
-            _ => return,
-        };
-        let raw = self.state.load(Ordering::Acquire);
-        if !Word::raw_is_closed(raw) || Word::raw_generation(raw) != t.generation() {
-            self.count(Counter::Late);
-            return;
-        }
-        let threshold = self.shared.hot.consecutive();
-        if threshold != 0 {
-            if let Some(count) = self.bump_consecutive(t.generation(), failure) {
-                if count >= threshold
-                    && self.trip(
-                        raw,
-                        TransitionReason::ConsecutiveFailures,
-                        Cause {
-                            consecutive_failures: count,
-                            ..Cause::default()
-                        },
-                        None,
-                    )
-                {
-                    return;
-                }
-            }
-        }
-        if let Some(slot) = self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
-            // The healthy steady state, decided inline: a success (not slow: a ticket has a
-            // start only under a slow-call rule) in a count window full of successes changes
-            // nothing and cannot trip (`ring.rs`); one in a time window's current bucket after
-            // an evaluation there found enough calls is one increment (`striped.rs`).
-            if !failure && t.start().is_none() && slot.plain_success_is_done(&self.shared, t) {
-                return;
-            }
-            self.record_window(slot, t, failure, raw);
-        }
-    }
-
-    /// Updates the consecutive-failure count of `generation`; returns the count after a
-    /// failure, `None` after a success or if the count belongs to a newer generation.
-    #[inline]
-    fn bump_consecutive(&self, generation: u32, failure: bool) -> Option<u32> {
-        let mut cur = self.consecutive.load(Ordering::Acquire);
-        loop {
-            let (g, n) = unpack_count(cur);
-            let n = if g == generation {
-                n
-            } else if newer(generation, g) {
-                0 // first touch in this closed period: the count starts over (BR-25)
-            } else {
-                return None; // a newer period owns the counter
-            };
-            let next = if failure {
-                pack_count(generation, n.saturating_add(1))
-            } else if n == 0 {
-                return None; // the common success path: nothing to write
-            } else {
-                pack_count(generation, 0)
-            };
-            match self.consecutive.compare_exchange_weak(
-                cur,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return failure.then_some(n + 1),
-                Err(actual) => cur = actual,
-            }
-        }
-    }
-
-    /// The consecutive failures of closed `generation`.
-    pub(super) fn consecutive_failures(&self, generation: u32) -> u32 {
-        let (g, n) = unpack_count(self.consecutive.load(Ordering::Acquire));
-        if g == generation {
-            n
-        } else {
-            0
-        }
-    }
-
-    /// Whether the call of `t`, ending at `now`, was slow under the slow-call rule in force.
-    pub(super) fn is_slow(&self, t: &Ticket, now: u64) -> bool {
-        let limit = self.shared.hot.slow_nanos();
-        limit != 0
-            && t.start()
-                .is_some_and(|start| now.saturating_sub(start) >= limit)
-    }
-
-    #[inline(never)]
-    fn record_window(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
-        match slot.first_in_force(&self.shared) {
-            Some(store) => self.record_in(store, t, failure, raw),
-            None => self.record_reshaped(slot, t, failure, raw),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn record_reshaped(&self, slot: &WindowSlot, t: Ticket, failure: bool, raw: u64) {
-        let store = slot.reshaped_store(&self.shared, t.generation());
-        self.record_in(&store, t, failure, raw);
-    }
-
-    /// Records one closed call's outcome in `store` and evaluates the rate rules. A time
-    /// window reads its clock for its bucket ([`window_now`]) and the precise clock under a
-    /// slow-call rule; a count window reads the precise clock only under a slow-call rule (a
-    /// ticket has a start only then).
-    #[inline(always)]
-    fn record_in(&self, store: &WindowStore, t: Ticket, failure: bool, raw: u64) {
-        match &store.kind {
-            StoreKind::Time(w) => {
-                let clock = &self.shared.clock;
-                // `precise`: a precise reading, if one was taken; a trip reads one otherwise.
-                let (now, mut precise) = match clock.coarse() {
-                    Some(c) => (c.now, None),
-                    None => {
-                        let now = clock.now_nanos();
-                        (now, Some(now))
-                    }
-                };
-                if t.start().is_some() && precise.is_none() {
-                    precise = Some(clock.now_nanos());
-                }
-                let slow = precise.is_some_and(|p| self.is_slow(&t, p));
-                let min_calls = self.shared.hot.min_calls();
-                if let Some(counts) = w.record(t.generation(), now, failure, slow, min_calls) {
-                    self.evaluate(counts, raw, precise);
-                }
-            }
-            StoreKind::Count(w) => {
-                let now = t.start().map(|_| self.shared.clock.now_nanos());
-                let slow = now.is_some_and(|now| self.is_slow(&t, now));
-                match w.record_outcome(t.generation(), failure, slow) {
-                    Recorded::Counts(counts) => self.evaluate(counts, raw, now),
-                    Recorded::Healthy => {}
-                    Recorded::Late => self.count(Counter::Late),
-                }
-            }
-        }
-    }
-
-    /// Checks the rate rules against `counts`, after an outcome recorded in the closed state
-    /// `raw` (at `now`, if the clock was read), and trips if one fires. The thresholds come
-    /// from the policy's mirror (`Hot`), so this loads no `ArcSwap`.
-    #[inline]
-    fn evaluate(&self, counts: WindowCounts, raw: u64, now: Option<u64>) {
-        // One fixed comparison, `>=`, after every recorded outcome (BR-14, BR-17).
-        let Some(reason) = state::rate_trip(&self.shared.hot, counts) else {
-            return;
-        };
-        let cause = Cause {
-            window: counts,
-            ..Cause::default()
-        };
-        self.trip(raw, reason, cause, now);
-    }
-}
-
-/// The policy's mirror on the closed path: the thresholds without an `ArcSwap` load.
-impl state::RateThresholds for Hot {
-    #[inline(always)]
-    fn min_calls(&self) -> u32 {
-        Hot::min_calls(self)
-    }
-
-    #[inline(always)]
-    fn failure_rate_percent(&self) -> Option<f64> {
-        Hot::failure_rate_percent(self)
-    }
-
-    #[inline(always)]
-    fn slow_rate_percent(&self) -> Option<f64> {
-        Hot::slow_rate_percent(self)
     }
 }
 
