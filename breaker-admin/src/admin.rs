@@ -274,7 +274,7 @@ impl Admin {
         self.inner
             .sources_mut()
             .pipelines
-            .push((name.into(), PipelineRef::Fixed(pipeline.clone())));
+            .push((name.into(), PipelineRef::Fixed(Box::new(pipeline.clone()))));
     }
 
     /// Shows the breakers of a keyed registry as one group named `name` from now on, as
@@ -331,7 +331,7 @@ impl AdminBuilder {
     pub fn pipeline(mut self, name: impl Into<String>, pipeline: &Pipeline) -> Self {
         self.sources
             .pipelines
-            .push((name.into(), PipelineRef::Fixed(pipeline.clone())));
+            .push((name.into(), PipelineRef::Fixed(Box::new(pipeline.clone()))));
         self
     }
 

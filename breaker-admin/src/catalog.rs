@@ -123,14 +123,15 @@ where
 /// A pipeline added to the builder.
 #[derive(Clone)]
 pub(crate) enum PipelineRef {
-    Fixed(Pipeline),
+    /// Boxed: a pipeline is a few hundred bytes, a live one a pointer.
+    Fixed(Box<Pipeline>),
     Live(LivePipeline),
 }
 
 impl PipelineRef {
     fn current(&self) -> Pipeline {
         match self {
-            PipelineRef::Fixed(p) => p.clone(),
+            PipelineRef::Fixed(p) => (**p).clone(),
             PipelineRef::Live(l) => (*l.current()).clone(),
         }
     }

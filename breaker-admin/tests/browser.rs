@@ -75,6 +75,13 @@ async fn eval(page: &Page, js: &str) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// Clicks the element `selector` in the page, in one step: the table is rebuilt every second,
+/// so a node found first and clicked after may be gone by then.
+async fn click(page: &Page, selector: &str) {
+    let js = format!("(() => {{ const e = document.querySelector('{selector}'); if (!e) return false; e.click(); return true; }})()");
+    assert_eq!(eval(page, &js).await, true, "no `{selector}` to click");
+}
+
 fn row_state(id: &str) -> String {
     format!("(document.querySelector('tbody tr[data-id=\"{id}\"]') || {{dataset: {{}}}}).dataset.state || null")
 }
@@ -295,12 +302,7 @@ async fn the_dashboard_in_headless_chromium() {
         .type_str(TOKEN)
         .await
         .unwrap();
-    page.find_element(button("ledger", "force-open"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&page, &button("ledger", "force-open")).await;
     let notice = "document.querySelector('#notice').dataset.status || null";
     wait_for(&page, notice, "200".into(), Duration::from_secs(5)).await;
     assert_eq!(ledger.state(), State::ForcedOpen);
@@ -321,12 +323,7 @@ async fn the_dashboard_in_headless_chromium() {
     page.evaluate("document.querySelector('#token').value = ''")
         .await
         .unwrap();
-    page.find_element(button("ledger", "reset"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&page, &button("ledger", "reset")).await;
     wait_for(&page, notice, "401".into(), Duration::from_secs(5)).await;
     assert_eq!(ledger.state(), State::ForcedOpen);
     let text = eval(&page, "document.querySelector('#notice').textContent").await;

@@ -22,6 +22,10 @@ use std::time::Duration;
 /// The largest `k` of `quorum(k)`.
 pub const MAX_QUORUM: u32 = 1000;
 
+/// The most buckets of a shared breaker's time window (the store keeps a breaker's window in
+/// a few hundred bytes: 20 buckets and its leases stay under 1 KiB).
+pub const MAX_SHARED_BUCKETS: u32 = 20;
+
 /// Where a breaker's state lives. See the [module docs](self).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Scope {

@@ -656,3 +656,29 @@ fn a_duplicate_key_is_named_in_every_format() {
         ["1:46: policies.a.breaker.cooldown: duplicate key `cooldown` (first at 1:30)"]
     );
 }
+
+/// Under a shared scope the one validator's fleet rules apply, at the policy's `scope` key: a
+/// rate rule over a count window ("the last n calls" has no order across replicas) is refused,
+/// naming the fix (it was mapped to a 10 s time window without a word).
+#[test]
+fn a_shared_scope_refuses_a_rate_rule_over_a_count_window() {
+    let text = r#"[store]
+url = "redis://127.0.0.1:6379"
+namespace = "checkout"
+
+[policies.search]
+breaker = "50% of 100 calls, open 30s"
+scope = "shared"
+"#;
+    assert_eq!(
+        errors(text, Format::Toml, &[]),
+        [
+            "7:9: policies.search.scope: scope `shared` of policy `search`: `window`: a count \
+             window (the last 100 calls) has no order across replicas, so scope `shared` cannot \
+             share it: give the rate rules a time window (`window = \"10s\"`, DSL `50% of 10s`)"
+        ]
+    );
+    let timed = text.replace("50% of 100 calls", "50% of 10s");
+    let policies = Loader::text(&timed, Format::Toml).load().unwrap();
+    assert_eq!(policies.scope("search"), breaker_core::scope::Scope::Shared);
+}

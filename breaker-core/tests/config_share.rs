@@ -4,10 +4,10 @@
 //! still tries to share the breaker, so a store installed later is picked up. A reload that
 //! keeps the breaker keeps its warning spent; a new breaker gets its own.
 //!
-//! One test in its own binary: it installs the process's sharer, which is set once.
+//! One test in its own binary: it installs the process's fleet backend, which is set once.
 #![cfg(all(feature = "config", feature = "tokio"))]
 
-use breaker_core::breaker::CircuitBreaker;
+use breaker_core::breaker::{CircuitBreaker, FleetBackend, ShareError};
 use breaker_core::config::{self, Format, Policies, PolicyRegistry};
 use breaker_core::scope::Scope;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -63,20 +63,23 @@ fn a_breaker_that_runs_local_is_warned_of_once_and_still_shared_at_each_take() {
         }
         assert_eq!(events.take(), [WARNING]);
 
-        // A store installed later: every take tries to share the breaker again (this sharer
+        // A store installed later: every take tries to share the breaker again (this backend
         // accepts without installing a hook, so each take calls it), with no warning.
-        let calls = Arc::new(AtomicU32::new(0));
-        let seen = Arc::clone(&calls);
-        assert!(breaker_core::breaker::install_sharer(Box::new(
-            move |breaker: &CircuitBreaker, scope: Scope| -> Result<(), String> {
+        struct Counting(Arc<AtomicU32>);
+        impl FleetBackend for Counting {
+            fn share(&self, breaker: &CircuitBreaker, scope: Scope) -> Result<(), ShareError> {
                 assert_eq!(
                     (breaker.name(), scope.to_string().as_str()),
                     ("search", "shared")
                 );
-                seen.fetch_add(1, Ordering::Relaxed);
+                self.0.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-        )));
+        }
+        let calls = Arc::new(AtomicU32::new(0));
+        assert!(breaker_core::breaker::install_backend(Arc::new(Counting(
+            Arc::clone(&calls)
+        ))));
         for _ in 0..2 {
             drop(registry.pipeline("search").unwrap());
         }

@@ -50,11 +50,12 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         _ => None,
     };
     let string = |g: &Option<Given<LitStr>>| g.as_ref().map(|g| g.value.value());
-    let (cooldown, retry, timeout, deadline) = (
+    let (cooldown, retry, timeout, deadline, scope) = (
         string(&args.cooldown),
         string(&args.retry),
         string(&args.timeout),
         string(&args.deadline),
+        string(&args.scope),
     );
     let (rate, hedge, adaptive, throttle) = (
         string(&args.rate),
@@ -87,6 +88,7 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         adaptive: adaptive.as_deref(),
         throttle: throttle.as_deref(),
         order: order_refs.as_deref(),
+        scope: scope.as_deref(),
     };
     match policy.build() {
         Ok(policy) => Some(InlineTokens {
@@ -179,5 +181,6 @@ fn inline_tokens(args: &Args) -> TokenStream {
             quote!(&[#(#names),*])
         }),
     );
+    field("scope", string(&args.scope));
     fields
 }

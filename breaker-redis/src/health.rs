@@ -5,7 +5,7 @@
 //! store's breaker opens and no operation is attempted until its cooldown ends (doubling on
 //! every failed retry, up to a maximum). While it is open the store is *degraded*: flushes are
 //! dropped (counted), probe-lease requests are answered at once with
-//! [`ProbeGrant::StoreUnavailable`](crate::ProbeGrant::StoreUnavailable), and breakers follow
+//! "store unavailable" (a probe then runs by the store-error mode), and breakers follow
 //! the store-error mode.
 //!
 //! # Observability
@@ -44,9 +44,14 @@ pub struct StoreStats {
     pub acquires: u64,
     /// Failed store operations.
     pub errors: u64,
-    /// Breakers repaired from this replica's high-water marks.
+    /// Breakers this replica wrote back after the store lost them (seeded from the local
+    /// breaker), or closed after a fault because its local probes had recovered.
     pub repairs: u64,
-    /// Breaker items the store answered `stale` (counts or trips fenced off).
+    /// Times the namespace's epoch changed (the store lost its data: restarted empty,
+    /// flushed): every registered breaker was reconciled.
+    pub epochs: u64,
+    /// Breaker items the store answered `stale` (counts or writes fenced off: the word was
+    /// not the one they were decided on).
     pub stale: u64,
     /// Published transitions received.
     pub pushes: u64,
@@ -73,6 +78,7 @@ pub(crate) struct Stats {
     pub acquires: AtomicU64,
     pub errors: AtomicU64,
     pub repairs: AtomicU64,
+    pub epochs: AtomicU64,
     pub stale: AtomicU64,
     pub pushes: AtomicU64,
     pub applied: AtomicU64,
@@ -98,6 +104,7 @@ impl Stats {
             acquires: l(&self.acquires),
             errors: l(&self.errors),
             repairs: l(&self.repairs),
+            epochs: l(&self.epochs),
             stale: l(&self.stale),
             pushes: l(&self.pushes),
             applied: l(&self.applied),
@@ -235,7 +242,7 @@ pub(crate) fn report(
                 namespace = ns,
                 replica = replica,
                 degraded_for_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
-                "store recovered: shared state re-adopted at the next flush"
+                "store recovered: every shared breaker is reconciled with the store"
             );
             metrics_event(ns, "store_recovered", false);
         }

@@ -1,327 +1,164 @@
-//! The policy of a shared breaker, as the store sees it.
+//! What the store needs of a shared breaker's policy: the parameters its writes carry.
 //!
-//! The server-side scripts decide fleet-wide transitions (the fleet failure rate, cooldowns,
-//! the probe cap, quorum), so they need the policy's numbers. The first replica to write a
-//! breaker *pins* its policy in the state hash together with a fingerprint; every replica sends
-//! its own fingerprint with each write and is told when it differs (`policy_mismatch`), while
-//! the pinned policy keeps governing the fleet's decisions. [`force`](crate::Store::force) and
-//! [`reset`](crate::Store::reset) re-pin the caller's policy (an operator's deliberate act).
+//! There is no fleet policy type: a shared breaker runs its own [`BreakerPolicy`], checked for
+//! its scope by the core's one validator ([`Policy::validate`], whose fleet rules are
+//! [`scope_errors`](breaker_core::policy::scope_errors): a time window of at most
+//! [`MAX_SHARED_BUCKETS`] buckets for the rate rules). The store decides nothing with it; a
+//! write carries only what the store's primitives apply:
+//!
+//! - the fleet window's length and buckets (the policy's time window), where counts are added;
+//! - the probe cap (`half_open_probes`) and the lease (the probe wait: `max_probe_wait`, or the
+//!   cooldown when unset; a lease's expiry is the fleet's takeover, as the probe wait is the
+//!   local one);
+//! - the quorum (the scope's `k`);
+//! - a fingerprint of the policy, recorded with each transition so a replica whose policy
+//!   differs from the one that made the last transition is told (`policy_mismatch`);
+//! - an expiry for the keys (twice the longest of the window, the longest cooldown and the
+//!   lease, at least 10 s; hygiene only: a replica that still knows the breaker seeds it again).
 
-use std::fmt;
-use std::sync::Arc;
+use crate::protocol::Params;
+use breaker_core::breaker::{BreakerPolicy, SlidingWindow};
+use breaker_core::policy::{Policy, ValidationError};
+use breaker_core::scope::{Scope, MAX_SHARED_BUCKETS};
 use std::time::Duration;
 
-/// Most buckets of a fleet window (so a breaker's window stays a few hundred bytes in Redis).
-pub const MAX_BUCKETS: u32 = 20;
-/// Most half-open probes in flight across the fleet.
-pub const MAX_PROBES: u32 = 65_535;
-
-/// The fleet-wide rules of one shared breaker. See the [module docs](self).
-///
-/// Rate rules are evaluated by the store on the fleet's aggregated counts, over a time window
-/// of `window` in `buckets` buckets, once it holds at least `min_calls` calls. Trips decided
-/// locally by a replica (for example its consecutive-failure rule) are sent as trips; with
-/// `quorum` above 1 they are votes, and the fleet opens when `quorum` distinct replicas voted
-/// within `window`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SharedPolicy {
-    /// Trip when the fleet's failures are at least this percentage of its calls; `None`: no
-    /// fleet rate rule. Range `(0, 100]`.
-    pub failure_rate_percent: Option<f64>,
-    /// Trip when the fleet's slow calls are at least this percentage; `None`: off.
-    /// Range `(0, 100]`.
-    pub slow_call_rate_percent: Option<f64>,
-    /// Rate rules wait for this many calls in the fleet window. Range `1..=u32::MAX`.
-    pub min_calls: u32,
-    /// Length of the fleet window. Range 1 ms ..= 1 day, and at least 1 ms per bucket.
-    pub window: Duration,
-    /// Buckets of the fleet window. Range `1..=MAX_BUCKETS`.
-    pub buckets: u32,
-    /// How long the fleet stays open. Range 1 ms ..= 1 day.
-    pub cooldown: Duration,
-    /// Growth of the cooldown per consecutive opening. Range `1.0..=1000.0`.
-    pub cooldown_multiplier: f64,
-    /// Bound of the grown cooldown; at least `cooldown`, at most 1 day.
-    pub cooldown_max: Duration,
-    /// Jitter as a fraction of the cooldown, drawn by the replica whose write opens the
-    /// breaker: the cooldown is drawn from `[d * (1 - jitter), d]`. Range `0.0..=1.0`.
-    pub cooldown_jitter: f64,
-    /// Most probes in flight across the fleet in half-open. Range `1..=MAX_PROBES`.
-    pub half_open_probes: u32,
-    /// Successful probes that close the fleet's breaker. Range `1..=8_191`.
-    pub successes_to_close: u32,
-    /// Distinct replicas whose local trips within `window` open the fleet: 1 for the `shared`
-    /// scope (any replica's trip opens the fleet), `k` for `quorum(k)`. Range `1..=1000`.
-    pub quorum: u32,
-    /// How long a probe lease lives before its slot is free again: the probe's attempt
-    /// timeout plus a margin. Range 1 ms ..= 1 day.
-    pub probe_lease: Duration,
-}
-
-impl Default for SharedPolicy {
-    /// A fleet rate rule of 50 % over 10 s (10 buckets) after 20 calls, a 30 s constant
-    /// cooldown, one probe with a 10 s lease, closed after one success, `shared` scope.
-    fn default() -> Self {
-        SharedPolicy {
-            failure_rate_percent: Some(50.0),
-            slow_call_rate_percent: None,
-            min_calls: 20,
-            window: Duration::from_secs(10),
-            buckets: 10,
-            cooldown: Duration::from_secs(30),
-            cooldown_multiplier: 1.0,
-            cooldown_max: Duration::from_secs(30),
-            cooldown_jitter: 0.0,
-            half_open_probes: 1,
-            successes_to_close: 1,
-            quorum: 1,
-            probe_lease: Duration::from_secs(10),
-        }
-    }
-}
-
-/// An invalid field of a [`SharedPolicy`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid shared policy: `{field}`: {message}")]
-pub struct PolicyError {
-    /// The field's name.
-    pub field: &'static str,
-    /// What is wrong and what is expected.
-    pub message: String,
-}
-
-const DAY: Duration = Duration::from_secs(86_400);
-const MS: Duration = Duration::from_millis(1);
-
 fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-impl SharedPolicy {
-    /// Checks every field.
-    ///
-    /// # Errors
-    /// The first invalid field, with its valid range.
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        let err = |field, message: String| Err(PolicyError { field, message });
-        for (field, p) in [
-            ("failure_rate_percent", self.failure_rate_percent),
-            ("slow_call_rate_percent", self.slow_call_rate_percent),
-        ] {
-            if let Some(p) = p {
-                if !(p > 0.0 && p <= 100.0) {
-                    return err(field, format!("must be in (0, 100], got {p}"));
-                }
-            }
-        }
-        if self.min_calls == 0 {
-            return err("min_calls", "must be at least 1, got 0".into());
-        }
-        if !(1..=MAX_BUCKETS).contains(&self.buckets) {
-            return err(
-                "buckets",
-                format!("must be in 1..={MAX_BUCKETS}, got {}", self.buckets),
-            );
-        }
-        for (field, d) in [
-            ("window", self.window),
-            ("cooldown", self.cooldown),
-            ("cooldown_max", self.cooldown_max),
-            ("probe_lease", self.probe_lease),
-        ] {
-            if d < MS || d > DAY {
-                return err(field, format!("must be in 1ms..=1day, got {d:?}"));
-            }
-        }
-        if ms(self.window) / u64::from(self.buckets) == 0 {
-            return err(
-                "window",
-                format!(
-                    "must be at least 1ms per bucket, got {:?} for {} buckets",
-                    self.window, self.buckets
-                ),
-            );
-        }
-        if !(1.0..=1000.0).contains(&self.cooldown_multiplier) {
-            return err(
-                "cooldown_multiplier",
-                format!("must be in 1.0..=1000.0, got {}", self.cooldown_multiplier),
-            );
-        }
-        if self.cooldown_max < self.cooldown {
-            return err(
-                "cooldown_max",
-                format!(
-                    "must be at least `cooldown` ({:?}), got {:?}",
-                    self.cooldown, self.cooldown_max
-                ),
-            );
-        }
-        if !(0.0..=1.0).contains(&self.cooldown_jitter) {
-            return err(
-                "cooldown_jitter",
-                format!("must be in 0.0..=1.0, got {}", self.cooldown_jitter),
-            );
-        }
-        if !(1..=MAX_PROBES).contains(&self.half_open_probes) {
-            return err(
-                "half_open_probes",
-                format!("must be in 1..={MAX_PROBES}, got {}", self.half_open_probes),
-            );
-        }
-        if !(1..=8_191).contains(&self.successes_to_close) {
-            return err(
-                "successes_to_close",
-                format!("must be in 1..=8191, got {}", self.successes_to_close),
-            );
-        }
-        if !(1..=1000).contains(&self.quorum) {
-            return err(
-                "quorum",
-                format!("must be in 1..=1000, got {}", self.quorum),
-            );
-        }
-        Ok(())
+/// The parameters of a breaker of `policy` in `scope`, once the one validator accepts them.
+///
+/// # Errors
+/// The [`ValidationError`] of [`Policy::validate`] for a breaker of `policy` in `scope`.
+pub(crate) fn params(policy: &BreakerPolicy, scope: Scope) -> Result<Params, ValidationError> {
+    Policy {
+        breaker: Some(policy.clone()),
+        scope,
+        ..Policy::default()
     }
-
-    /// How long the store keeps a breaker's keys after their last write: twice the longest of
-    /// the window, the longest cooldown and the lease, at least 10 s. Hygiene only: a replica
-    /// that still knows the breaker repairs it on its next write.
-    pub fn key_ttl(&self) -> Duration {
-        let longest = self
-            .window
-            .max(self.cooldown_max.max(self.cooldown))
-            .max(self.probe_lease);
-        (longest * 2).max(Duration::from_secs(10))
-    }
-
-    /// The canonical text the scripts read (13 comma-separated numbers).
-    pub fn canonical(&self) -> String {
-        format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            self.failure_rate_percent.unwrap_or(0.0),
-            self.slow_call_rate_percent.unwrap_or(0.0),
-            self.min_calls,
-            ms(self.window),
-            self.buckets,
-            ms(self.cooldown),
-            (self.cooldown_multiplier * 1000.0).round() as u64,
-            ms(self.cooldown_max.max(self.cooldown)),
-            (self.cooldown_jitter * 1000.0).round() as u64,
-            self.half_open_probes,
-            self.successes_to_close,
-            self.quorum,
-            ms(self.key_ttl()),
-        )
-    }
-
-    /// Validates and compiles the policy into what each write carries.
-    ///
-    /// # Errors
-    /// As [`validate`](Self::validate).
-    pub fn compile(&self) -> Result<CompiledPolicy, PolicyError> {
-        self.validate()?;
-        let canonical = self.canonical();
-        let fingerprint = format!("{:016x}", fnv1a(canonical.as_bytes()));
-        Ok(CompiledPolicy {
-            canonical: canonical.into(),
-            fingerprint: fingerprint.into(),
-            lease: self.probe_lease,
-            ttl: self.key_ttl(),
-        })
-    }
+    .validate()?;
+    let (window, buckets) = match policy.window {
+        SlidingWindow::Time { length, buckets } => (length, buckets.clamp(1, MAX_SHARED_BUCKETS)),
+        // No rate rule reads it (the validator refuses a count window with one): a nominal
+        // window for the keys' expiry.
+        SlidingWindow::Count(_) => (Duration::from_secs(10), 10),
+    };
+    let lease = policy.max_probe_wait.unwrap_or(policy.cooldown);
+    let longest_cooldown = if policy.cooldown_multiplier > 1.0 {
+        policy.cooldown_max.max(policy.cooldown)
+    } else {
+        policy.cooldown
+    };
+    let ttl = (window.max(longest_cooldown).max(lease) * 2).max(Duration::from_secs(10));
+    Ok(Params {
+        fingerprint: fingerprint(policy).into(),
+        ttl_ms: ms(ttl),
+        window_ms: ms(window),
+        buckets,
+        cap: policy.half_open_probes,
+        lease_ms: ms(lease),
+        quorum: scope.quorum().unwrap_or(1),
+    })
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// 16 hex digits of the FNV-1a hash of the policy's `Debug` text: equal policies, equal
+/// fingerprints (within one version of the crate).
+pub(crate) fn fingerprint(policy: &BreakerPolicy) -> String {
+    let text = format!("{policy:?}");
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
+    for &b in text.as_bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    h
-}
-
-/// A validated [`SharedPolicy`] in the form the scripts read, with its fingerprint.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CompiledPolicy {
-    pub(crate) canonical: Arc<str>,
-    pub(crate) fingerprint: Arc<str>,
-    pub(crate) lease: Duration,
-    pub(crate) ttl: Duration,
-}
-
-impl CompiledPolicy {
-    /// The fingerprint: 16 hex digits of the FNV-1a hash of the canonical text.
-    pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
-    /// The canonical text.
-    pub fn canonical(&self) -> &str {
-        &self.canonical
-    }
-
-    /// The probe lease.
-    pub fn lease(&self) -> Duration {
-        self.lease
-    }
-}
-
-impl fmt::Debug for CompiledPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompiledPolicy")
-            .field("canonical", &&*self.canonical)
-            .field("fingerprint", &&*self.fingerprint)
-            .finish()
-    }
+    format!("{h:016x}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use breaker_core::policy::Field;
 
     #[test]
-    fn canonical_text_and_fingerprint() {
-        let p = SharedPolicy::default();
+    fn a_time_window_policy_gives_its_window_cap_lease_and_quorum() {
+        let p = BreakerPolicy {
+            consecutive_failures: None,
+            failure_rate_percent: Some(50.0),
+            window: SlidingWindow::Time {
+                length: Duration::from_secs(10),
+                buckets: 10,
+            },
+            min_calls: 20,
+            half_open_probes: 2,
+            max_probe_wait: Some(Duration::from_secs(3)),
+            ..BreakerPolicy::default()
+        };
+        let got = params(&p, Scope::Quorum(3)).unwrap();
         assert_eq!(
-            p.canonical(),
-            "50,0,20,10000,10,30000,1000,30000,0,1,1,1,60000"
+            (
+                got.window_ms,
+                got.buckets,
+                got.cap,
+                got.lease_ms,
+                got.quorum
+            ),
+            (10_000, 10, 2, 3_000, 3)
         );
-        let c = p.compile().unwrap();
-        assert_eq!(c.fingerprint().len(), 16);
-        let q = SharedPolicy {
-            failure_rate_percent: Some(12.5),
+        assert_eq!(got.ttl_ms, 60_000, "twice the 30 s cooldown");
+        assert_eq!(got.fingerprint.len(), 16);
+        let other = BreakerPolicy {
+            min_calls: 21,
             ..p.clone()
         };
-        assert_eq!(q.canonical().split(',').next(), Some("12.5"));
-        assert_ne!(q.compile().unwrap().fingerprint(), c.fingerprint());
+        assert_ne!(fingerprint(&other), fingerprint(&p));
+        // No probe wait: the lease is the cooldown.
+        let p = BreakerPolicy::default();
+        assert_eq!(params(&p, Scope::Shared).unwrap().lease_ms, 30_000);
     }
 
+    /// A count window under a shared scope is refused by the one validator (it was silently
+    /// mapped to a 10 s time window), and so are more buckets than the store keeps.
     #[test]
-    fn invalid_fields_are_named() {
-        let bad = SharedPolicy {
-            buckets: 21,
-            ..Default::default()
+    fn the_one_validator_refuses_what_a_fleet_cannot_share() {
+        let count = BreakerPolicy {
+            failure_rate_percent: Some(50.0),
+            window: SlidingWindow::Count(100),
+            min_calls: 10,
+            ..BreakerPolicy::default()
         };
+        let e = params(&count, Scope::Shared).unwrap_err();
+        assert_eq!(e.errors[0].field, Field::Window);
         assert_eq!(
-            bad.validate().unwrap_err().to_string(),
-            "invalid shared policy: `buckets`: must be in 1..=20, got 21"
+            e.errors[0].message,
+            "a count window (the last 100 calls) has no order across replicas, so scope `shared` \
+             cannot share it: give the rate rules a time window (`window = \"10s\"`, DSL `50% of \
+             10s`)"
         );
-        let bad = SharedPolicy {
-            cooldown_max: Duration::from_secs(1),
-            ..Default::default()
+        // Without a rate rule the window is never read: accepted.
+        assert!(params(&BreakerPolicy::default(), Scope::Shared).is_ok());
+        let buckets = BreakerPolicy {
+            window: SlidingWindow::Time {
+                length: Duration::from_secs(60),
+                buckets: 60,
+            },
+            ..count
         };
-        assert_eq!(bad.validate().unwrap_err().field, "cooldown_max");
-        let bad = SharedPolicy {
-            window: Duration::from_millis(5),
-            buckets: 10,
-            ..Default::default()
+        let e = params(&buckets, Scope::Quorum(2)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid policy: `window`: under scope `quorum(2)` a time window has at most 20 \
+             buckets (the store keeps each breaker under 1 KiB), got 60"
+        );
+        // Every mistake at once: the breaker's own with the fleet's.
+        let both = BreakerPolicy {
+            half_open_probes: 0,
+            ..buckets
         };
-        assert_eq!(bad.validate().unwrap_err().field, "window");
-        let bad = SharedPolicy {
-            failure_rate_percent: Some(0.0),
-            ..Default::default()
-        };
-        assert_eq!(bad.validate().unwrap_err().field, "failure_rate_percent");
+        let fields: Vec<_> = params(&both, Scope::Shared)
+            .unwrap_err()
+            .errors
+            .iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(fields, [Field::HalfOpenProbes, Field::Window]);
     }
 }

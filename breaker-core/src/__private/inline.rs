@@ -52,6 +52,9 @@ pub struct InlinePolicy<'a> {
     pub throttle: Option<&'a str>,
     /// `order = [..]`, the layer names as written.
     pub order: Option<&'a [&'a str]>,
+    /// `scope = ".."` (its syntax checked by the macro with the same parser): the fleet's
+    /// rules of the one validator apply to a shared scope.
+    pub scope: Option<&'a str>,
 }
 
 /// One invalid option value.
@@ -124,6 +127,7 @@ impl InlinePolicy<'_> {
         adaptive: None,
         throttle: None,
         order: None,
+        scope: None,
     };
 
     /// Builds and validates the whole policy, returning every error at once.
@@ -255,6 +259,7 @@ impl InlinePolicy<'_> {
             idempotent: self
                 .idempotent
                 .unwrap_or(self.retry.is_some() || self.hedge.is_some()),
+            scope: self.scope.and_then(|s| s.parse().ok()).unwrap_or_default(),
         };
         let mut missing = Vec::new();
         let mut others: Vec<OptionError> = Vec::new();

@@ -334,7 +334,7 @@ impl Pipeline {
                     .expect("#[circuit_breaker]: validated at compile time")
             });
             if self.scope.is_shared() {
-                share_created(&factory, self.scope, self.name);
+                crate::breaker::share_created(&factory, self.scope, None);
             }
             let registry = Registry::builder(factory)
                 .max_keys(self.max_keys)
@@ -353,23 +353,6 @@ impl Pipeline {
             (Err(full), _) => Target::Refused(full),
         }
     }
-}
-
-/// Shares every breaker `factory` makes from now on in `scope` (the keys of a function of a
-/// shared scope). The function's own breaker was shared first, so a store is installed; a
-/// key the store refuses is logged as an error and runs locally.
-fn share_created(factory: &BreakerFactory, scope: Scope, name: &'static str) {
-    factory.on_create(move |breaker| {
-        if let Err(e) = crate::breaker::share_in_scope(breaker, scope) {
-            tracing::error!(
-                target: "breaker",
-                breaker = name,
-                key = breaker.key(),
-                error = %e,
-                "a key's breaker of a shared scope could not be shared; it runs locally"
-            );
-        }
-    });
 }
 
 /// The config file a `config = ".."` option embedded with `include_str!`: its name as

@@ -1,7 +1,7 @@
 //! [`AdaptiveLimitPolicy`] and its algorithms, with their ranges.
 
 use super::InvalidAdaptiveLimit;
-use crate::policy::MAX_CONCURRENT;
+use crate::bulkhead::MAX_CONCURRENT;
 use std::fmt;
 use std::time::Duration;
 
@@ -223,7 +223,7 @@ impl fmt::Display for AdaptiveLimitPolicy {
                     write!(f, " backoff {backoff_ratio}")?;
                 }
                 if slow_call != s0 {
-                    write!(f, " slow {}", crate::dsl::format_duration(slow_call))?;
+                    write!(f, " slow {}", crate::syntax::fmt_duration(slow_call))?;
                 }
             }
             (

@@ -3,8 +3,9 @@
 
 use super::event::{Listener, Transition};
 use super::factory::BreakerFactory;
+use super::machine::create;
 use super::policy::{BreakerPolicy, ValidationError};
-use super::shared::{create, intern, Hot, Shared};
+use super::shared::{intern, Hot, Shared};
 use super::CircuitBreaker;
 use crate::clock::Clock;
 use arc_swap::ArcSwap;

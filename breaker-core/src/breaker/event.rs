@@ -97,3 +97,18 @@ pub struct Transition {
 /// transitions made by different threads may run in either order: order them by
 /// [`Transition::generation`].
 pub type Listener = Arc<dyn Fn(&Transition) + Send + Sync>;
+
+/// What caused a transition beyond its reason: the counts that tripped it, and for a
+/// transition decided elsewhere, its deadline and who decided it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cause {
+    /// The window's totals that caused a rate trip.
+    pub(crate) window: WindowCounts,
+    /// The consecutive failures that caused a trip.
+    pub(crate) consecutive_failures: u32,
+    /// An open state's deadline (nanoseconds on this breaker's clock) decided elsewhere;
+    /// `None`: from the policy, here.
+    pub(crate) open_until: Option<u64>,
+    /// Who decided the transition, if not this process (a replica id).
+    pub(crate) origin: Option<Arc<str>>,
+}

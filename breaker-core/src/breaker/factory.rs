@@ -1,8 +1,9 @@
 //! [`BreakerFactory`]: many breakers of one configuration (a keyed registry), with run-time
 //! policy reloads.
 
+use super::machine::create;
 use super::policy::{BreakerPolicy, ValidationError};
-use super::shared::{create, Shared};
+use super::shared::Shared;
 use super::CircuitBreaker;
 use crate::clock::Clock;
 use crate::sync::Ordering;

@@ -174,8 +174,9 @@ pub use policy::{
 pub use rejected::{RejectReason, Rejected};
 #[doc(hidden)]
 pub use remote::{
-    install_sharer, share_in_scope, FleetCounts, FleetHook, FleetProbe, FleetProbeEnd, FleetTaken,
-    HookError, RemoteTransition, ScopeError, Sharer,
+    install_backend, installed_backend, share_created, share_in_scope, share_with, FleetBackend,
+    FleetCounts, FleetHook, FleetProbe, FleetProbeEnd, FleetTaken, HookError, RemoteTransition,
+    ShareError,
 };
 pub use snapshot::Snapshot;
 pub use state::State;

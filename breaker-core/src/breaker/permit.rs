@@ -222,3 +222,19 @@ impl fmt::Debug for OwnedPermit {
             .finish()
     }
 }
+
+impl Permit<'_> {
+    /// The token of the fleet lease this probe holds ([`FleetProbe::Leased`](super::FleetProbe::Leased)), if any.
+    #[doc(hidden)]
+    pub fn fleet_token(&self) -> Option<u32> {
+        self.ticket.fleet_token()
+    }
+}
+
+impl OwnedPermit {
+    /// The token of the fleet lease this probe holds ([`FleetProbe::Leased`](super::FleetProbe::Leased)), if any.
+    #[doc(hidden)]
+    pub fn fleet_token(&self) -> Option<u32> {
+        self.ticket.fleet_token()
+    }
+}

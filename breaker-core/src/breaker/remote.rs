@@ -30,9 +30,8 @@
 //!
 //! Hidden and unstable: an entry point for the shared-state backend, not for applications.
 
+use super::event::Cause;
 use super::event::TransitionReason;
-use super::machine::Cause;
-use super::permit::{OwnedPermit, Permit};
 use super::rejected::{RejectReason, Rejected};
 use super::state::{State, Word};
 use super::CircuitBreaker;
@@ -198,6 +197,13 @@ impl CircuitBreaker {
         (w.state, w.generation)
     }
 
+    /// The state word now, decoded (one atomic load): what a fleet backend reconciles the
+    /// store with after a store fault (the local state, open streak and generation).
+    #[doc(hidden)]
+    pub fn word(&self) -> super::decide::Word {
+        Word::decode(self.inner.state.load(Ordering::Acquire))
+    }
+
     /// A rejection decided outside this breaker (a shared-state backend's: no fleet probe
     /// lease, or the store unreachable in a rejecting mode), counted, traced and named as one
     /// of this breaker's own.
@@ -207,73 +213,145 @@ impl CircuitBreaker {
     }
 }
 
-// --- The process's sharer ------------------------------------------------------------------------
+// --- The process's fleet backend ---------------------------------------------------------------
 
-/// Gives a breaker of a shared scope its fleet hook; see [`install_sharer`].
+/// A fleet-wide backend (`breaker_redis::Store`), registered once per process
+/// ([`install_backend`]): what breakers of a shared scope made by this crate's own code
+/// (`#[circuit_breaker(scope = "..")]` and its keys' breakers, registry pipelines of a policy
+/// whose config file gives it a shared scope) are shared with. This crate never depends on a
+/// backend.
 #[doc(hidden)]
-pub type Sharer = Box<dyn Fn(&CircuitBreaker, Scope) -> Result<(), String> + Send + Sync>;
-
-static SHARER: std::sync::OnceLock<Sharer> = std::sync::OnceLock::new();
-
-/// Installs the process's sharer, once: what breakers of scope `shared` or `quorum(k)` made
-/// by this crate's own code (`#[circuit_breaker(scope = "..")]`, keyed breakers of such a
-/// function) are shared with. A fleet backend installs it with its store
-/// (`breaker_redis::install`), so this crate never depends on one. Returns whether it was
-/// installed (`false`: one was already).
-#[doc(hidden)]
-pub fn install_sharer(sharer: Sharer) -> bool {
-    SHARER.set(sharer).is_ok()
+pub trait FleetBackend: Send + Sync + 'static {
+    /// Shares `breaker` in `scope` (never `local`): installs its fleet hook.
+    ///
+    /// # Errors
+    /// [`ShareError::Refused`] with the backend's own error as its source.
+    fn share(&self, breaker: &CircuitBreaker, scope: Scope) -> Result<(), ShareError>;
 }
 
-/// Why [`share_in_scope`] could not share a breaker.
+static BACKEND: std::sync::OnceLock<Arc<dyn FleetBackend>> = std::sync::OnceLock::new();
+
+/// Installs the process's fleet backend, once. Returns whether it was installed (`false`: one
+/// was already).
 #[doc(hidden)]
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScopeError {
-    /// No sharer is installed: no store to share with.
+pub fn install_backend(backend: Arc<dyn FleetBackend>) -> bool {
+    BACKEND.set(backend).is_ok()
+}
+
+/// The installed fleet backend, if any.
+#[doc(hidden)]
+pub fn installed_backend() -> Option<Arc<dyn FleetBackend>> {
+    BACKEND.get().cloned()
+}
+
+/// Why a breaker of a shared scope could not be shared: the one error of every path that
+/// shares one (the attribute, registry pipelines, a fleet backend's own calls).
+#[doc(hidden)]
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ShareError {
+    /// The scope is shared but no store is installed (or given): never a silent fall-back to
+    /// a local breaker.
     NoStore {
         /// The breaker's name.
         breaker: String,
         /// Its scope.
         scope: Scope,
     },
-    /// The sharer refused (its message).
-    Refused(String),
+    /// The backend refused the breaker; `source` is its own error (downcast it to the
+    /// backend's type, `breaker_redis::RegisterError`).
+    Refused {
+        /// The breaker's name.
+        breaker: String,
+        /// Its scope.
+        scope: Scope,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
-impl std::fmt::Display for ScopeError {
+impl std::fmt::Display for ShareError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ScopeError::NoStore { breaker, scope } => write!(
+            ShareError::NoStore { breaker, scope } => write!(
                 f,
-                "breaker `{breaker}` has scope `{scope}` but no store is installed: connect one \
+                "breaker `{}` has scope `{scope}` but no store is installed: connect one \
                  (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`) \
-                 before its first call, or give it scope `local`"
+                 before its first call, or give it scope `local`",
+                breaker.escape_debug()
             ),
-            ScopeError::Refused(m) => f.write_str(m),
+            ShareError::Refused { source, .. } => std::fmt::Display::fmt(source, f),
         }
     }
 }
 
-impl std::error::Error for ScopeError {}
+impl std::error::Error for ShareError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ShareError::NoStore { .. } => None,
+            ShareError::Refused { source, .. } => Some(&**source),
+        }
+    }
+}
 
-/// Shares `breaker` in `scope` with the installed [`Sharer`]: nothing for `local` or for a
-/// breaker that has a fleet hook already.
+/// Shares `breaker` in `scope` with the installed [`FleetBackend`]: nothing for `local` or for
+/// a breaker that has a fleet hook already.
 ///
 /// # Errors
-/// [`ScopeError::NoStore`] for a shared scope with no sharer installed (never a silent local
-/// breaker); the sharer's refusal.
+/// [`ShareError::NoStore`] for a shared scope with no backend installed (never a silent local
+/// breaker); the backend's refusal.
 #[doc(hidden)]
-pub fn share_in_scope(breaker: &CircuitBreaker, scope: Scope) -> Result<(), ScopeError> {
+pub fn share_in_scope(breaker: &CircuitBreaker, scope: Scope) -> Result<(), ShareError> {
+    share_with(BACKEND.get().map(|b| &**b), breaker, scope)
+}
+
+/// Shares `breaker` in `scope` with `backend`: nothing for `local` or for a breaker that has
+/// a fleet hook already.
+///
+/// # Errors
+/// As [`share_in_scope`].
+#[doc(hidden)]
+pub fn share_with(
+    backend: Option<&dyn FleetBackend>,
+    breaker: &CircuitBreaker,
+    scope: Scope,
+) -> Result<(), ShareError> {
     if !scope.is_shared() || breaker.has_fleet_hook() {
         return Ok(());
     }
-    let Some(sharer) = SHARER.get() else {
-        return Err(ScopeError::NoStore {
+    let Some(backend) = backend else {
+        return Err(ShareError::NoStore {
             breaker: breaker.name().to_owned(),
             scope,
         });
     };
-    sharer(breaker, scope).map_err(ScopeError::Refused)
+    backend.share(breaker, scope)
+}
+
+/// Shares every breaker `factory` makes from now on in `scope` (the keys of a shared policy or
+/// function), with `backend` (`None`: the installed one, as each is made). A key's breaker that
+/// cannot be shared is logged as an error and runs locally: the one place that says so.
+#[doc(hidden)]
+pub fn share_created(
+    factory: &super::BreakerFactory,
+    scope: Scope,
+    backend: Option<Arc<dyn FleetBackend>>,
+) {
+    if !scope.is_shared() {
+        return;
+    }
+    factory.on_create(move |breaker| {
+        let backend = backend.clone().or_else(installed_backend);
+        if let Err(e) = share_with(backend.as_deref(), breaker, scope) {
+            tracing::error!(
+                target: "breaker",
+                breaker = %breaker.name().escape_debug(),
+                key = %breaker.key().escape_debug(),
+                error = %e,
+                "a key's breaker of a shared scope could not be shared; it runs locally"
+            );
+        }
+    });
 }
 
 impl CircuitBreaker {
@@ -365,22 +443,6 @@ impl CircuitBreaker {
     #[doc(hidden)]
     pub fn all_handles(&self) -> usize {
         triomphe::Arc::strong_count(&self.inner)
-    }
-}
-
-impl Permit<'_> {
-    /// The token of the fleet lease this probe holds ([`FleetProbe::Leased`]), if any.
-    #[doc(hidden)]
-    pub fn fleet_token(&self) -> Option<u32> {
-        self.ticket.fleet_token()
-    }
-}
-
-impl OwnedPermit {
-    /// The token of the fleet lease this probe holds ([`FleetProbe::Leased`]), if any.
-    #[doc(hidden)]
-    pub fn fleet_token(&self) -> Option<u32> {
-        self.ticket.fleet_token()
     }
 }
 

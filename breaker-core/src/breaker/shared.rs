@@ -1,20 +1,13 @@
 //! What the breakers of one configuration share ([`Shared`]: the policy, its mirror for the
-//! hot paths, the clock, the name, the listeners), and [`create`], which makes a breaker of a
-//! configuration.
+//! hot paths, the clock, the name, the listeners).
 
 use super::event::Listener;
-use super::machine::{Heavy, Inner};
-use super::permit::Ticket;
 use super::policy::BreakerPolicy;
 use super::rules::RateThresholds;
-use super::state::Word;
-use super::store::WindowSlot;
-use super::totals::Striped;
 use super::CircuitBreaker;
 use crate::clock::Clock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use arc_swap::ArcSwap;
-use std::sync::Arc;
 
 /// What all breakers built from one [`BreakerBuilder`](super::BreakerBuilder) share: the policy (swappable at run
 /// time), the clock, the name and the listeners.
@@ -127,12 +120,11 @@ impl Hot {
 }
 
 impl Shared {
-    /// Whether the call of `t`, ending at `now`, was slow under the slow-call rule in force.
-    pub(crate) fn is_slow(&self, t: &Ticket, now: u64) -> bool {
+    /// Whether a call that started at `start` (a precise reading, taken under a slow-call
+    /// rule) and ends at `now` was slow under the slow-call rule in force.
+    pub(crate) fn is_slow(&self, start: Option<u64>, now: u64) -> bool {
         let limit = self.hot.slow_nanos();
-        limit != 0
-            && t.start()
-                .is_some_and(|start| now.saturating_sub(start) >= limit)
+        limit != 0 && start.is_some_and(|start| now.saturating_sub(start) >= limit)
     }
 }
 
@@ -173,46 +165,4 @@ pub(super) fn intern(name: &str) -> &'static str {
     let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
     names.insert(leaked);
     leaked
-}
-
-/// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
-/// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
-/// one; see `BreakerFactory::create_with`).
-#[inline(always)]
-pub(super) fn create(
-    shared: Arc<Shared>,
-    key: Option<Arc<str>>,
-    totals: bool,
-    epoch: u32,
-    policy: &BreakerPolicy,
-    room: bool,
-) -> CircuitBreaker {
-    // Plain branches, not `bool::then` closures: a closure that owns the parts would bring
-    // its own drop glue to every breaker's creation.
-    let heavy = if room || totals || key.is_some() || policy.uses_window() {
-        let window = if policy.uses_window() {
-            Some(Box::new(WindowSlot::new(policy.window, epoch)))
-        } else {
-            None
-        };
-        Some(Box::new(Heavy {
-            window,
-            totals: if totals { Some(Striped::new()) } else { None },
-            key,
-            fleet: std::sync::OnceLock::new(),
-        }))
-    } else {
-        None
-    };
-    CircuitBreaker {
-        inner: triomphe::Arc::new(Inner {
-            state: AtomicU64::new(Word::INITIAL),
-            at: AtomicU64::new(0),
-            since: AtomicU64::new(0),
-            consecutive: AtomicU64::new(0),
-            hint: AtomicU64::new(0),
-            shared,
-            heavy,
-        }),
-    }
 }

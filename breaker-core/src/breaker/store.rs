@@ -22,7 +22,6 @@
 //! true durations reads the precise clock: the slow-call rule (a call's start and end both
 //! precise) and a trip's entry stamps and cooldown deadline (the trip reads the clock itself).
 
-use super::permit::Ticket;
 use super::policy::SlidingWindow;
 use super::ring::{CountWindow, Recorded};
 use super::shared::Shared;
@@ -94,7 +93,13 @@ impl WindowStore {
     /// bucket ([`window_now`]) and the precise clock under a slow-call rule; a count window
     /// reads the precise clock only under a slow-call rule (a ticket has a start only then).
     #[inline(always)]
-    fn record(&self, shared: &Shared, t: Ticket, failure: bool) -> Record {
+    fn record(
+        &self,
+        shared: &Shared,
+        generation: u32,
+        start: Option<u64>,
+        failure: bool,
+    ) -> Record {
         match &self.kind {
             StoreKind::Time(w) => {
                 let clock = &shared.clock;
@@ -106,20 +111,20 @@ impl WindowStore {
                         (now, Some(now))
                     }
                 };
-                if t.start().is_some() && precise.is_none() {
+                if start.is_some() && precise.is_none() {
                     precise = Some(clock.now_nanos());
                 }
-                let slow = precise.is_some_and(|p| shared.is_slow(&t, p));
+                let slow = precise.is_some_and(|p| shared.is_slow(start, p));
                 let min_calls = shared.hot.min_calls();
-                match w.record(t.generation(), now, failure, slow, min_calls) {
+                match w.record(generation, now, failure, slow, min_calls) {
                     Some(counts) => Record::Evaluate(counts, precise),
                     None => Record::Skip,
                 }
             }
             StoreKind::Count(w) => {
-                let now = t.start().map(|_| shared.clock.now_nanos());
-                let slow = now.is_some_and(|now| shared.is_slow(&t, now));
-                match w.record_outcome(t.generation(), failure, slow) {
+                let now = start.map(|_| shared.clock.now_nanos());
+                let slow = now.is_some_and(|now| shared.is_slow(start, now));
+                match w.record_outcome(generation, failure, slow) {
                     Recorded::Counts(counts) => Record::Evaluate(counts, now),
                     Recorded::Healthy => Record::Skip,
                     Recorded::Late => Record::Late,
@@ -195,21 +200,22 @@ impl WindowSlot {
         (self.first.epoch == shared.hot.window_epoch_relaxed()).then_some(&self.first)
     }
 
-    /// Whether a plain success (not slow) of `t` needs nothing more, decided inline: the store
-    /// in force is the first one and either a count window full of plain successes of `t`'s
-    /// closed period (see [`CountWindow::is_healthy`]), or a time window in its steady state,
-    /// which then has recorded the success (see [`StripedTimeWindow::record_steady_success`]).
+    /// Whether a plain success (not slow) of closed `generation` needs nothing more, decided
+    /// inline: the store in force is the first one and either a count window full of plain
+    /// successes of that closed period (see [`CountWindow::is_healthy`]), or a time window in
+    /// its steady state, which then has recorded the success (see
+    /// [`StripedTimeWindow::record_steady_success`]).
     #[inline(always)]
-    pub(super) fn plain_success_is_done(&self, shared: &Shared, t: Ticket) -> bool {
+    pub(super) fn plain_success_is_done(&self, shared: &Shared, generation: u32) -> bool {
         match self.first_in_force(shared) {
             Some(WindowStore {
                 kind: StoreKind::Count(w),
                 ..
-            }) => w.is_healthy(t.generation()),
+            }) => w.is_healthy(generation),
             Some(WindowStore {
                 kind: StoreKind::Time(w),
                 ..
-            }) => steady_time_success(w, &shared.clock, t.generation()),
+            }) => steady_time_success(w, &shared.clock, generation),
             None => false,
         }
     }
@@ -257,20 +263,33 @@ impl WindowSlot {
         Arc::new(WindowStore::new(shape, epoch, generation))
     }
 
-    /// Records one closed call's outcome (`t`'s, a failure or not) in the store in force.
+    /// Records one closed call's outcome (a failure or not) in the store in force: a call of
+    /// closed `generation` that started at `start` (a precise reading, under a slow-call rule).
     #[inline(never)]
-    pub(crate) fn record(&self, shared: &Shared, t: Ticket, failure: bool) -> Record {
+    pub(crate) fn record(
+        &self,
+        shared: &Shared,
+        generation: u32,
+        start: Option<u64>,
+        failure: bool,
+    ) -> Record {
         match self.first_in_force(shared) {
-            Some(store) => store.record(shared, t, failure),
-            None => self.record_reshaped(shared, t, failure),
+            Some(store) => store.record(shared, generation, start, failure),
+            None => self.record_reshaped(shared, generation, start, failure),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn record_reshaped(&self, shared: &Shared, t: Ticket, failure: bool) -> Record {
-        self.reshaped_store(shared, t.generation())
-            .record(shared, t, failure)
+    fn record_reshaped(
+        &self,
+        shared: &Shared,
+        generation: u32,
+        start: Option<u64>,
+        failure: bool,
+    ) -> Record {
+        self.reshaped_store(shared, generation)
+            .record(shared, generation, start, failure)
     }
 
     /// The window's totals for closed `generation` now (zero if no outcome has been recorded

@@ -52,8 +52,6 @@ pub struct Policies {
     pub(super) map: BTreeMap<String, Arc<Policy>>,
     /// The bounds of keyed breakers, for the policies that set them.
     pub(super) keys: BTreeMap<String, KeyBounds>,
-    /// The scopes other than `local`.
-    pub(super) scopes: BTreeMap<String, crate::scope::Scope>,
     /// The `[store]` table, validated.
     pub(super) store: Option<StoreSettings>,
 }
@@ -89,7 +87,7 @@ impl Policies {
     /// Where policy `name`'s breaker state lives (`local` when it sets no scope, or there is
     /// no such policy).
     pub fn scope(&self, name: &str) -> crate::scope::Scope {
-        self.scopes.get(name).copied().unwrap_or_default()
+        self.map.get(name).map(|p| p.scope).unwrap_or_default()
     }
 
     /// The `[store]` table, if the file has one (it must when a policy's scope is shared).

@@ -528,7 +528,6 @@ pub(super) fn resolve(
         }
     }
     let store = store_settings(src, tree, file, errors);
-    let mut scopes = BTreeMap::new();
     for (name, section) in &file.policies {
         let own = ["policies".to_owned(), name.clone(), "scope".to_owned()];
         let (scope, path) = match (
@@ -542,36 +541,34 @@ pub(super) fn resolve(
         if !scope.is_shared() {
             continue;
         }
-        let Some(policy) = map.get(name) else {
+        let Some(policy) = map.get_mut(name) else {
             continue;
         };
-        let problem = if policy.breaker.is_none() {
-            Some(format!(
+        // The fleet's own rules (the one validator's), and the file's: a store to share with.
+        let mut problems: Vec<String> = match &policy.breaker {
+            None => vec![format!(
                 "scope `{scope}` of policy `{name}` shares its breaker, but the policy has no `breaker`"
-            ))
-        } else if file.store.is_none() {
-            Some(format!(
+            )],
+            Some(breaker) => crate::policy::scope_errors(breaker, scope)
+                .into_iter()
+                .map(|e| format!("scope `{scope}` of policy `{name}`: `{}`: {}", e.field, e.message))
+                .collect(),
+        };
+        // A policy with no breaker has nothing to share: that one problem is enough.
+        if file.store.is_none() && policy.breaker.is_some() {
+            problems.push(format!(
                 "scope `{scope}` of policy `{name}` needs a `[store]` table (`url`, `namespace`); \
                  a shared breaker never falls back to local silently"
-            ))
-        } else {
-            None
-        };
-        match problem {
-            Some(message) => {
-                errors.push(src.error_at(tree.origin_of(&path), &path, message));
-            }
-            None => {
-                scopes.insert(name.clone(), scope);
-            }
+            ));
+        }
+        if problems.is_empty() {
+            Arc::make_mut(policy).scope = scope;
+        }
+        for message in problems {
+            errors.push(src.error_at(tree.origin_of(&path), &path, message));
         }
     }
-    Policies {
-        map,
-        keys,
-        scopes,
-        store,
-    }
+    Policies { map, keys, store }
 }
 
 /// The `[store]` table, validated; every problem is added to `errors` at its key.

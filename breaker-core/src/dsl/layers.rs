@@ -77,12 +77,6 @@ fn duration_in(text: &str, start: usize) -> Result<Duration, DslError> {
     })
 }
 
-/// A duration written inside a word of these grammars (`100/1m30s`, `10ms..200ms`): humantime's
-/// format without its spaces.
-pub(crate) fn compact(d: Duration) -> String {
-    crate::syntax::fmt_duration(d).to_string().replace(' ', "")
-}
-
 // ---- rate ----
 
 pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
@@ -442,10 +436,12 @@ pub(crate) fn parse_throttle(src: &str) -> Result<ThrottlePolicy, DslError> {
         p.bump();
         let (window, span) = p.duration("a window")?;
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&window) {
-            return Err(
-                value_error(src, span, format!("a window of {}", compact(window)))
-                    .expected(["a window in 1s..=1h".to_owned()]),
-            );
+            return Err(value_error(
+                src,
+                span,
+                format!("a window of {}", crate::syntax::compact(window)),
+            )
+            .expected(["a window in 1s..=1h".to_owned()]));
         }
         policy.window = window;
     }

@@ -256,8 +256,6 @@ pub fn parse_bulkhead(src: &str) -> Result<BulkheadPolicy, DslError> {
     order::parse_bulkhead(src)
 }
 
-pub(crate) use layers::compact;
-
 /// Parses and validates a rate limit (`100/s`, `5/100ms burst 1 wait 50ms`); the same as
 /// `src.parse::<RateLimitPolicy>()`.
 ///

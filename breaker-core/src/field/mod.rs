@@ -83,11 +83,13 @@ pub enum Field {
     Adaptive,
     /// `throttle`, client-side adaptive throttling (a DSL string: `k 2 over 2m`).
     Throttle,
+    /// `scope`: where the breaker's state lives ([`Scope`](crate::scope::Scope)).
+    Scope,
 }
 
 impl Field {
     /// Every field, in the order the validator checks them.
-    pub const ALL: [Field; 27] = [
+    pub const ALL: [Field; 28] = [
         Field::ConsecutiveFailures,
         Field::FailureRate,
         Field::SlowCallDuration,
@@ -115,6 +117,7 @@ impl Field {
         Field::Hedge,
         Field::Adaptive,
         Field::Throttle,
+        Field::Scope,
     ];
 
     /// The dotted path of the field inside a policy section of a config file:
@@ -148,6 +151,7 @@ impl Field {
             Field::Hedge => "hedge",
             Field::Adaptive => "adaptive",
             Field::Throttle => "throttle",
+            Field::Scope => "scope",
         }
     }
 

@@ -202,6 +202,7 @@ impl AttrOption {
             Field::Hedge => AttrOption::Hedge,
             Field::Adaptive => AttrOption::Adaptive,
             Field::Throttle => AttrOption::Throttle,
+            Field::Scope => AttrOption::Scope,
             Field::SlowCallDuration
             | Field::SlowCallRate
             | Field::CooldownMultiplier

@@ -123,7 +123,7 @@ impl fmt::Display for HedgePolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x after ", self.max_hedges)?;
         match self.delay {
-            HedgeDelay::Fixed(d) => write!(f, "{}", crate::dsl::format_duration(d)),
+            HedgeDelay::Fixed(d) => write!(f, "{}", crate::syntax::fmt_duration(d)),
             HedgeDelay::Percentile {
                 percentile,
                 min,
@@ -131,8 +131,8 @@ impl fmt::Display for HedgePolicy {
             } => write!(
                 f,
                 "p{percentile} in {}..{}",
-                crate::dsl::compact(min),
-                crate::dsl::compact(max)
+                crate::syntax::compact(min),
+                crate::syntax::compact(max)
             ),
         }
     }

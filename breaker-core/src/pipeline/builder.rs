@@ -469,6 +469,7 @@ impl PipelineBuilder {
             throttle: self.throttle.as_ref().map(|t| t.policy(Throttler::policy)),
             order: self.order.clone(),
             idempotent: self.idempotent,
+            scope: crate::scope::Scope::Local,
         }
     }
 

@@ -19,6 +19,7 @@ mod validate;
 
 pub use crate::bulkhead::{BulkheadPolicy, MAX_CONCURRENT};
 pub use crate::field::{Field, FieldError, Rule, ValidationError};
+pub use validate::scope_errors;
 pub(crate) use validate::{check_retry, policy_errors};
 
 use crate::adaptive::AdaptiveLimitPolicy;
@@ -61,6 +62,12 @@ pub struct Policy {
     /// [`validate`](Self::validate) refuses a retry of more than one attempt without it
     /// (config files and `policy = ".."` go through it), where it would do nothing.
     pub idempotent: bool,
+    /// Where the breaker's state lives: this process (`local`, the default), or the fleet
+    /// through a shared store (`shared`, `quorum(k)`; the `breaker-redis` crate). A shared
+    /// scope needs a `breaker`, and its rate rules a time window of at most
+    /// [`MAX_SHARED_BUCKETS`](crate::scope::MAX_SHARED_BUCKETS) buckets (a count window, "the
+    /// last n calls", has no order across replicas); [`validate`](Self::validate) says so.
+    pub scope: crate::scope::Scope,
 }
 
 /// Largest `max_attempts` of a retry policy.

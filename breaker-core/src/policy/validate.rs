@@ -15,6 +15,8 @@ use crate::layer::check_order;
 use crate::retry::{Backoff, RetryPolicy};
 use std::time::Duration;
 
+use crate::breaker::BreakerPolicy;
+use crate::scope::Scope;
 /// Checks a retry policy: `max_attempts` in `1..=100`; exponential backoff needs a non-zero
 /// base, a factor in `1.0..=100.0` and `max >= base`; linear backoff needs `max >= base`.
 pub(crate) fn check_retry(retry: &RetryPolicy, errors: &mut Vec<FieldError>) {
@@ -63,6 +65,45 @@ fn check_non_zero(field: Field, d: Option<Duration>, errors: &mut Vec<FieldError
             "must be non-zero, got 0s",
         ));
     }
+}
+
+/// The rules a breaker must meet to run in a shared `scope` (the fleet's own rules; every
+/// other rule is the breaker's): its rate rules need a time window (a count window, "the last
+/// n calls", has no order across replicas), of at most
+/// [`MAX_SHARED_BUCKETS`](crate::scope::MAX_SHARED_BUCKETS) buckets. Reported at
+/// [`Field::Window`], reading [`Field::Scope`]. Empty for `local`.
+pub fn scope_errors(breaker: &BreakerPolicy, scope: Scope) -> Vec<FieldError> {
+    use crate::breaker::SlidingWindow;
+    use crate::scope::MAX_SHARED_BUCKETS;
+    let mut errors = Vec::new();
+    if !scope.is_shared() || !breaker.uses_window() {
+        return errors;
+    }
+    match breaker.window {
+        SlidingWindow::Count(n) => errors.push(
+            FieldError::new(
+                Field::Window,
+                format!(
+                    "a count window (the last {n} calls) has no order across replicas, so \
+                     scope `{scope}` cannot share it: give the rate rules a time window \
+                     (`window = \"10s\"`, DSL `50% of 10s`)"
+                ),
+            )
+            .reading(&[Field::Scope]),
+        ),
+        SlidingWindow::Time { buckets, .. } if buckets > MAX_SHARED_BUCKETS => errors.push(
+            FieldError::new(
+                Field::Window,
+                format!(
+                    "under scope `{scope}` a time window has at most {MAX_SHARED_BUCKETS} \
+                     buckets (the store keeps each breaker under 1 KiB), got {buckets}"
+                ),
+            )
+            .reading(&[Field::Scope]),
+        ),
+        SlidingWindow::Time { .. } => {}
+    }
+    errors
 }
 
 /// Every rule of [`Policy::validate`], in field order.
@@ -136,6 +177,18 @@ pub(crate) fn policy_errors(policy: &Policy) -> Vec<FieldError> {
     for (field, problems) in layers {
         for m in problems.unwrap_or_default() {
             errors.push(FieldError::new(field, m));
+        }
+    }
+    if policy.scope.is_shared() {
+        match &policy.breaker {
+            Some(breaker) => errors.extend(scope_errors(breaker, policy.scope)),
+            None => errors.push(FieldError::new(
+                Field::Scope,
+                format!(
+                    "scope `{}` shares the breaker, but the policy has no `breaker`",
+                    policy.scope
+                ),
+            )),
         }
     }
     if let Some(order) = &policy.order {

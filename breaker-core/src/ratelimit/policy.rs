@@ -116,11 +116,11 @@ impl fmt::Display for RateLimitPolicy {
             f,
             "{}/{} burst {}",
             self.rate,
-            crate::dsl::compact(self.per),
+            crate::syntax::compact(self.per),
             self.burst
         )?;
         if !self.max_wait.is_zero() {
-            write!(f, " wait {}", crate::dsl::format_duration(self.max_wait))?;
+            write!(f, " wait {}", crate::syntax::fmt_duration(self.max_wait))?;
         }
         Ok(())
     }

@@ -13,4 +13,4 @@ mod parse;
 
 pub use error::DslError;
 pub(crate) use error::{suggest, suggest_key, tick};
-pub(crate) use parse::{fmt_duration, parse_duration, Parser, Token};
+pub(crate) use parse::{compact, fmt_duration, parse_duration, Parser, Token};

@@ -548,6 +548,12 @@ pub(crate) fn parse_duration(src: &str) -> Result<Duration, DslError> {
     Parser::new(src).whole_duration()
 }
 
+/// A duration written inside a word of a grammar (`100/1m30s`, `10ms..200ms`): the DSL's
+/// format ([`fmt_duration`]) without its spaces.
+pub(crate) fn compact(d: Duration) -> String {
+    fmt_duration(d).to_string().replace(' ', "")
+}
+
 /// Writes a duration in the DSL (`humantime`'s format: `1m 30s`, `250ms`, `0s`).
 pub(crate) fn fmt_duration(d: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(d)

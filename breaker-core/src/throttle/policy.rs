@@ -75,7 +75,7 @@ impl fmt::Display for ThrottlePolicy {
             f,
             "k {} over {}",
             self.k,
-            crate::dsl::format_duration(self.window)
+            crate::syntax::fmt_duration(self.window)
         )
     }
 }

@@ -66,8 +66,9 @@ impl SharedCircuitBreaker {
         self.h.breaker.state()
     }
 
-    /// The fleet's state as last told to this replica.
-    pub fn fleet_state(&self) -> RemoteUpdate {
+    /// The fleet's state as last told to this replica (read-only: status pages show it
+    /// beside the local breaker's [`Snapshot`](breaker_core::breaker::Snapshot)).
+    pub fn fleet_view(&self) -> FleetView {
         self.h.core.lock().view.clone()
     }
 
@@ -76,7 +77,8 @@ impl SharedCircuitBreaker {
         self.h.core.lease_requests()
     }
 
-    /// Policy mismatches reported for this breaker.
+    /// Policy mismatches reported for this breaker: the replica that made the fleet's last
+    /// transition runs another policy than this one.
     pub fn mismatches(&self) -> Vec<PolicyMismatch> {
         self.h.core.lock().mismatches.clone()
     }
@@ -86,7 +88,7 @@ impl SharedCircuitBreaker {
     ///
     /// # Errors
     /// The store's error (nothing changes then, here or elsewhere).
-    pub async fn force_open(&self) -> Result<SharedState, StoreError> {
+    pub async fn force_open(&self) -> Result<FleetView, StoreError> {
         self.h.store.force(self.id(), ForceTarget::ForcedOpen).await
     }
 
@@ -94,7 +96,7 @@ impl SharedCircuitBreaker {
     ///
     /// # Errors
     /// As [`force_open`](Self::force_open).
-    pub async fn force_closed(&self) -> Result<SharedState, StoreError> {
+    pub async fn force_closed(&self) -> Result<FleetView, StoreError> {
         self.h
             .store
             .force(self.id(), ForceTarget::ForcedClosed)
@@ -105,7 +107,7 @@ impl SharedCircuitBreaker {
     ///
     /// # Errors
     /// As [`force_open`](Self::force_open).
-    pub async fn open(&self) -> Result<SharedState, StoreError> {
+    pub async fn open(&self) -> Result<FleetView, StoreError> {
         self.h.store.force(self.id(), ForceTarget::Open).await
     }
 
@@ -113,7 +115,7 @@ impl SharedCircuitBreaker {
     ///
     /// # Errors
     /// As [`force_open`](Self::force_open).
-    pub async fn reset(&self) -> Result<SharedState, StoreError> {
+    pub async fn reset(&self) -> Result<FleetView, StoreError> {
         self.h.store.reset(self.id()).await
     }
 }

@@ -30,7 +30,7 @@ impl FleetHook for Core {
         let mut g = self.lock();
         let generation = g.view.generation;
         g.leases
-            .retain(|(l, until)| l.generation() == generation && now < *until);
+            .retain(|(l, until)| l.generation == generation && now < *until);
         if let Some((lease, _)) = g.leases.pop() {
             let token = g.next_token;
             g.next_token = if token >= FleetProbe::MAX_TOKEN {
@@ -67,22 +67,18 @@ impl FleetHook for Core {
         let (Some(lease), Some(link)) = (lease, self.link.get()) else {
             return;
         };
-        let outcome = match end {
-            FleetProbeEnd::Success => ProbeOutcome::Success,
-            FleetProbeEnd::Failure => ProbeOutcome::Failure,
-            FleetProbeEnd::Neutral => ProbeOutcome::Neutral,
+        let end = match end {
+            FleetProbeEnd::Success => ProbeEnd::Success,
+            FleetProbeEnd::Failure => ProbeEnd::Failure,
+            FleetProbeEnd::Neutral => ProbeEnd::Neutral,
         };
-        link.end_probe(lease, outcome);
+        link.end_probe(lease, end);
     }
 
     fn local_trip(&self, _generation: u32, reason: TransitionReason) {
-        let reason = match reason {
-            TransitionReason::ConsecutiveFailures => Reason::ConsecutiveFailures,
-            TransitionReason::SlowCallRate => Reason::SlowCallRate,
-            _ => Reason::FailureRate,
-        };
+        self.lock().trip_reason = reason;
         if let Some(link) = self.link.get() {
-            link.local_trip(self.shared_generation.load(Ordering::Acquire), reason);
+            link.local_trip(reason);
         }
     }
 }

@@ -1,11 +1,12 @@
-//! The process's installed store and the scopes of policies: [`install`], [`share_scoped`]
-//! and, with `config`, `share_policies`.
+//! The process's installed store, the typed fleet backend, and the scopes of policies:
+//! [`install`], [`share_scoped`] and, with `config`, `share_policies`.
 
 use super::*;
 #[cfg(feature = "config")]
 use crate::config::StoreConfig;
 #[cfg(feature = "config")]
 use crate::names::ReplicaId;
+use breaker_core::breaker::{FleetBackend, ShareError};
 
 // --- Scopes ------------------------------------------------------------------------------------
 
@@ -42,27 +43,19 @@ impl StoreConfig {
     }
 }
 
-/// Why a breaker could not be given its scope.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ShareError {
-    /// The scope is shared but no store is installed (or given): never a silent fall-back to
-    /// a local breaker.
-    #[error(
-        "breaker `{}` has scope `{scope}` but no store is installed: connect one \
-         (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`), or give \
-         the policy scope `local`",
-        .breaker.escape_debug()
-    )]
-    NoStore {
-        /// The breaker's name.
-        breaker: String,
-        /// Its scope.
-        scope: Scope,
-    },
-    /// The store refused the breaker.
-    #[error(transparent)]
-    Register(#[from] RegisterError),
+/// A store is the process's fleet backend: what `breaker-core` shares a breaker of a shared
+/// scope with (the attribute's, its keys', a registry pipeline's). Its refusal keeps the
+/// [`RegisterError`] typed, as the [`ShareError::Refused`] source.
+impl FleetBackend for Store {
+    fn share(&self, breaker: &CircuitBreaker, scope: Scope) -> Result<(), ShareError> {
+        self.share_scoped(breaker, scope)
+            .map(drop)
+            .map_err(|e| ShareError::Refused {
+                breaker: breaker.name().to_owned(),
+                scope,
+                source: Box::new(e),
+            })
+    }
 }
 
 static INSTALLED: std::sync::OnceLock<Store> = std::sync::OnceLock::new();
@@ -77,14 +70,8 @@ static INSTALLED: std::sync::OnceLock<Store> = std::sync::OnceLock::new();
 /// # Errors
 /// [`AlreadyInstalled`], holding `store`, if a store is installed already.
 pub fn install(store: Store) -> Result<(), AlreadyInstalled> {
-    INSTALLED.set(store).map_err(AlreadyInstalled)?;
-    breaker_core::breaker::install_sharer(Box::new(|breaker, scope| {
-        let store = installed().expect("the store is installed before its sharer");
-        store
-            .share_scoped(breaker, scope)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }));
+    INSTALLED.set(store.clone()).map_err(AlreadyInstalled)?;
+    breaker_core::breaker::install_backend(Arc::new(store));
     Ok(())
 }
 
@@ -111,14 +98,10 @@ impl Store {
         breaker: &CircuitBreaker,
         scope: Scope,
     ) -> Result<Option<SharedCircuitBreaker>, RegisterError> {
-        let Some(quorum) = scope.quorum() else {
+        if !scope.is_shared() {
             return Ok(None);
-        };
-        let policy = SharedPolicy {
-            quorum,
-            ..SharedPolicy::from_breaker_policy(&breaker.policy())
-        };
-        self.share_with(breaker, &policy).map(Some)
+        }
+        self.share_in(breaker, scope).map(Some)
     }
 }
 
@@ -126,7 +109,7 @@ impl Store {
 ///
 /// # Errors
 /// [`ShareError::NoStore`] for a shared scope with no store installed; the store's
-/// [`RegisterError`].
+/// [`RegisterError`] as the source of [`ShareError::Refused`].
 pub fn share_scoped(
     breaker: &CircuitBreaker,
     scope: Scope,
@@ -146,7 +129,13 @@ fn scoped(
         breaker: breaker.name().to_owned(),
         scope,
     })?;
-    Ok(store.share_scoped(breaker, scope)?)
+    store
+        .share_scoped(breaker, scope)
+        .map_err(|e| ShareError::Refused {
+            breaker: breaker.name().to_owned(),
+            scope,
+            source: Box::new(e),
+        })
 }
 
 /// Shares the breaker of every policy of `policies` whose scope is `shared` or `quorum(k)`
@@ -156,7 +145,7 @@ fn scoped(
 ///
 /// # Errors
 /// [`ShareError::NoStore`] if a policy's scope is shared and there is no store; the store's
-/// [`RegisterError`].
+/// refusal ([`ShareError::Refused`], its [`RegisterError`] the source).
 #[cfg(feature = "config")]
 pub fn share_policies(
     store: Option<&Store>,
@@ -175,20 +164,11 @@ pub fn share_policies(
         };
         if let Some(shared) = scoped(store, &breaker, scope)? {
             // Keyed breakers of the policy (a registry over its factory, a `key = ..`
-            // function naming it) are shared as they are made.
+            // function naming it) are shared as they are made: the core's one function for
+            // it, with this store as the backend.
             if let (Some(factory), Some(store)) = (registry.factory(name), store) {
-                let store = store.clone();
-                factory.on_create(move |b| {
-                    if let Err(e) = store.share_scoped(b, scope) {
-                        tracing::error!(
-                            target: "breaker",
-                            breaker = %b.name().escape_debug(),
-                            key = %b.key().escape_debug(),
-                            error = %e,
-                            "a key's breaker of a shared scope could not be shared; it runs locally"
-                        );
-                    }
-                });
+                let backend: Arc<dyn FleetBackend> = Arc::new(store.clone());
+                breaker_core::breaker::share_created(&factory, scope, Some(backend));
             }
             out.insert(name.to_owned(), shared);
         }

@@ -1,56 +1,57 @@
 //! A real [`CircuitBreaker`] in the fleet: [`Store::share`] makes the breaker itself
 //! fleet-wide, and returns a [`SharedCircuitBreaker`] for fleet-wide manual control.
 //!
+//! # One state machine
+//! The fleet's breaker is the core breaker's state machine, not a second one: the store keeps
+//! the core's state word, and every fleet decision is one of the core's deciders
+//! (`breaker_core::breaker::decide`) taken on the word the store answered and written back with
+//! the store's fenced compare-and-set (the crate's `fleet/plan.rs`). A local breaker and the fleet decide a trip,
+//! a promotion, a probe's end, a cooldown (growth, jitter) and a manual change with the very
+//! same code; the store's script keeps no breaker rule (see `protocol`).
+//!
 //! # Why a hook in the breaker, and what it adds to the local breaker
 //! `Store::share` installs a fleet hook in the breaker (the core's hidden
 //! `CircuitBreaker::install_fleet_hook`), so every caller of the breaker runs it shared: its
 //! own [`try_acquire`](CircuitBreaker::try_acquire), a `Pipeline` built with it, the tower
 //! layers, a keyed registry over a shared policy's factory, and `#[circuit_breaker(scope =
-//! "shared")]` (through [`install`]). An earlier design wrapped the breaker instead, which
-//! only the wrapper's callers saw. The local breaker keeps deciding every call from its own
-//! state word, in nanoseconds; the hook is consulted only where the fleet needs it:
+//! "shared")]` (through [`install`]). The local breaker keeps deciding every call from its own
+//! state word; the hook is consulted only where the fleet needs it:
 //!
 //! - **Closed path**: the local admission, unchanged; on the outcome one relaxed add to a
-//!   counter kept in the breaker and one relaxed load of its `active` flag (the hook is
-//!   called, to mark the breaker active with [`Link::touch`], only for the first outcome of a
-//!   flush interval). No remote call, no lock, no allocation, no virtual call. The coordinator
-//!   takes the counts ([`SharedBreaker::take_deltas`]) and flushes them with the others in
-//!   one operation.
-//! - **Local trips** (closed -> open, decided by this replica's rules) are sent as trips
-//!   ([`Link::local_trip`]) with their exact reason: a vote under quorum, the fleet's trip
-//!   under `shared`.
+//!   counter kept in the breaker and one relaxed load of its `active` flag. No remote call, no
+//!   lock, no allocation, no virtual call. The coordinator takes the counts and flushes them
+//!   with the others in one operation; the fleet's rate rules (the core's `rate_trip`) run on
+//!   the window's totals the store answers.
+//! - **Local trips** (closed -> open, decided by this replica's rules) become the fleet's trip
+//!   (the core's `trip` on the fleet's word), or a vote under `quorum(k)`.
 //! - **Transitions decided anywhere** are applied through the core's one transition path
-//!   (`CircuitBreaker::apply_remote`): listeners, `tracing` events and metrics fire on every
-//!   replica, with the replica that caused them as [`Transition::origin`](breaker_core::breaker::Transition::origin). A transition this
-//!   replica made itself and already is in is not applied twice.
+//!   (`CircuitBreaker::apply_remote`) where the local state differs: listeners, `tracing`
+//!   events and metrics fire on every replica, with the replica that caused them as
+//!   [`Transition::origin`](breaker_core::breaker::Transition::origin).
 //! - **Half-open probes need a lease.** When the local breaker grants a probe slot, the hook
-//!   lets the probe through only with a lease of the fleet's current generation (kept with
-//!   the permit); without one, the local slot is released (neutral), the call is rejected as
-//!   [`RejectReason::HalfOpenFull`], and the first such call of a half-open period requests
-//!   leases (one request per replica, not per caller; after a denial the next request waits
-//!   the shorter of `probe_lease` and the cooldown, since a returned lease is not pushed). So at most `half_open_probes` probes run
-//!   across the fleet. A probe's end returns its lease with the outcome (a slow success as a
-//!   failure, as the local breaker counts it); a permit dropped unrecorded (cancelled, timed
-//!   out) returns it as neutral, and one dropped while panicking as a failure; a lease that
-//!   is never returned (the replica died) frees itself at its expiry. A lease is used
-//!   locally only until `request time + probe_lease`, which is never later than the server's
-//!   expiry, so a stale lease is never used.
+//!   lets the probe through only with a lease of the fleet's current period; without one, the
+//!   local slot is released (neutral), the call is rejected as [`RejectReason::HalfOpenFull`],
+//!   and the first such call of a half-open period requests leases (one request per replica,
+//!   not per caller). So at most `half_open_probes` probes run across the fleet within a
+//!   lease. A lease lives for the probe wait (`max_probe_wait`, the cooldown when unset): its
+//!   expiry is the fleet's takeover, as the probe wait is the local one, and the held probe's
+//!   late end still counts (a late success towards closing, a late failure re-opens). A permit
+//!   dropped unrecorded returns its lease as neutral, one dropped while panicking as a failure.
 //! - **Store errors**, per [`OnStoreError`]: degraded `local` and `open` probe by the local
 //!   rules (no lease); `closed(grace)` past its grace rejects every call: the breaker is
-//!   forced open locally (a transition with origin `store-unreachable`; its rejections read
-//!   [`RejectReason::ForcedOpen`], and [`RejectReason::Open`] through
-//!   [`SharedCircuitBreaker::try_acquire`]) until the store is back, when the fleet's state is
-//!   applied again.
+//!   forced open locally (a transition with origin `store-unreachable`) until the store is
+//!   back. When it is back, every breaker is reconciled: the fleet's word adopted, or, when the
+//!   store lost it, seeded from the local breaker as it is now.
 //!
 //! Nothing is held across the user's call: a permit holds a lease token (a value), not a lock.
 //!
 //! # Lifetime
-//! The breaker owns its hook, which owns the registration ([`Link`]) and one handle of the
-//! breaker (to apply the fleet's transitions). Once nothing else holds the breaker (its
-//! clones, permits, pipelines and every [`SharedCircuitBreaker`] are gone), the coordinator's
-//! sweep (a bounded batch per flush, every breaker within 64 flushes) lets that handle go and
-//! the breaker is unregistered. A keyed registry's eviction does not count the hook's handle;
-//! a key made again before the sweep found its old breaker replaces the old registration.
+//! The breaker owns its hook, which owns the registration and one handle of the breaker (to
+//! apply the fleet's transitions). Once nothing else holds the breaker (its clones, permits,
+//! pipelines and every [`SharedCircuitBreaker`] are gone), the coordinator's sweep (a bounded
+//! batch per flush, every breaker within 64 flushes) lets that handle go and the breaker is
+//! unregistered. A keyed registry's eviction does not count the hook's handle; a key made
+//! again before the sweep found its old breaker replaces the old registration.
 //!
 //! ```no_run
 //! # use breaker_core as breaker;
@@ -72,6 +73,7 @@
 //! // Every caller of the breaker is shared: a pipeline, the tower layers, ..
 //! let pipeline = Pipeline::builder().breaker(breaker.clone()).build()?;
 //! let paid = pipeline.call(|| async { Ok::<_, std::io::Error>("paid") }).await;
+//! println!("fleet: {:?}", payments.fleet_view().state);
 //! payments.force_open().await?; // every replica rejects until `reset`
 //! // README: end
 //! # let _ = paid;
@@ -79,33 +81,29 @@
 //! ```
 //!
 //! # Bounds and limits
-//! - `probe_lease` must cover a probe's whole call (its attempt timeout plus a margin): a
-//!   probe that outlives its lease may overlap with the next lease holder's.
-//! - The reason of a local trip sent to the fleet is inferred from the local policy's rules
-//!   (`consecutive_failures` if that rule is set, else the failure rate; a slow call's trip is
-//!   `slow_call_rate`); the local breaker's own event has the exact reason.
+//! - The probe wait bounds a probe's call: a probe that outlives its lease lets another
+//!   replica's probe in (its own late result still counts).
 //! - A breaker made by a keyed factory is shared under `name` plus its key, escaped
 //!   ([`BreakerId::keyed`]).
 //!
 //! # Files
 //! - `mod.rs`: the fleet-side state of a shared breaker (the hook in the breaker, what the
-//!   coordinator reads and applies) and [`Store::share`].
+//!   coordinator reads and applies), [`FleetView`] and [`Store::share`].
 //! - `calls.rs`: the calls of a [`SharedCircuitBreaker`] and its [`SharedPermit`].
-//! - `install.rs`: the process's installed store and the scopes of policies
-//!   ([`install`], [`share_scoped`], `share_policies`).
+//! - `install.rs`: the process's installed store, the typed fleet backend and the scopes of
+//!   policies ([`install`], [`share_scoped`], `share_policies`).
 
 use crate::config::OnStoreError;
-use crate::link::{
-    Deltas, Link, PolicyMismatch, ProbeGrant, RemoteUpdate, SharedBreaker, StoreStatus,
-};
+use crate::link::{Deltas, Link, PolicyMismatch, ProbeGrant, SharedBreaker, StoreStatus, Update};
 use crate::names::BreakerId;
-use crate::policy::SharedPolicy;
-use crate::protocol::{ForceTarget, Lease, ProbeOutcome, Reason, SharedState};
-use crate::store::{RegisterError, Store};
+use crate::plan::LocalNow;
+use crate::protocol::Lease;
+use crate::store::{ForceTarget, RegisterError, Store};
 use crate::StoreError;
+use breaker_core::breaker::decide::ProbeEnd;
 use breaker_core::breaker::{
     BreakerPolicy, CircuitBreaker, FleetHook, FleetProbe, FleetProbeEnd, HookError, Permit,
-    RejectReason, Rejected, RemoteTransition, SlidingWindow, State, TransitionReason,
+    RejectReason, Rejected, RemoteTransition, State, TransitionReason,
 };
 use breaker_core::classify::Outcome;
 use breaker_core::clock::Clock;
@@ -113,18 +111,22 @@ use breaker_core::clock::Clock;
 use breaker_core::config::{Policies, PolicyRegistry, StoreSettings};
 use breaker_core::scope::{Scope, StoreErrorMode};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 mod calls;
 mod hook;
 mod install;
+/// The fleet's decisions (a leaf module at the crate's root; this path kept for the model
+/// checker).
+#[allow(unused_imports)]
+pub(crate) use crate::plan;
 
+pub use crate::link::FleetView;
 pub use calls::SharedPermit;
 #[cfg(feature = "config")]
 pub use install::share_policies;
-pub use install::{install, installed, share_scoped, AlreadyInstalled, ShareError};
+pub use install::{install, installed, share_scoped, AlreadyInstalled};
 
 const HEALTHY: u8 = 0;
 const DEGRADED_LOCAL: u8 = 1;
@@ -140,48 +142,9 @@ fn status_code(s: StoreStatus) -> u8 {
     }
 }
 
-impl SharedPolicy {
-    /// The fleet-wide rules of a local [`BreakerPolicy`], under scope `shared` (`quorum` 1):
-    /// the same failure rate, slow-call rate, minimum number of calls, cooldown (growth,
-    /// bound, jitter), probe cap and successes to close.
-    ///
-    /// - A time window keeps its length and its buckets, at most [`MAX_BUCKETS`](crate::policy::MAX_BUCKETS)
-    ///   (fewer buckets, same length, beyond that). A count window has no fleet-wide order
-    ///   (see the crate docs); it maps to a time window of 10 s in 10 buckets.
-    /// - The probe lease is `max_probe_wait` when set, else 10 s: it must cover a probe's
-    ///   whole call.
-    pub fn from_breaker_policy(p: &BreakerPolicy) -> SharedPolicy {
-        let (window, buckets) = match p.window {
-            SlidingWindow::Time { length, buckets } => {
-                let most = u32::try_from(length.as_millis()).unwrap_or(u32::MAX).max(1);
-                (
-                    length,
-                    buckets.clamp(1, crate::policy::MAX_BUCKETS).min(most),
-                )
-            }
-            SlidingWindow::Count(_) => (Duration::from_secs(10), 10),
-        };
-        SharedPolicy {
-            failure_rate_percent: p.failure_rate_percent,
-            slow_call_rate_percent: p.slow_call.map(|s| s.rate_percent),
-            min_calls: p.min_calls.max(1),
-            window,
-            buckets,
-            cooldown: p.cooldown,
-            cooldown_multiplier: p.cooldown_multiplier,
-            cooldown_max: p.cooldown_max.max(p.cooldown),
-            cooldown_jitter: p.cooldown_jitter,
-            half_open_probes: p.half_open_probes,
-            successes_to_close: p.successes_to_close,
-            quorum: 1,
-            probe_lease: p.max_probe_wait.unwrap_or(Duration::from_secs(10)),
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Fleet {
-    view: RemoteUpdate,
+    view: FleetView,
     /// Granted leases with the local instant until which each may be used.
     leases: Vec<(Lease, u64)>,
     /// Leases held by probes in flight, by the token their permits carry.
@@ -190,12 +153,17 @@ struct Fleet {
     requested: bool,
     requested_at: u64,
     /// No new request before this local instant in this generation (after a denial).
-    retry_at: Option<(u64, u64)>,
+    retry_at: Option<(u32, u64)>,
     requests: u64,
     mismatches: Vec<PolicyMismatch>,
     /// The local breaker was forced open because the store is unreachable past the grace of
     /// `closed(grace)`; the fleet's view is re-applied when it is back.
     forced_by_store: bool,
+    /// The local breaker's generation when the fleet last told it anything: a newer one means
+    /// it moved on its own since (reconciliation reads it).
+    told: u32,
+    /// The reason of the local breaker's last trip (a trip the store missed is sent with it).
+    trip_reason: TransitionReason,
 }
 
 /// The fleet side of a shared breaker: the hook installed in the local breaker
@@ -212,12 +180,13 @@ struct Core {
     link: std::sync::OnceLock<Link>,
     clock: Clock,
     want: u32,
+    /// How long a granted lease may be used, nanoseconds (the lease time: never later than
+    /// the store's expiry, counted from the request).
     lease: u64,
     /// How long after a denial in half-open a new lease request waits: the shorter of the
     /// lease and the cooldown (a returned lease is not pushed to the other replicas).
     retry_wait: u64,
     status: AtomicU8,
-    shared_generation: AtomicU64,
     fleet: Mutex<Fleet>,
 }
 
@@ -234,27 +203,25 @@ impl Core {
             .clone()
     }
 
-    fn apply(&self, update: &RemoteUpdate) {
-        let Some(breaker) = self.breaker() else {
-            return;
-        };
-        let origin: Arc<str> = match &update.caused_by {
+    /// Applies the fleet's `view` to the local breaker; the local generation entered.
+    fn apply(&self, breaker: &CircuitBreaker, view: &FleetView) -> u32 {
+        let origin: Arc<str> = match &view.caused_by {
             Some(r) => Arc::from(r.as_str()),
             None => Arc::from("fleet"),
         };
         // The deadline is a reading of the store's clock: moved to the breaker's (they may
         // differ: an annotated function's breaker reads tokio's clock).
-        let open_until = update.deadline.map(|d| {
+        let open_until = view.deadline.map(|d| {
             let left = d.saturating_sub(self.clock.now_nanos());
             breaker.now_nanos().saturating_add(left)
         });
         breaker.apply_remote(RemoteTransition {
-            to: update.state,
-            reason: transition_reason(update.reason),
+            to: view.state,
+            reason: view.reason,
             open_until,
-            streak: Some(update.streak),
+            streak: Some(view.streak),
             origin,
-        });
+        })
     }
 
     /// The lease held by the probe whose permit carries `token`.
@@ -271,67 +238,85 @@ impl Core {
     }
 }
 
-fn transition_reason(r: Reason) -> TransitionReason {
-    match r {
-        Reason::ConsecutiveFailures => TransitionReason::ConsecutiveFailures,
-        Reason::FailureRate => TransitionReason::FailureRate,
-        Reason::SlowCallRate => TransitionReason::SlowCallRate,
-        Reason::CooldownElapsed => TransitionReason::CooldownElapsed,
-        Reason::ProbeFailed => TransitionReason::ProbeFailed,
-        Reason::ProbesSucceeded => TransitionReason::ProbesSucceeded,
-        // A repair re-writes a state the fleet had already decided; an initial state is the
-        // state of a breaker nobody has written yet; both are applied as manual (adopted).
-        Reason::Manual | Reason::Repaired | Reason::Initial => TransitionReason::Manual,
-    }
-}
-
 impl SharedBreaker for Core {
     fn take_deltas(&self) -> Deltas {
-        let generation = self.shared_generation.load(Ordering::Acquire);
         let taken = self
             .breaker()
             .map(|b| b.take_fleet_counts())
             .unwrap_or_default();
         Deltas {
-            generation,
             successes: taken.successes,
             failures: taken.failures,
             slow: taken.slow,
         }
     }
 
-    fn apply_remote(&self, update: &RemoteUpdate) {
+    fn local_now(&self) -> LocalNow {
+        let Some(b) = self.breaker() else {
+            return LocalNow {
+                state: State::Closed,
+                streak: 0,
+                cooldown_left_ms: 0,
+                moved: false,
+                trip_reason: TransitionReason::FailureRate,
+            };
+        };
+        let w = b.word();
+        let left = if w.state == State::Open {
+            b.snapshot()
+                .retry_after
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        } else {
+            0
+        };
+        let g = self.lock();
+        LocalNow {
+            state: w.state,
+            streak: w.streak,
+            cooldown_left_ms: left,
+            moved: w.generation != g.told,
+            trip_reason: g.trip_reason,
+        }
+    }
+
+    fn policy(&self) -> Arc<BreakerPolicy> {
+        self.breaker()
+            .map(|b| b.policy())
+            .unwrap_or_else(|| Arc::new(BreakerPolicy::default()))
+    }
+
+    fn adopt(&self, update: &Update, apply: bool) {
         let Some(breaker) = self.breaker() else {
             return;
         };
+        let view = FleetView::from_update(update);
         {
             let mut g = self.lock();
-            if g.view.generation != 0 && update.generation <= g.view.generation {
+            let new_period = !g.view.known || g.view.generation != view.generation;
+            g.view = view.clone();
+            if new_period {
+                g.leases.retain(|(l, _)| l.generation == view.generation);
+                if view.state != State::HalfOpen && view.state != State::Open {
+                    g.requested = false;
+                }
+                // Counts of the older period are the store's to drop; a new one starts empty.
+                breaker.clear_fleet_counts();
+            }
+            if !apply {
                 return;
             }
-            g.view = update.clone();
-            g.forced_by_store = false;
-            g.leases
-                .retain(|(l, _)| l.generation() == update.generation);
-            if update.state != State::HalfOpen && update.state != State::Open {
-                g.requested = false;
+            if g.forced_by_store {
+                return; // re-applied when the store is back
             }
-            self.shared_generation
-                .store(update.generation, Ordering::Release);
-            // Counts of the older generation are the store's to drop; a new one starts empty.
-            breaker.clear_fleet_counts();
         }
-        let (local, _) = breaker.state_and_generation();
-        let same = local == update.state;
-        // Not applied twice: a transition this replica made and is in; the fleet's closed
-        // start when closed here; a half-open fleet when half-open here.
-        let skip = same
-            && (update.by_this_replica
-                || update.state == State::Closed && update.reason == Reason::Initial
-                || update.state == State::HalfOpen);
-        if !skip {
-            self.apply(update);
-        }
+        let (local, generation) = breaker.state_and_generation();
+        // Not applied twice: a transition this replica made (or made too) and is in.
+        let told = if local == view.state {
+            generation
+        } else {
+            self.apply(&breaker, &view)
+        };
+        self.lock().told = told;
     }
 
     fn grant_probes(&self, grant: ProbeGrant) {
@@ -344,25 +329,29 @@ impl SharedBreaker for Core {
                 g.leases.extend(
                     leases
                         .into_iter()
-                        .filter(|l| l.generation() == generation)
+                        .filter(|l| l.generation == generation)
                         .map(|l| (l, until)),
                 );
             }
-            ProbeGrant::Denied => {
+            ProbeGrant::Denied { retry_ms } => {
                 let now = self.clock.now_nanos();
-                let wait = if g.view.state == State::HalfOpen {
+                let wait = if retry_ms > 0 {
+                    retry_ms.saturating_mul(1_000_000)
+                } else if g.view.state == State::HalfOpen {
                     self.retry_wait
                 } else {
                     1_000_000
                 };
                 g.retry_at = Some((g.view.generation, now.saturating_add(wait)));
                 // The fleet is closed while this replica is not (its trip was of an older
-                // generation, or lost): adopt the fleet's state.
+                // period, or lost): adopt the fleet's state.
                 let view = g.view.clone();
                 drop(g);
-                let local = self.breaker().map(|b| b.state());
-                if view.state == State::Closed && local.is_some_and(|l| l != State::Closed) {
-                    self.apply(&view);
+                if let Some(b) = self.breaker() {
+                    if view.state == State::Closed && b.state() != State::Closed {
+                        let told = self.apply(&b, &view);
+                        self.lock().told = told;
+                    }
                 }
             }
             ProbeGrant::StoreUnavailable => {}
@@ -382,20 +371,38 @@ impl SharedBreaker for Core {
             // Every caller of the breaker rejects (the closed path asks no hook): forced open
             // locally, named after the store, until the store is back.
             self.lock().forced_by_store = true;
-            breaker.apply_remote(RemoteTransition {
+            let told = breaker.apply_remote(RemoteTransition {
                 to: State::ForcedOpen,
                 reason: TransitionReason::Manual,
                 open_until: None,
                 streak: None,
                 origin: Arc::from("store-unreachable"),
             });
+            self.lock().told = told;
+        } else if code == DEGRADED_IGNORE {
+            // Mode `open`: the shared state is ignored, the breaker decides as a local one.
+            // Where the fleet put it (it has not moved on its own since), it starts closed;
+            // the store's return reconciles it with the fleet.
+            let (local, generation) = breaker.state_and_generation();
+            let fleet_put_it = generation == self.lock().told;
+            if fleet_put_it && local != State::Closed {
+                let told = breaker.apply_remote(RemoteTransition {
+                    to: State::Closed,
+                    reason: TransitionReason::Manual,
+                    open_until: None,
+                    streak: Some(0),
+                    origin: Arc::from("store-unreachable"),
+                });
+                self.lock().told = told;
+            }
         } else if before == DEGRADED_REJECT {
             let view = {
                 let mut g = self.lock();
                 std::mem::take(&mut g.forced_by_store).then(|| g.view.clone())
             };
             if let Some(view) = view {
-                self.apply(&view);
+                let told = self.apply(&breaker, &view);
+                self.lock().told = told;
             }
         }
     }
@@ -405,8 +412,9 @@ impl SharedBreaker for Core {
             target: "breaker",
             breaker = mismatch.id.as_str(),
             ours = mismatch.ours.as_str(),
-            pinned = mismatch.pinned.as_str(),
-            "shared breaker policy differs from the fleet's pinned policy; the pinned one governs"
+            theirs = mismatch.theirs.as_str(),
+            "shared breaker policy differs from the policy of the replica that made the \
+             fleet's last transition; each replica decides with its own"
         );
         self.lock().mismatches.push(mismatch.clone());
     }
@@ -453,8 +461,9 @@ impl fmt::Debug for SharedCircuitBreaker {
 }
 
 impl Store {
-    /// Joins `breaker` to the fleet under its name (and key, for a keyed breaker), with the
-    /// fleet-wide rules of its own policy ([`SharedPolicy::from_breaker_policy`]).
+    /// Joins `breaker` to the fleet under its name (and key, for a keyed breaker), in scope
+    /// `shared` ([`share_scoped`](Self::share_scoped) for `quorum(k)`), with its own policy:
+    /// the fleet decides with the same rules (the core's deciders) on the store's word.
     ///
     /// The breaker itself becomes fleet-wide (its fleet hook is installed): every clone and
     /// every caller of it (its `try_acquire`, a `Pipeline`, the tower layers) runs it shared,
@@ -468,22 +477,19 @@ impl Store {
     /// # Errors
     /// [`RegisterError::Name`] if the breaker has no name or an invalid one,
     /// [`RegisterError::Duplicate`] if it is registered already, [`RegisterError::Policy`] if
-    /// its policy maps to an invalid shared one, [`RegisterError::NotShareable`] if it is
-    /// shared already (with another store) or was made without room for the hook (by a
-    /// factory with lifetime totals off, no sliding window and no key).
+    /// the one validator refuses its policy in the scope (a rate rule over a count window, more
+    /// than [`MAX_SHARED_BUCKETS`](breaker_core::scope::MAX_SHARED_BUCKETS) buckets: every
+    /// mistake at once, with its `Field`), [`RegisterError::NotShareable`] if it is shared
+    /// already (with another store) or was made without room for the hook (by a factory with
+    /// lifetime totals off, no sliding window and no key).
     pub fn share(&self, breaker: &CircuitBreaker) -> Result<SharedCircuitBreaker, RegisterError> {
-        let policy = SharedPolicy::from_breaker_policy(&breaker.policy());
-        self.share_with(breaker, &policy)
+        self.share_in(breaker, Scope::Shared)
     }
 
-    /// Like [`share`](Self::share), with explicit fleet-wide rules (for example `quorum`).
-    ///
-    /// # Errors
-    /// As [`share`](Self::share).
-    pub fn share_with(
+    fn share_in(
         &self,
         breaker: &CircuitBreaker,
-        policy: &SharedPolicy,
+        scope: Scope,
     ) -> Result<SharedCircuitBreaker, RegisterError> {
         let id = if breaker.key().is_empty() {
             BreakerId::new(breaker.name())
@@ -491,6 +497,12 @@ impl Store {
             BreakerId::keyed(breaker.name(), breaker.key())
         }
         .map_err(RegisterError::Name)?;
+        let policy = breaker.policy();
+        let params =
+            crate::policy::params(&policy, scope).map_err(|errors| RegisterError::Policy {
+                breaker: breaker.name().to_owned(),
+                errors,
+            })?;
         // No room is told before registering; a breaker shared already is told after (the
         // same id registered with this store reads as a duplicate registration).
         if let Err(reason @ HookError::NoRoom) = breaker.fleet_hook_room() {
@@ -499,26 +511,18 @@ impl Store {
                 reason,
             });
         }
+        let lease = params.lease_ms.saturating_mul(1_000_000);
+        let cooldown = u64::try_from(policy.cooldown.as_nanos()).unwrap_or(u64::MAX);
         let core = Arc::new(Core {
             breaker: Mutex::new(Some(breaker.clone())),
             link: std::sync::OnceLock::new(),
             clock: self.clock().clone(),
-            want: policy.half_open_probes,
-            lease: u64::try_from(policy.probe_lease.as_nanos()).unwrap_or(u64::MAX),
-            retry_wait: u64::try_from(policy.probe_lease.min(policy.cooldown).as_nanos())
-                .unwrap_or(u64::MAX),
+            want: params.cap,
+            lease,
+            retry_wait: lease.min(cooldown),
             status: AtomicU8::new(status_code(self.status())),
-            shared_generation: AtomicU64::new(0),
             fleet: Mutex::new(Fleet {
-                view: RemoteUpdate {
-                    generation: 0,
-                    state: State::Closed,
-                    deadline: None,
-                    streak: 0,
-                    caused_by: None,
-                    by_this_replica: false,
-                    reason: Reason::Initial,
-                },
+                view: FleetView::initial(),
                 leases: Vec::new(),
                 in_use: Vec::new(),
                 next_token: 0,
@@ -528,11 +532,13 @@ impl Store {
                 requests: 0,
                 mismatches: Vec::new(),
                 forced_by_store: false,
+                told: breaker.word().generation,
+                trip_reason: TransitionReason::FailureRate,
             }),
         });
-        let link = self.register(id, policy, Arc::clone(&core) as Arc<dyn SharedBreaker>)?;
-        let _ = core.link.set(link);
         let early = u64::from(policy.min_calls.max(1));
+        let link = self.register(id, params, Arc::clone(&core) as Arc<dyn SharedBreaker>)?;
+        let _ = core.link.set(link);
         // On a refusal (another thread shared it first) `core` drops here with its link,
         // which unregisters it.
         breaker

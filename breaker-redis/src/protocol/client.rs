@@ -1,25 +1,19 @@
 //! [`Protocol`]: the protocol client of one replica, which builds each op's keys and
 //! arguments, sends it (function or `EVALSHA`, reloading a lost library) and checks its reply.
 
-use super::parse::{check_flush, is_lost_function, is_noscript, malformed, single};
+use super::parse::{check, is_lost_function, is_noscript, malformed, parse};
 use super::*;
 
 /// The protocol client of one replica in one namespace. Stateless apart from the script mode,
 /// so one instance serves any number of connections.
-pub struct Protocol {
+pub(crate) struct Protocol {
     replica: ReplicaId,
     ns: NamespaceKeys,
     ns_ttl_ms: u64,
     live_ms: u64,
     mode: AtomicU8,
     script: redis::Script,
-    jitter: Mutex<Jitter>,
     redactor: Redactor,
-}
-
-enum Jitter {
-    Fixed(u32),
-    Rng(rand::rngs::SmallRng),
 }
 
 impl fmt::Debug for Protocol {
@@ -32,57 +26,53 @@ impl fmt::Debug for Protocol {
     }
 }
 
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// One script call: its op, keys and arguments, and how many items it carries.
+struct Call {
+    op: Op,
+    keys: Vec<String>,
+    args: Vec<String>,
+    items: usize,
 }
 
 impl Protocol {
     /// The protocol client of `replica` in `namespace`. `live` is how long a replica counts as
     /// live after its last flush (about three flush intervals); `ns_ttl` the expiry of the
     /// namespace-wide keys.
-    pub fn new(
+    pub(crate) fn new(
         namespace: &Namespace,
         replica: ReplicaId,
-        live: Duration,
-        ns_ttl: Duration,
+        live: std::time::Duration,
+        ns_ttl: std::time::Duration,
     ) -> Self {
-        use rand::SeedableRng;
         Protocol {
             replica,
             ns: namespace.keys(),
             ns_ttl_ms: ms(ns_ttl).max(1),
             live_ms: ms(live).max(1),
             mode: AtomicU8::new(0),
-            script: redis::Script::new(EVAL_SCRIPT),
-            jitter: Mutex::new(Jitter::Rng(rand::rngs::SmallRng::from_entropy())),
+            script: redis::Script::new(eval_script()),
             redactor: Redactor::default(),
         }
     }
 
     /// Uses `redactor` for every error message.
-    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+    pub(crate) fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = redactor;
         self
     }
 
-    /// Uses the fixed jitter draw `u` (0..1_000_000, clamped) instead of random ones: tests.
-    pub fn with_fixed_jitter(self, u: u32) -> Self {
-        *self.jitter.lock().unwrap_or_else(|e| e.into_inner()) = Jitter::Fixed(u.min(999_999));
-        self
-    }
-
     /// This replica's id.
-    pub fn replica(&self) -> &ReplicaId {
+    pub(crate) fn replica(&self) -> &ReplicaId {
         &self.replica
     }
 
     /// The namespace's keys and channel.
-    pub fn namespace_keys(&self) -> &NamespaceKeys {
+    pub(crate) fn namespace_keys(&self) -> &NamespaceKeys {
         &self.ns
     }
 
     /// The script mode found by [`load`](Self::load), `None` before.
-    pub fn mode(&self) -> Option<ScriptMode> {
+    pub(crate) fn mode(&self) -> Option<ScriptMode> {
         match self.mode.load(Ordering::Acquire) {
             1 => Some(ScriptMode::Function),
             2 => Some(ScriptMode::Eval),
@@ -91,7 +81,7 @@ impl Protocol {
     }
 
     /// Forces the script mode (tests of the `EVALSHA` path on a server that has functions).
-    pub fn set_mode(&self, mode: ScriptMode) {
+    pub(crate) fn set_mode(&self, mode: ScriptMode) {
         let v = match mode {
             ScriptMode::Function => 1,
             ScriptMode::Eval => 2,
@@ -104,14 +94,14 @@ impl Protocol {
     ///
     /// # Errors
     /// [`StoreError`] if the server cannot be reached or rejects the library.
-    pub async fn load<C: ConnectionLike + Send>(
+    pub(crate) async fn load<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
     ) -> Result<ScriptMode, StoreError> {
         let r: redis::RedisResult<String> = redis::cmd("FUNCTION")
             .arg("LOAD")
             .arg("REPLACE")
-            .arg(LIBRARY)
+            .arg(library())
             .query_async(conn)
             .await;
         match r {
@@ -131,397 +121,305 @@ impl Protocol {
         }
     }
 
-    fn draw(&self) -> u32 {
-        use rand::Rng;
-        match &mut *self.jitter.lock().unwrap_or_else(|e| e.into_inner()) {
-            Jitter::Fixed(u) => *u,
-            Jitter::Rng(r) => r.gen_range(0..1_000_000),
-        }
+    /// The server's clock (`TIME`), ms since the Unix epoch: the first estimate of the
+    /// server's time, before any reply carries one.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the server cannot be reached or answers something else.
+    pub(crate) async fn server_time<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> Result<u64, StoreError> {
+        let (s, us): (u64, u64) = redis::cmd("TIME")
+            .query_async(conn)
+            .await
+            .map_err(|e| self.redactor.error("time", &e))?;
+        Ok(s.saturating_mul(1000).saturating_add(us / 1000))
     }
 
-    fn header(&self, n: usize) -> (Vec<String>, Vec<String>) {
+    fn header(&self, n: usize, valid_until: u64) -> (Vec<String>, Vec<String>) {
         let keys = vec![self.ns.replicas.clone(), self.ns.version.clone()];
         let args = vec![
             self.replica.as_str().to_owned(),
             self.ns.channel.clone(),
-            self.ns_ttl_ms.to_string(),
-            self.draw().to_string(),
+            valid_until.min(MAX_SAFE).to_string(),
             self.live_ms.to_string(),
+            self.ns_ttl_ms.to_string(),
             n.to_string(),
         ];
         (keys, args)
     }
 
-    fn push_target(keys: &mut Vec<String>, args: &mut Vec<String>, t: &Target) {
-        keys.extend([
-            t.keys.state.clone(),
-            t.keys.window.clone(),
-            t.keys.leases.clone(),
-            t.keys.votes.clone(),
-        ]);
-        args.extend([
-            t.id.as_str().to_owned(),
-            t.policy.fingerprint.to_string(),
-            t.policy.canonical.to_string(),
-        ]);
+    /// One call per chunk of [`MAX_ITEMS_PER_CALL`] items, each item's arguments from `args`.
+    fn calls<T>(
+        &self,
+        op: Op,
+        items: &[T],
+        valid_until: u64,
+        target: impl Fn(&T) -> &Target,
+        args: impl Fn(&T) -> Vec<String>,
+    ) -> Vec<Call> {
+        items
+            .chunks(MAX_ITEMS_PER_CALL)
+            .map(|chunk| {
+                let (mut keys, mut a) = self.header(chunk.len(), valid_until);
+                for item in chunk {
+                    let t = target(item);
+                    keys.extend([
+                        t.keys.state.clone(),
+                        t.keys.window.clone(),
+                        t.keys.leases.clone(),
+                        t.keys.votes.clone(),
+                    ]);
+                    a.push(t.id.as_str().to_owned());
+                    a.extend(args(item));
+                }
+                Call {
+                    op,
+                    keys,
+                    args: a,
+                    items: chunk.len(),
+                }
+            })
+            .collect()
     }
 
-    fn build(&self, targets: &[(&Target, Vec<String>)]) -> (Vec<String>, Vec<String>) {
-        let (mut keys, mut args) = self.header(targets.len());
-        for (t, extra) in targets {
-            Self::push_target(&mut keys, &mut args, t);
-            args.extend(extra.iter().cloned());
-        }
-        (keys, args)
-    }
-
-    fn cmd(&self, op: Op, keys: &[String], args: &[String]) -> redis::Cmd {
+    fn cmd(&self, c: &Call) -> redis::Cmd {
         if self.mode() == Some(ScriptMode::Eval) {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(self.script.get_hash()).arg(keys.len()).arg(keys);
-            c.arg(op.as_str()).arg(args);
-            c
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(self.script.get_hash())
+                .arg(c.keys.len())
+                .arg(&c.keys);
+            cmd.arg(c.op.as_str()).arg(&c.args);
+            cmd
         } else {
-            let mut c = redis::cmd("FCALL");
-            c.arg(op.function()).arg(keys.len()).arg(keys).arg(args);
-            c
+            let mut cmd = redis::cmd("FCALL");
+            cmd.arg(c.op.function())
+                .arg(c.keys.len())
+                .arg(&c.keys)
+                .arg(&c.args);
+            cmd
         }
     }
 
-    fn eval_cmd(&self, op: Op, keys: &[String], args: &[String]) -> redis::Cmd {
-        let mut c = redis::cmd("EVAL");
-        c.arg(EVAL_SCRIPT).arg(keys.len()).arg(keys);
-        c.arg(op.as_str()).arg(args);
-        c
+    fn eval_cmd(c: &Call) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(eval_script()).arg(c.keys.len()).arg(&c.keys);
+        cmd.arg(c.op.as_str()).arg(&c.args);
+        cmd
     }
 
     /// Sends one call; reloads the library (or the script) once when the server lost it.
     async fn invoke<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        op: Op,
-        keys: &[String],
-        args: &[String],
+        c: &Call,
     ) -> Result<Value, StoreError> {
-        if self.mode().is_none() {
-            self.load(conn).await?;
-        }
-        let first: redis::RedisResult<Value> = self.cmd(op, keys, args).query_async(conn).await;
-        match first {
+        let op = c.op.as_str();
+        match self.cmd(c).query_async(conn).await {
             Ok(v) => Ok(v),
-            Err(e) => {
-                if is_noscript(&e) {
-                    self.eval_cmd(op, keys, args)
-                        .query_async(conn)
-                        .await
-                        .map_err(|e| self.redactor.error(op.as_str(), &e))
-                } else if is_lost_function(&e) {
-                    self.load(conn).await?;
-                    self.cmd(op, keys, args)
-                        .query_async(conn)
-                        .await
-                        .map_err(|e| self.redactor.error(op.as_str(), &e))
-                } else {
-                    Err(self.redactor.error(op.as_str(), &e))
-                }
+            Err(e) if is_noscript(&e) => Self::eval_cmd(c)
+                .query_async(conn)
+                .await
+                .map_err(|e| self.redactor.error(op, &e)),
+            Err(e) if is_lost_function(&e) => {
+                self.load(conn).await?;
+                self.cmd(c)
+                    .query_async(conn)
+                    .await
+                    .map_err(|e| self.redactor.error(op, &e))
             }
+            Err(e) => Err(self.redactor.error(op, &e)),
         }
     }
 
-    /// Flushes aggregated counts and high-water marks of several breakers (split into calls of
-    /// at most [`MAX_BREAKERS_PER_CALL`], sent as one pipeline).
-    ///
-    /// # Errors
-    /// [`StoreError`] if the store fails or a reply breaks the protocol.
-    pub async fn flush<C: ConnectionLike + Send>(
+    /// Sends `calls` in one round trip (a pipeline when more than one) and parses each reply.
+    async fn send<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        items: &[FlushItem<'_>],
-    ) -> Result<Reply, StoreError> {
-        if items.is_empty() {
+        calls: &[Call],
+    ) -> Result<Vec<Reply>, StoreError> {
+        let Some(first) = calls.first() else {
             return Err(StoreError::Config {
-                message: "flush of no breakers".into(),
+                message: "a store operation of no breakers".into(),
             });
-        }
-        let op = Op::Flush;
-        let chunks: Vec<_> = items.chunks(MAX_BREAKERS_PER_CALL).collect();
-        let mut calls = Vec::with_capacity(chunks.len());
-        for chunk in &chunks {
-            let targets: Vec<_> = chunk
-                .iter()
-                .map(|i| {
-                    let h = &i.high_water;
-                    (
-                        i.target,
-                        vec![
-                            i.generation.to_string(),
-                            i.successes.to_string(),
-                            i.failures.to_string(),
-                            i.slow.min(i.successes + i.failures).to_string(),
-                            h.generation.to_string(),
-                            state_tag(h.state).to_string(),
-                            ms(h.remaining).to_string(),
-                            h.streak.to_string(),
-                        ],
-                    )
-                })
-                .collect();
-            calls.push(self.build(&targets));
+        };
+        let op = first.op;
+        if self.mode().is_none() {
+            self.load(conn).await?;
         }
         let values = if calls.len() == 1 {
-            vec![self.invoke(conn, op, &calls[0].0, &calls[0].1).await?]
+            vec![self.invoke(conn, first).await?]
         } else {
-            if self.mode().is_none() {
-                self.load(conn).await?;
-            }
             let mut pipe = redis::pipe();
-            for (k, a) in &calls {
-                pipe.add_command(self.cmd(op, k, a));
+            for c in calls {
+                pipe.add_command(self.cmd(c));
             }
             let r: redis::RedisResult<Vec<Value>> = pipe.query_async(conn).await;
             match r {
                 Ok(v) => v,
-                Err(e) => {
-                    // Lost library or script: reload and send the calls one by one.
-                    if is_noscript(&e) || is_lost_function(&e) {
-                        let mut out = Vec::with_capacity(calls.len());
-                        for (k, a) in &calls {
-                            out.push(self.invoke(conn, op, k, a).await?);
-                        }
-                        out
-                    } else {
-                        return Err(self.redactor.error(op.as_str(), &e));
+                // A lost library or script: reload, and send the calls one by one.
+                Err(e) if is_noscript(&e) || is_lost_function(&e) => {
+                    let mut out = Vec::with_capacity(calls.len());
+                    for c in calls {
+                        out.push(self.invoke(conn, c).await?);
                     }
+                    out
                 }
+                Err(e) => return Err(self.redactor.error(op.as_str(), &e)),
             }
         };
-        if values.len() != chunks.len() {
+        if values.len() != calls.len() {
             return Err(malformed(op, "pipeline answered the wrong number of calls"));
         }
-        let mut merged: Option<Reply> = None;
-        for (v, chunk) in values.into_iter().zip(&chunks) {
-            let r = parse(op, v, chunk.len())?;
-            for (it, req) in r.items.iter().zip(chunk.iter()) {
-                check_flush(it, req)?;
-            }
-            match &mut merged {
-                None => merged = Some(r),
-                Some(m) => {
-                    m.server_now_ms = m.server_now_ms.max(r.server_now_ms);
-                    m.live_replicas = m.live_replicas.max(r.live_replicas);
-                    m.version = m.version.max(r.version);
-                    m.items.extend(r.items);
-                }
-            }
-        }
-        merged.ok_or_else(|| malformed(op, "no reply"))
-    }
-
-    /// A replica tripped locally from `generation` because of `reason` (one of
-    /// consecutive failures, failure rate, slow-call rate).
-    ///
-    /// # Errors
-    /// [`StoreError`] if the store fails or a reply breaks the protocol;
-    /// [`StoreError::Config`] for another reason.
-    pub async fn trip<C: ConnectionLike + Send>(
-        &self,
-        conn: &mut C,
-        target: &Target,
-        generation: u64,
-        reason: Reason,
-    ) -> Result<ItemReply, StoreError> {
-        let op = Op::Trip;
-        let code = reason.trip_code().ok_or_else(|| StoreError::Config {
-            message: format!("a trip's reason must be a trip rule, got `{reason}`"),
-        })?;
-        let (k, a) = self.build(&[(target, vec![generation.to_string(), code.to_string()])]);
-        let v = self.invoke(conn, op, &k, &a).await?;
-        let it = single(op, v)?;
-        let g = it.state.generation;
-        let ok = match it.code {
-            Code::Tripped => g == generation + 1 && it.state.state == State::Open,
-            Code::Voted => g == generation && it.state.state == State::Closed,
-            Code::Stale => g != generation || it.state.state != State::Closed,
-            _ => false,
-        };
-        if !ok {
-            return Err(malformed(
-                op,
-                format!(
-                    "code {:?} with generation {g} for a trip from {generation}",
-                    it.code
-                ),
-            ));
-        }
-        Ok(it)
-    }
-
-    /// Reserves up to `want` probe leases of `target.policy().lease()` each. Promotes an open
-    /// breaker whose deadline passed (server time) to half-open.
-    ///
-    /// # Errors
-    /// [`StoreError`] if the store fails or a reply breaks the protocol.
-    pub async fn acquire_probe<C: ConnectionLike + Send>(
-        &self,
-        conn: &mut C,
-        target: &Target,
-        want: u32,
-    ) -> Result<ItemReply, StoreError> {
-        let op = Op::AcquireProbe;
-        let want = want.clamp(1, MAX_LEASES_PER_ACQUIRE);
-        let lease = ms(target.policy.lease).max(1);
-        let (k, a) = self.build(&[(target, vec![want.to_string(), lease.to_string()])]);
-        let v = self.invoke(conn, op, &k, &a).await?;
-        let r = parse(op, v, 1)?;
-        let now = r.server_now_ms;
-        let it = r
-            .items
+        values
             .into_iter()
-            .next()
-            .ok_or_else(|| malformed(op, "no item"))?;
-        let ok = match it.code {
-            Code::Applied => {
-                it.state.state == State::HalfOpen
-                    && !it.granted.is_empty()
-                    && it.granted.len() <= want as usize
-                    && it
-                        .granted
-                        .iter()
-                        .all(|l| l.generation == it.state.generation && l.expiry_ms > now)
-            }
-            Code::Denied => it.granted.is_empty(),
-            _ => false,
-        };
-        if !ok {
-            return Err(malformed(
-                op,
-                format!(
-                    "code {:?} with {} leases in state {}",
-                    it.code,
-                    it.granted.len(),
-                    it.state.state
-                ),
-            ));
-        }
-        Ok(it)
+            .zip(calls)
+            .map(|(v, c)| parse(c.op, v, c.items, &self.redactor))
+            .collect()
     }
 
-    /// Ends a probe: releases its lease with its outcome.
+    /// Merges the replies of one round trip's calls into one.
+    fn merge(replies: Vec<Reply>) -> Reply {
+        let mut it = replies.into_iter();
+        let mut merged = it.next().expect("at least one call");
+        for r in it {
+            merged.server_now_ms = merged.server_now_ms.max(r.server_now_ms);
+            merged.live_replicas = merged.live_replicas.max(r.live_replicas);
+            merged.version = merged.version.max(r.version);
+            merged.epoch = r.epoch;
+            merged.items.extend(r.items);
+        }
+        merged
+    }
+
+    /// The words of `targets` (nothing written but housekeeping).
     ///
     /// # Errors
     /// [`StoreError`] if the store fails or a reply breaks the protocol.
-    pub async fn end_probe<C: ConnectionLike + Send>(
+    pub(crate) async fn read<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        target: &Target,
-        lease: &Lease,
-        outcome: ProbeOutcome,
-    ) -> Result<ItemReply, StoreError> {
-        let op = Op::EndProbe;
-        let o = match outcome {
-            ProbeOutcome::Success => "s",
-            ProbeOutcome::Failure => "f",
-            ProbeOutcome::Neutral => "n",
-        };
-        let (k, a) = self.build(&[(target, vec![lease.member.to_string(), o.to_owned()])]);
-        let v = self.invoke(conn, op, &k, &a).await?;
-        let it = single(op, v)?;
-        let (g, lg) = (it.state.generation, lease.generation);
-        let ok = match it.code {
-            Code::Applied => g == lg || g == lg + 1,
-            Code::Late => g == lg,
-            Code::Stale => true,
-            _ => false,
-        };
-        if !ok {
-            return Err(malformed(
-                op,
-                format!("code {:?} with generation {g} for a lease of {lg}", it.code),
-            ));
-        }
-        Ok(it)
+        targets: &[&Target],
+        valid_until: u64,
+    ) -> Result<Reply, StoreError> {
+        let calls = self.calls(Op::Read, targets, valid_until, |t| t, |_| Vec::new());
+        Ok(Self::merge(self.send(conn, &calls).await?))
     }
 
-    /// Manual control, applied whatever the current generation, re-pinning this policy.
+    /// A flush, in one round trip: adds each of `adds`' counts to its window if the store
+    /// still holds the word they were recorded under (answering the window's totals), and
+    /// reads the words of `reads`. The reply's items are the adds', then the reads'.
     ///
     /// # Errors
     /// [`StoreError`] if the store fails or a reply breaks the protocol.
-    pub async fn force<C: ConnectionLike + Send>(
+    pub(crate) async fn flush<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
-        target: &Target,
-        to: ForceTarget,
-    ) -> Result<ItemReply, StoreError> {
-        let op = Op::Force;
-        let (tag, state) = match to {
-            ForceTarget::Reset => (0, State::Closed),
-            ForceTarget::Open => (1, State::Open),
-            ForceTarget::ForcedOpen => (3, State::ForcedOpen),
-            ForceTarget::ForcedClosed => (4, State::ForcedClosed),
-        };
-        let (k, a) = self.build(&[(target, vec![tag.to_string()])]);
-        let v = self.invoke(conn, op, &k, &a).await?;
-        let it = single(op, v)?;
-        if it.code != Code::Applied || it.state.state != state || it.state.generation == 0 {
-            return Err(malformed(
-                op,
-                format!(
-                    "code {:?} in state {} after force to {state}",
-                    it.code, it.state.state
-                ),
-            ));
+        adds: &[AddItem<'_>],
+        reads: &[&Target],
+        valid_until: u64,
+    ) -> Result<Reply, StoreError> {
+        let mut calls = self.calls(
+            Op::Add,
+            adds,
+            valid_until,
+            |i| i.target,
+            |i| {
+                let p = &i.target.params;
+                vec![
+                    wire_word(i.expect),
+                    u8::from(i.create).to_string(),
+                    i.successes.min(MAX_SAFE).to_string(),
+                    i.failures.min(MAX_SAFE).to_string(),
+                    i.slow
+                        .min(i.successes + i.failures)
+                        .min(MAX_SAFE)
+                        .to_string(),
+                    p.window_ms.to_string(),
+                    p.buckets.to_string(),
+                    p.ttl_ms.to_string(),
+                ]
+            },
+        );
+        calls.extend(self.calls(Op::Read, reads, valid_until, |t| t, |_| Vec::new()));
+        let reply = Self::merge(self.send(conn, &calls).await?);
+        for (it, req) in reply.items.iter().zip(adds) {
+            check::add(it, req)?;
         }
-        Ok(it)
+        Ok(reply)
     }
 
-    /// Fleet-wide reset: closed, window and streak cleared.
-    ///
-    /// # Errors
-    /// As [`force`](Self::force).
-    pub async fn reset<C: ConnectionLike + Send>(
-        &self,
-        conn: &mut C,
-        target: &Target,
-    ) -> Result<ItemReply, StoreError> {
-        self.force(conn, target, ForceTarget::Reset).await
-    }
-
-    /// Offers a replica's high-water state; adopted if newer than the store's.
+    /// Records this replica's vote for `expect`'s period of `target` (`create`: the breaker
+    /// was never seen in the store, it is created as `expect` if missing); answers the
+    /// distinct votes within the window.
     ///
     /// # Errors
     /// [`StoreError`] if the store fails or a reply breaks the protocol.
-    pub async fn repair<C: ConnectionLike + Send>(
+    pub(crate) async fn vote<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         target: &Target,
-        hw: &HighWater,
-    ) -> Result<ItemReply, StoreError> {
-        let op = Op::Repair;
-        let extra = vec![
-            hw.generation.to_string(),
-            state_tag(hw.state).to_string(),
-            ms(hw.remaining).to_string(),
-            hw.streak.to_string(),
+        expect: Word,
+        create: bool,
+        valid_until: u64,
+    ) -> Result<Reply, StoreError> {
+        let p = &target.params;
+        let args = vec![
+            wire_word(expect),
+            u8::from(create).to_string(),
+            p.window_ms.to_string(),
+            p.ttl_ms.to_string(),
         ];
-        let (k, a) = self.build(&[(target, extra)]);
-        let v = self.invoke(conn, op, &k, &a).await?;
-        let it = single(op, v)?;
-        let g = it.state.generation;
-        let ok = g >= hw.generation
-            && match it.code {
-                Code::Repaired => g == hw.generation && it.state.state == hw.state,
-                Code::Stale | Code::Applied => true,
-                _ => false,
-            };
-        if !ok {
-            return Err(malformed(
-                op,
-                format!(
-                    "code {:?} with generation {g} below the high-water {}",
-                    it.code, hw.generation
-                ),
-            ));
+        let calls = self.calls(Op::Vote, &[target], valid_until, |t| t, |_| args.clone());
+        let reply = Self::merge(self.send(conn, &calls).await?);
+        for it in &reply.items {
+            check::vote(it, expect)?;
         }
-        Ok(it)
+        Ok(reply)
+    }
+
+    /// The fenced compare-and-set of each item.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the store fails or a reply breaks the protocol.
+    pub(crate) async fn cas<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        items: &[CasItem<'_>],
+        valid_until: u64,
+    ) -> Result<Reply, StoreError> {
+        let calls = self.calls(
+            Op::Cas,
+            items,
+            valid_until,
+            |i| i.target,
+            |i| {
+                let p = &i.target.params;
+                vec![
+                    i.expect.map(wire_word).unwrap_or_default(),
+                    wire_word(i.next),
+                    u8::from(i.is_transition()).to_string(),
+                    u8::from(i.join).to_string(),
+                    i.not_before.min(MAX_SAFE).to_string(),
+                    i.cooldown_ms
+                        .map(|c| c.min(MAX_SAFE).to_string())
+                        .unwrap_or_default(),
+                    i.want.min(MAX_LEASES_PER_GRANT).to_string(),
+                    p.cap.to_string(),
+                    p.lease_ms.max(1).to_string(),
+                    i.release.as_deref().unwrap_or("").to_owned(),
+                    reason_code(i.reason).to_string(),
+                    p.fingerprint.to_string(),
+                    p.ttl_ms.to_string(),
+                ]
+            },
+        );
+        let reply = Self::merge(self.send(conn, &calls).await?);
+        let now = reply.server_now_ms;
+        for (it, req) in reply.items.iter().zip(items) {
+            check::cas(it, req, now)?;
+        }
+        Ok(reply)
     }
 }

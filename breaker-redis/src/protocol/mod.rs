@@ -1,227 +1,199 @@
-//! The wire protocol: the server-side scripts, the arguments they take and the checked replies.
+//! The wire protocol: the store's primitives, the arguments they take and the checked replies.
 //!
-//! # Why scripts
-//! A fleet's transitions must be atomic on the server: "add these counts, and if the window now
-//! trips, open with a deadline from the server's clock" is one decision, and so is "reserve a
-//! probe slot if fewer than N are leased". Each op is one call of one function of the library
-//! `breaker_v1` (source: `breaker.lua` next to this file, with every rule it enforces in its
-//! header). Functions survive restarts with persistence and are replicated; a server without
-//! functions gets the same source as one `EVALSHA` script (retried with its source on
-//! `NOSCRIPT`). A server restarted empty has lost the library: a `Function not found` reply
-//! reloads it and retries once.
+//! # What the store does, and what it does not
+//! The store keeps each breaker's state *word* (the core breaker's own `u64` encoding, its
+//! probes-in-flight field kept zero), its open deadline, who made the last transition, the
+//! probe leases, the window of aggregated counts and the quorum votes. It applies four
+//! primitives, none of which knows a breaker rule (source: `store.lua` next to this file, with
+//! every rule it enforces in its header):
+//!
+//! - `read`: the words, each with its probes in flight materialized from the unexpired leases;
+//! - `add`: adds counts to the window if the stored word is the one they were recorded under,
+//!   and returns the window's totals (the client applies the core's `rate_trip`);
+//! - `vote`: records this replica's vote in the stored word's period, returns the distinct
+//!   votes within the window (the client compares with the quorum);
+//! - `cas`: a fenced compare-and-set: the next word the client decided (with the core's
+//!   deciders) replaces the stored one only if that is still the word the client decided on;
+//!   with its effects (a cooldown from the store's clock, a lease released or granted, and on
+//!   a transition the window, leases and votes cleared and the new word published), and two
+//!   guards: `not_before` (a promotion out of open applies only once the store's clock passed
+//!   the deadline) and `valid_until` (every call: an op that runs after the client gave up on
+//!   it writes nothing).
+//!
+//! The one decision kept in the script, for atomicity, is the lease semaphore: a `cas` asking
+//! for `want` leases is granted `min(want, cap - unexpired leases)`, the core's `free_slot`
+//! repeated. A test in CI (`protocol::redis_tests`) feeds the same inputs to both and asserts
+//! the same grants.
 //!
 //! # Checked replies
-//! Every reply is checked before anything is taken from it: its shape and types, every number's
-//! range, the consistency of state and deadline, the leases' generations, and the generation
-//! rules of the op (a flush that claims to have applied counts must answer with the generation
-//! the counts were sent with; a trip that opened must answer with the next one; a repair never
-//! answers with less than the replica's high-water generation). A reply that breaks a rule is a
-//! [`StoreError::Malformed`], never a panic and never a state change.
+//! Every reply is checked before anything is taken from it: its shape and types, every
+//! number's range, the words (a state tag the core knows, counts within their fields), and
+//! each op's rules (an applied `cas` answers with the word it was sent; an `add` or a `vote`
+//! applies only to the word it expected; leases no more than asked, expiring in the future). A
+//! reply that breaks a rule is a [`StoreError::Malformed`], never a panic and never a state
+//! change.
 //!
 //! # Files
-//! - `mod.rs`: the scripts' sources, the limits and the wire types (ops, reasons, states,
-//!   leases, replies, targets).
+//! - `mod.rs`: the script's source and limits, and the wire types.
 //! - `client.rs`: [`Protocol`], the client that builds and sends each op.
-//! - `parse.rs`: the reply checks, [`parse`] and [`parse_published`].
-//! - `breaker.lua`: the server-side source.
+//! - `parse.rs`: the reply checks, and the published transitions.
+//! - `store.lua`: the server-side source.
 
 use crate::error::{Redactor, StoreError};
 use crate::names::{BreakerId, BreakerKeys, Namespace, NamespaceKeys, ReplicaId};
-use crate::policy::CompiledPolicy;
-use breaker_core::breaker::State;
+use breaker_core::breaker::decide::Word;
+use breaker_core::breaker::TransitionReason;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
 
 mod client;
 mod parse;
 #[cfg(test)]
+mod redis_tests;
+#[cfg(test)]
 mod tests;
 
-pub use client::Protocol;
-pub use parse::{parse, parse_published, Published};
+pub(crate) use client::Protocol;
+pub(crate) use parse::parse_published;
 
 /// The name of the function library.
-pub const LIBRARY_NAME: &str = "breaker_v1";
+pub(crate) const LIBRARY_NAME: &str = "breaker_v2";
+
+/// Most breakers in one call; a larger batch is split into several calls sent in one pipeline
+/// (one round trip), up to [`MAX_ITEMS_PER_ROUND_TRIP`].
+pub(crate) const MAX_ITEMS_PER_CALL: usize = 512;
+/// Most breakers in one round trip: 8 calls of [`MAX_ITEMS_PER_CALL`]. A larger batch (the
+/// first flush after many registrations, or the reconciliation after a store fault, which reads
+/// every registered breaker) is sent in several round trips, one after another, each under the
+/// store's operation timeout. Why: one call of 512 breakers took the store about 6 ms on a
+/// 2-core VM, so a round trip of 4,096 takes about 50 ms, well inside the default 250 ms
+/// timeout; with 100,000 breakers in one round trip every recovery outlasted the timeout.
+pub(crate) const MAX_ITEMS_PER_ROUND_TRIP: usize = 8 * MAX_ITEMS_PER_CALL;
+/// Most leases one `cas` grants.
+pub(crate) const MAX_LEASES_PER_GRANT: u32 = 64;
+/// Most buckets of a fleet window (so a breaker's window stays a few hundred bytes in Redis).
+pub(crate) const MAX_BUCKETS: u32 = 20;
+/// The largest number a reply or an argument carries: 2^53 - 1 (Lua's exact integers).
+pub(crate) const MAX_SAFE: u64 = (1 << 53) - 1;
+/// The longest breaker id the script accepts: the one bound of every id
+/// ([`names::MAX_ID_LEN`](crate::names::MAX_ID_LEN); a keyed breaker's id is hashed to fit).
+pub(crate) const MAX_ID_LEN: usize = crate::names::MAX_ID_LEN;
+/// The longest lease id: a sequence number, the epoch and the replica id.
+pub(crate) const MAX_LEASE_ID: usize = 20 + 1 + 40 + 1 + crate::names::MAX_NAME_LEN;
+/// The longest channel name.
+const MAX_CHANNEL: usize = 16 + crate::names::MAX_NAME_LEN;
+/// The most probes of a half-open period (the word's field).
+const MAX_PROBES: u32 = breaker_core::breaker::decide::MAX_IN_FLIGHT;
+
+/// The script's limits, generated from the constants above so the two cannot disagree.
+fn limits() -> String {
+    format!(
+        "local MAX_MS, MAX_ITEMS, MAX_ID, MAX_REPLICA, MAX_CHANNEL, MAX_LEASES, MAX_PROBES, \
+         MAX_BUCKETS, MAX_LEASE_ID = {MAX_SAFE}, {MAX_ITEMS_PER_CALL}, {MAX_ID_LEN}, {}, \
+         {MAX_CHANNEL}, {MAX_LEASES_PER_GRANT}, {MAX_PROBES}, {MAX_BUCKETS}, {MAX_LEASE_ID}\n",
+        crate::names::MAX_NAME_LEN
+    )
+}
 
 /// The library's source as loaded with `FUNCTION LOAD`.
-pub const LIBRARY: &str = concat!(
-    "#!lua name=breaker_v1\n",
-    include_str!("breaker.lua"),
-    "\nlocal function entry(op) return function(keys, args) return dispatch(op, keys, args) end end\n",
-    "redis.register_function('breaker_v1_flush', entry('flush'))\n",
-    "redis.register_function('breaker_v1_trip', entry('trip'))\n",
-    "redis.register_function('breaker_v1_acquire_probe', entry('acquire_probe'))\n",
-    "redis.register_function('breaker_v1_end_probe', entry('end_probe'))\n",
-    "redis.register_function('breaker_v1_force', entry('force'))\n",
-    "redis.register_function('breaker_v1_repair', entry('repair'))\n"
-);
+pub(crate) fn library() -> &'static str {
+    static LIBRARY: OnceLock<String> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let mut s = format!("#!lua name={LIBRARY_NAME}\n");
+        s.push_str(&limits());
+        s.push_str(include_str!("store.lua"));
+        s.push_str(
+            "\nlocal function entry(op) return function(keys, args) return dispatch(op, keys, \
+             args) end end\n",
+        );
+        for op in Op::ALL {
+            s.push_str(&format!(
+                "redis.register_function('{}', entry('{}'))\n",
+                op.function(),
+                op.as_str()
+            ));
+        }
+        s
+    })
+}
 
 /// The same source as one script for `EVALSHA` (first argument: the op's name).
-pub const EVAL_SCRIPT: &str = concat!(
-    include_str!("breaker.lua"),
-    "\nlocal a = {}\nfor i = 2, #ARGV do a[i - 1] = ARGV[i] end\n",
-    "return dispatch(ARGV[1], KEYS, a)\n"
-);
-
-/// Most breakers in one flush call; a larger flush is split into several calls sent in one
-/// pipeline (one round trip), up to [`MAX_BREAKERS_PER_ROUND_TRIP`].
-pub const MAX_BREAKERS_PER_CALL: usize = 512;
-/// Most breakers in one round trip of a flush: 8 calls of [`MAX_BREAKERS_PER_CALL`]. A larger
-/// flush (the first after many registrations, or a degraded store's recovery flush, which
-/// carries every registered breaker) is sent in several round trips, one after another, each
-/// under the store's operation timeout. Why: one call of 512 breakers took the store about
-/// 6 ms on a 2-core VM, so a round trip of 4,096 takes about 50 ms, well inside the default
-/// 250 ms timeout; with 100,000 breakers in one round trip a degraded store's every recovery
-/// flush outlasted the timeout, and the store never recovered.
-pub const MAX_BREAKERS_PER_ROUND_TRIP: usize = 8 * MAX_BREAKERS_PER_CALL;
-/// Most leases one acquire asks for.
-pub const MAX_LEASES_PER_ACQUIRE: u32 = 64;
-const MAX_SAFE: i64 = (1 << 53) - 1;
+pub(crate) fn eval_script() -> &'static str {
+    static SCRIPT: OnceLock<String> = OnceLock::new();
+    SCRIPT.get_or_init(|| {
+        let mut s = limits();
+        s.push_str(include_str!("store.lua"));
+        s.push_str(
+            "\nlocal a = {}\nfor i = 2, #ARGV do a[i - 1] = ARGV[i] end\nreturn dispatch(ARGV[1], \
+             KEYS, a)\n",
+        );
+        s
+    })
+}
 
 /// How the scripts are invoked on the connected server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScriptMode {
-    /// `FCALL` of the `breaker_v1` function library (Redis 7 and later).
+pub(crate) enum ScriptMode {
+    /// `FCALL` of the function library (Redis 7 and later).
     Function,
     /// `EVALSHA` of one script, reloaded on `NOSCRIPT` (servers without functions).
     Eval,
 }
 
-/// The ops of the protocol.
+/// The store's primitives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Add aggregated counts; may trip on the fleet rate; repairs from the high-water mark.
-    Flush,
-    /// A replica tripped locally (a vote under quorum).
-    Trip,
-    /// Reserve probe leases (promotes open to half-open once the deadline passed).
-    AcquireProbe,
-    /// Release a probe lease with its outcome.
-    EndProbe,
-    /// Manual control: reset, open, force open, force closed.
-    Force,
-    /// Adopt a replica's newer state.
-    Repair,
+pub(crate) enum Op {
+    /// The words, nothing written.
+    Read,
+    /// Add counts to the window of the expected word; the window's totals.
+    Add,
+    /// A quorum vote in the expected word's period; the distinct votes.
+    Vote,
+    /// The fenced compare-and-set.
+    Cas,
 }
 
 impl Op {
+    const ALL: [Op; 4] = [Op::Read, Op::Add, Op::Vote, Op::Cas];
+
     /// The op's name, as in the script and in errors.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
-            Op::Flush => "flush",
-            Op::Trip => "trip",
-            Op::AcquireProbe => "acquire_probe",
-            Op::EndProbe => "end_probe",
-            Op::Force => "force",
-            Op::Repair => "repair",
+            Op::Read => "read",
+            Op::Add => "add",
+            Op::Vote => "vote",
+            Op::Cas => "cas",
         }
     }
 
     fn function(self) -> &'static str {
         match self {
-            Op::Flush => "breaker_v1_flush",
-            Op::Trip => "breaker_v1_trip",
-            Op::AcquireProbe => "breaker_v1_acquire_probe",
-            Op::EndProbe => "breaker_v1_end_probe",
-            Op::Force => "breaker_v1_force",
-            Op::Repair => "breaker_v1_repair",
+            Op::Read => "breaker_v2_read",
+            Op::Add => "breaker_v2_add",
+            Op::Vote => "breaker_v2_vote",
+            Op::Cas => "breaker_v2_cas",
         }
-    }
-}
-
-/// Why the shared state is what it is (the cause of its last transition).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reason {
-    /// A replica's consecutive-failure rule tripped.
-    ConsecutiveFailures,
-    /// The failure rate (the fleet's, or a replica's under quorum) reached its threshold.
-    FailureRate,
-    /// The slow-call rate reached its threshold.
-    SlowCallRate,
-    /// The cooldown ended and a probe was requested.
-    CooldownElapsed,
-    /// A probe failed.
-    ProbeFailed,
-    /// Enough probes succeeded.
-    ProbesSucceeded,
-    /// Force open, force closed, open or reset.
-    Manual,
-    /// A replica re-wrote state the store had lost (restart, failover, expiry).
-    Repaired,
-    /// No transition yet.
-    Initial,
-}
-
-impl Reason {
-    fn from_code(c: i64) -> Option<Reason> {
-        Some(match c {
-            0 => Reason::ConsecutiveFailures,
-            1 => Reason::FailureRate,
-            2 => Reason::SlowCallRate,
-            3 => Reason::CooldownElapsed,
-            4 => Reason::ProbeFailed,
-            5 => Reason::ProbesSucceeded,
-            7 => Reason::Manual,
-            8 => Reason::Repaired,
-            9 => Reason::Initial,
-            _ => return None,
-        })
-    }
-
-    fn trip_code(self) -> Option<u8> {
-        match self {
-            Reason::ConsecutiveFailures => Some(0),
-            Reason::FailureRate => Some(1),
-            Reason::SlowCallRate => Some(2),
-            _ => None,
-        }
-    }
-
-    /// Lowercase snake_case name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Reason::ConsecutiveFailures => "consecutive_failures",
-            Reason::FailureRate => "failure_rate",
-            Reason::SlowCallRate => "slow_call_rate",
-            Reason::CooldownElapsed => "cooldown_elapsed",
-            Reason::ProbeFailed => "probe_failed",
-            Reason::ProbesSucceeded => "probes_succeeded",
-            Reason::Manual => "manual",
-            Reason::Repaired => "repaired",
-            Reason::Initial => "initial",
-        }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
 /// What an op did, per breaker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Code {
+pub(crate) enum Code {
     /// Done as asked.
     Applied,
-    /// Dropped: computed from another generation (or state) than the store's.
+    /// Not done: the stored word is not the one expected (it is in the reply).
     Stale,
-    /// The replica's high-water state was adopted.
-    Repaired,
-    /// The write opened the breaker.
-    Tripped,
-    /// Counts of the current generation in a state that has no window (open, forced): ignored.
-    Ignored,
-    /// A quorum vote was recorded; not enough votes yet.
-    Voted,
-    /// The probe's lease had expired: its outcome was not counted.
-    Late,
-    /// No lease granted (not half-open yet, or every slot taken).
-    Denied,
+    /// Not done: the store has no word for the breaker (never written, or lost).
+    Missing,
+    /// Not done: `not_before` is still ahead on the store's clock.
+    Early,
+    /// Not done: the call ran after its `valid_until`.
+    Expired,
+    /// Not done: an argument of this item was refused (a client bug; the others went on).
+    Bad,
 }
 
 impl Code {
@@ -229,94 +201,85 @@ impl Code {
         Some(match c {
             0 => Code::Applied,
             1 => Code::Stale,
-            2 => Code::Repaired,
-            3 => Code::Tripped,
-            4 => Code::Ignored,
-            5 => Code::Voted,
-            6 => Code::Late,
-            7 => Code::Denied,
+            2 => Code::Missing,
+            3 => Code::Early,
+            4 => Code::Expired,
+            5 => Code::Bad,
             _ => return None,
         })
     }
 }
 
-fn state_tag(s: State) -> u8 {
-    match s {
-        State::Closed => 0,
-        State::Open => 1,
-        State::HalfOpen => 2,
-        State::ForcedOpen => 3,
-        State::ForcedClosed => 4,
+/// The wire code of a transition reason: the one table, for the store's `rs` field and the
+/// published messages.
+pub(crate) fn reason_code(r: TransitionReason) -> u8 {
+    match r {
+        TransitionReason::ConsecutiveFailures => 0,
+        TransitionReason::FailureRate => 1,
+        TransitionReason::SlowCallRate => 2,
+        TransitionReason::CooldownElapsed => 3,
+        TransitionReason::ProbeFailed => 4,
+        TransitionReason::ProbesSucceeded => 5,
+        TransitionReason::ProbeExpired => 6,
+        TransitionReason::Manual => 7,
     }
 }
 
-fn state_from_tag(t: i64) -> Option<State> {
-    Some(match t {
-        0 => State::Closed,
-        1 => State::Open,
-        2 => State::HalfOpen,
-        3 => State::ForcedOpen,
-        4 => State::ForcedClosed,
-        _ => return None,
-    })
+/// The reason of wire code `c` (the inverse of [`reason_code`]).
+pub(crate) fn reason_of(c: u8) -> Option<TransitionReason> {
+    TransitionReason::ALL
+        .into_iter()
+        .find(|r| reason_code(*r) == c)
 }
 
-/// A breaker's shared state as the store answered it.
+/// A word on the wire: its encoding with no probes in flight (the store materializes those
+/// from the leases).
+pub(crate) fn wire_word(w: Word) -> String {
+    Word { in_flight: 0, ..w }.encode().to_string()
+}
+
+/// A breaker's word as the store answered it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SharedState {
-    /// The shared generation: bumped by every transition, never lowered (repair only raises it).
-    pub generation: u64,
-    /// The shared state.
-    pub state: State,
-    /// When open: the deadline, server time in ms since the Unix epoch. `None` otherwise.
-    pub deadline_ms: Option<u64>,
-    /// Consecutive openings since the breaker last closed (0..=255).
-    pub streak: u32,
-    /// Half-open: successful probes so far in this generation.
-    pub probe_successes: u32,
-    /// The replica whose write caused the last transition (`None` before any).
-    pub caused_by: Option<ReplicaId>,
-    /// Why.
-    pub reason: Reason,
+pub(crate) struct Stored {
+    /// The word, its probes in flight the unexpired leases.
+    pub(crate) word: Word,
+    /// Open: the deadline, server ms since the Unix epoch (0: none).
+    pub(crate) deadline_ms: u64,
+    /// The replica whose write made the last transition.
+    pub(crate) by: Option<ReplicaId>,
+    /// Its reason.
+    pub(crate) reason: TransitionReason,
+    /// That replica's policy fingerprint.
+    pub(crate) fingerprint: String,
 }
 
-impl SharedState {
-    /// The state of a breaker the store has never seen: closed, generation 0.
-    pub fn initial() -> SharedState {
-        SharedState {
-            generation: 0,
-            state: State::Closed,
-            deadline_ms: None,
-            streak: 0,
-            probe_successes: 0,
-            caused_by: None,
-            reason: Reason::Initial,
-        }
-    }
-}
-
-/// A probe lease: a counted slot with an expiry, held by one probe.
+/// A probe lease: a counted slot of the fleet's half-open period with an expiry, held by one
+/// probe ([`SharedPermit::lease`](crate::SharedPermit::lease)).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Lease {
-    member: Arc<str>,
-    generation: u64,
-    expiry_ms: u64,
+    pub(crate) member: Arc<str>,
+    /// The store's epoch it was granted in (a lease of a lost store is of no period now).
+    pub(crate) epoch: Arc<str>,
+    /// The generation of the half-open period it belongs to.
+    pub(crate) generation: u32,
+    /// When the slot frees itself, server ms.
+    pub(crate) expiry_ms: u64,
 }
 
 impl Lease {
-    /// The half-open generation the lease belongs to.
-    pub fn generation(&self) -> u64 {
+    /// The lease's id in the store (a sequence number, the store's epoch and the replica).
+    pub fn id(&self) -> &str {
+        &self.member
+    }
+
+    /// The fleet generation of the half-open period it belongs to.
+    pub fn generation(&self) -> u32 {
         self.generation
     }
 
-    /// When the slot frees itself, server ms.
+    /// When its slot frees itself, server ms since the Unix epoch.
     pub fn expiry_ms(&self) -> u64 {
         self.expiry_ms
-    }
-
-    /// The lease's member in the store's sorted set.
-    pub fn id(&self) -> &str {
-        &self.member
     }
 }
 
@@ -324,136 +287,137 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("id", &&*self.member)
+            .field("generation", &self.generation)
             .field("expiry_ms", &self.expiry_ms)
             .finish()
     }
 }
 
+/// What an op answers besides the word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Extra {
+    /// Nothing.
+    None,
+    /// `add`: the window's totals (successes, failures, slow).
+    Totals {
+        successes: u64,
+        failures: u64,
+        slow: u64,
+    },
+    /// `vote`: distinct votes within the window.
+    Votes(u64),
+    /// `cas`: the leases granted.
+    Granted(Vec<Lease>),
+}
+
 /// One breaker's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ItemReply {
+pub(crate) struct ItemReply {
     /// What the op did.
-    pub code: Code,
-    /// The shared state after the op.
-    pub state: SharedState,
-    /// Unexpired probe leases (half-open only, else 0).
-    pub leases_in_flight: u32,
-    /// Whether the pinned policy's fingerprint differs from the one sent.
-    pub policy_mismatch: bool,
-    /// The pinned policy's fingerprint.
-    pub pinned_fingerprint: String,
-    /// Leases granted by an acquire.
-    pub granted: Vec<Lease>,
-    /// The server's `TIME` during the op, ms since the Unix epoch (the reference of the
-    /// deadline and of the lease expiries).
-    pub server_now_ms: u64,
+    pub(crate) code: Code,
+    /// The breaker's word after the op (`None`: missing).
+    pub(crate) stored: Option<Stored>,
+    /// The op's own values.
+    pub(crate) extra: Extra,
 }
 
 /// A checked reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The server's `TIME` during the op, ms since the Unix epoch.
-    pub server_now_ms: u64,
+    pub(crate) server_now_ms: u64,
+    /// The namespace's epoch ('' when it has none: nothing written since the store lost it).
+    pub(crate) epoch: Arc<str>,
     /// Replicas that flushed within the live window.
-    pub live_replicas: u64,
+    pub(crate) live_replicas: u64,
     /// The namespace's version counter (bumped by every transition).
-    pub version: u64,
+    pub(crate) version: u64,
     /// One answer per breaker, in request order.
-    pub items: Vec<ItemReply>,
+    pub(crate) items: Vec<ItemReply>,
 }
 
-/// What a replica knows of a breaker's newest state: its high-water mark. Sent with every flush
-/// so a store that lost writes is repaired.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HighWater {
-    /// The newest shared generation this replica has seen.
-    pub generation: u64,
-    /// The state of that generation.
-    pub state: State,
-    /// When open: the time left until the deadline, by this replica's monotonic clock.
-    pub remaining: Duration,
-    /// The open streak of that generation.
-    pub streak: u32,
+/// What a breaker's every write carries besides its word: from its policy and scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Params {
+    /// The fingerprint of the replica's policy (16 hex digits).
+    pub(crate) fingerprint: Arc<str>,
+    /// Expiry of the breaker's keys after their last write, ms.
+    pub(crate) ttl_ms: u64,
+    /// The fleet window's length, ms.
+    pub(crate) window_ms: u64,
+    /// Its buckets.
+    pub(crate) buckets: u32,
+    /// Probes in flight across the fleet.
+    pub(crate) cap: u32,
+    /// How long a probe lease lives, ms (the probe wait).
+    pub(crate) lease_ms: u64,
+    /// Distinct replicas whose trips open the fleet.
+    pub(crate) quorum: u32,
 }
 
-impl HighWater {
-    /// Nothing known: generation 0, closed.
-    pub const NONE: HighWater = HighWater {
-        generation: 0,
-        state: State::Closed,
-        remaining: Duration::ZERO,
-        streak: 0,
-    };
-}
-
-/// A probe's outcome, for [`Protocol::end_probe`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProbeOutcome {
-    /// Counts toward closing.
-    Success,
-    /// Re-opens the fleet.
-    Failure,
-    /// Releases the slot only.
-    Neutral,
-}
-
-/// The targets of [`Protocol::force`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ForceTarget {
-    /// Closed, streak and window cleared (`reset`).
-    Reset,
-    /// Open with a fresh cooldown, as if tripped.
-    Open,
-    /// Forced open: every replica rejects until reset.
-    ForcedOpen,
-    /// Forced closed: every replica admits and records nothing until reset.
-    ForcedClosed,
-}
-
-/// One breaker as the protocol addresses it: id, keys, compiled policy.
+/// One breaker as the protocol addresses it: id, keys, parameters.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     pub(crate) id: BreakerId,
     pub(crate) keys: BreakerKeys,
-    pub(crate) policy: CompiledPolicy,
+    pub(crate) params: Params,
 }
 
 impl Target {
-    /// The breaker `id` of `namespace` under `policy`.
-    pub fn new(namespace: &Namespace, id: BreakerId, policy: CompiledPolicy) -> Target {
+    /// The breaker `id` of `namespace` with `params`.
+    pub(crate) fn new(namespace: &Namespace, id: BreakerId, params: Params) -> Target {
         let keys = namespace.breaker_keys(&id);
-        Target { id, keys, policy }
-    }
-
-    /// The breaker's id.
-    pub fn id(&self) -> &BreakerId {
-        &self.id
-    }
-
-    /// The breaker's keys.
-    pub fn keys(&self) -> &BreakerKeys {
-        &self.keys
-    }
-
-    /// The breaker's policy.
-    pub fn policy(&self) -> &CompiledPolicy {
-        &self.policy
+        Target { id, keys, params }
     }
 }
 
-/// One breaker's part of a flush.
+/// One breaker's part of an `add`.
 #[derive(Clone, Debug)]
-pub struct FlushItem<'a> {
-    /// The breaker.
-    pub target: &'a Target,
-    /// The shared generation the counts were recorded under.
-    pub generation: u64,
-    /// Successful calls.
-    pub successes: u64,
-    /// Failed calls.
-    pub failures: u64,
+pub(crate) struct AddItem<'a> {
+    pub(crate) target: &'a Target,
+    /// The word the counts were recorded under (a closed word).
+    pub(crate) expect: Word,
+    /// Creates the breaker as `expect` if the store holds no word for it (one never written;
+    /// never set for one the store lost: that one is seeded from the local breaker).
+    pub(crate) create: bool,
+    pub(crate) successes: u64,
+    pub(crate) failures: u64,
     /// Slow calls (a subset of the successes and failures).
-    pub slow: u64,
-    /// The replica's high-water mark of this breaker.
-    pub high_water: HighWater,
+    pub(crate) slow: u64,
+}
+
+/// One breaker's `cas`.
+#[derive(Clone, Debug)]
+pub(crate) struct CasItem<'a> {
+    pub(crate) target: &'a Target,
+    /// The word decided on (`None`: the store has none).
+    pub(crate) expect: Option<Word>,
+    /// The word decided.
+    pub(crate) next: Word,
+    /// Why, when `next` is a transition (a new generation).
+    pub(crate) reason: TransitionReason,
+    /// Also applies (the leases only) when the store holds `next` already: another replica
+    /// made the same deterministic change (a promotion out of open) first.
+    pub(crate) join: bool,
+    /// Applies only once the store's clock is at least this (server ms; 0: now).
+    pub(crate) not_before: u64,
+    /// Sets the deadline to the store's now plus this (ms); `None` keeps it (none on a
+    /// transition).
+    pub(crate) cooldown_ms: Option<u64>,
+    /// Leases wanted (0: none).
+    pub(crate) want: u32,
+    /// A lease to release.
+    pub(crate) release: Option<Arc<str>>,
+}
+
+impl CasItem<'_> {
+    /// Whether `next` starts a new generation.
+    pub(crate) fn is_transition(&self) -> bool {
+        self.expect
+            .map_or(true, |e| e.generation != self.next.generation)
+    }
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,6 +1,22 @@
-//! The coordinator's loop: its wake-ups, its connection, registrations and the store's health.
+//! The coordinator's loop: its wake-ups, its connection, registrations, the store's health,
+//! and the operations it launches (each a future beside the loop; see the module docs of
+//! [`store`](super)).
 
 use super::*;
+use crate::plan::Write;
+use crate::protocol::{AddItem, CasItem, MAX_ITEMS_PER_ROUND_TRIP, MAX_SAFE};
+use futures_util::StreamExt;
+
+enum Event {
+    Command(Command),
+    Stopped,
+    Wake,
+    Push(redis::PushInfo),
+    Connected(Result<Connected, StoreError>),
+    Done(Done),
+    Flush,
+    Retry,
+}
 
 impl Coordinator {
     pub(super) async fn run(mut self) {
@@ -9,12 +25,14 @@ impl Coordinator {
             let retry_at = self.wake_for_health();
             let event = {
                 let connecting = &mut self.connecting;
+                let ops = &mut self.ops;
                 tokio::select! {
                     biased;
                     c = self.cmd_rx.recv() => match c {
                         Some(c) => Event::Command(c),
                         None => Event::Stopped,
                     },
+                    Some(d) = ops.next(), if !ops.is_empty() => Event::Done(d),
                     _ = self.shared.wake.notified() => Event::Wake,
                     Some(p) = self.push_rx.recv() => Event::Push(p),
                     r = async {
@@ -34,15 +52,16 @@ impl Coordinator {
             };
             match event {
                 Event::Stopped => return,
-                Event::Command(c) => self.command(c).await,
-                Event::Wake => self.urgent().await,
+                Event::Command(c) => self.command(c),
+                Event::Done(d) => self.done(d),
+                Event::Wake => self.urgent(),
                 Event::Push(p) => self.push(p),
                 Event::Connected(r) => {
                     self.connecting = None;
                     match r {
-                        Ok(conn) => {
-                            self.conn = Some(conn);
-                            self.record_success();
+                        Ok(c) => {
+                            self.connected(c);
+                            self.record_success(true);
                         }
                         Err(e) => self.record_failure(&e),
                     }
@@ -50,11 +69,18 @@ impl Coordinator {
                 Event::Flush => {
                     self.early_used = false;
                     self.schedule_flush();
-                    let _ = self.flush().await;
+                    self.flush(Vec::new(), false);
                 }
                 Event::Retry => self.grace_check(),
             }
+            self.answer_syncs();
         }
+    }
+
+    /// Takes a made connection: the server's clock read on it is the first estimate.
+    pub(super) fn connected(&mut self, c: Connected) {
+        self.conn = Some(c.conn);
+        self.observe_clock(c.server_ms, c.local_nanos);
     }
 
     /// The next time the loop must wake for the store's health: a retry of the store's breaker
@@ -107,6 +133,7 @@ impl Coordinator {
         self.next_flush = Instant::now() + self.cfg.flush_interval.mul_f64(f);
     }
 
+    /// The connection, if the store's breaker allows an operation now.
     pub(super) fn ready(&self) -> Option<ConnectionManager> {
         if self.health.allows(Instant::now()) {
             self.conn.clone()
@@ -125,12 +152,8 @@ impl Coordinator {
                     target: r.target,
                     breaker: Arc::downgrade(&r.breaker),
                     link: r.link,
-                    view: View {
-                        generation: 0,
-                        state: State::Closed,
-                        deadline: None,
-                        streak: 0,
-                    },
+                    view: View::INITIAL,
+                    carry: Deltas::default(),
                     mismatch: false,
                 },
             );
@@ -167,7 +190,9 @@ impl Coordinator {
         }
     }
 
-    pub(super) fn record_success(&mut self) {
+    /// An operation was answered. After a degraded period, every breaker is reconciled once
+    /// (`reconcile`: unless the answer that ended it was that reconciliation's read).
+    pub(super) fn record_success(&mut self, reconcile: bool) {
         let change = self.health.success(Instant::now());
         if let Change::Recovered { .. } = change {
             health::report(
@@ -178,9 +203,9 @@ impl Coordinator {
                 None,
             );
             self.set_status(StoreStatus::Healthy);
-            // Re-adopt the shared state at once, and tell the fleet of the trips it missed.
-            self.next_flush = Instant::now();
-            self.resend_unsent_trips();
+            if reconcile {
+                self.reconcile_all();
+            }
         }
     }
 
@@ -208,48 +233,315 @@ impl Coordinator {
         }
     }
 
+    /// A reply's server time, received at local time `local_nanos`: the newer estimate of the
+    /// store's clock is kept.
+    pub(super) fn observe_clock(&mut self, server_ms: u64, local_nanos: u64) {
+        let c = ServerClock {
+            server_ms,
+            local_nanos,
+        };
+        match self.server {
+            Some(old) if old.estimate(local_nanos) >= server_ms => {}
+            _ => self.server = Some(c),
+        }
+    }
+
+    /// The `valid_until` of an operation sent now: the estimate of the store's clock plus the
+    /// operation timeout (no bound before any estimate, which a connection always makes).
+    pub(super) fn valid_until(&self) -> u64 {
+        match self.server {
+            Some(c) => c
+                .estimate(self.cfg.clock.now_nanos())
+                .saturating_add(u64::try_from(self.cfg.op_timeout.as_millis()).unwrap_or(0)),
+            None => MAX_SAFE,
+        }
+    }
+
+    /// Launches an operation: `run` gets the protocol, a connection and `valid_until`, and
+    /// returns its replies, the error that stopped it (if any), its calls and round trips.
+    fn launch<F>(&mut self, what: What, urgent: bool, conn: ConnectionManager, run: F)
+    where
+        F: FnOnce(Arc<Protocol>, ConnectionManager, u64) -> OpFuture + Send + 'static,
+    {
+        if urgent {
+            self.urgent_in_flight += 1;
+        }
+        let fut = run(Arc::clone(&self.proto), conn, self.valid_until());
+        let sent = Instant::now();
+        self.ops.push(Box::pin(async move {
+            let (result, calls, round_trips) = fut.await;
+            Done {
+                what,
+                urgent,
+                result,
+                sent,
+                calls,
+                round_trips,
+            }
+        }));
+    }
+
+    /// Sends a flush: the counts of `adds` (each with the word they were recorded under, and
+    /// whether the breaker was never written) and a read of `reads`, in round trips of at most
+    /// [`MAX_ITEMS_PER_ROUND_TRIP`] breakers, one after another, each under the timeout.
+    pub(super) fn launch_flush(
+        &mut self,
+        conn: ConnectionManager,
+        adds: Vec<(u32, Deltas, breaker_core::breaker::decide::Word, bool)>,
+        reads: Vec<u32>,
+        waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>,
+        after_fault: bool,
+        urgent: bool,
+    ) {
+        self.flushing = true;
+        let add_jobs: Vec<_> = adds
+            .iter()
+            .map(|(idx, d, w, create)| (Arc::clone(&self.entries[idx].target), *d, *w, *create))
+            .collect();
+        let read_jobs: Vec<_> = reads
+            .iter()
+            .map(|idx| Arc::clone(&self.entries[idx].target))
+            .collect();
+        // Round trips: the adds first, then the reads, at most MAX_ITEMS_PER_ROUND_TRIP each.
+        let mut rounds = Vec::new();
+        let (mut a, mut r) = (add_jobs.len(), read_jobs.len());
+        while a + r > 0 {
+            let na = a.min(MAX_ITEMS_PER_ROUND_TRIP);
+            let nr = r.min(MAX_ITEMS_PER_ROUND_TRIP - na);
+            rounds.push((na, nr));
+            a -= na;
+            r -= nr;
+        }
+        let timeout = self.cfg.op_timeout;
+        let plan = rounds.clone();
+        let what = What::Flush {
+            adds: adds.iter().map(|(i, d, _, _)| (*i, *d)).collect(),
+            reads,
+            rounds,
+            waiters,
+            after_fault,
+        };
+        self.launch(what, urgent, conn, move |proto, mut conn, vu| {
+            Box::pin(async move {
+                let mut replies = Vec::new();
+                let (mut ai, mut ri) = (0, 0);
+                let (mut calls, mut trips) = (0, 0);
+                for (na, nr) in plan {
+                    let items: Vec<AddItem<'_>> = add_jobs[ai..ai + na]
+                        .iter()
+                        .map(|(t, d, w, create)| AddItem {
+                            target: t,
+                            expect: *w,
+                            create: *create,
+                            successes: d.successes,
+                            failures: d.failures,
+                            slow: d.slow,
+                        })
+                        .collect();
+                    let targets: Vec<&Target> =
+                        read_jobs[ri..ri + nr].iter().map(|t| &**t).collect();
+                    calls += (na.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL)
+                        + nr.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL))
+                        as u64;
+                    trips += 1;
+                    let r = timed(
+                        timeout,
+                        "flush",
+                        proto.flush(&mut conn, &items, &targets, vu),
+                    )
+                    .await;
+                    match r {
+                        Ok(reply) => replies.push(reply),
+                        Err(e) => return ((replies, Some(e)), calls, trips),
+                    }
+                    ai += na;
+                    ri += nr;
+                }
+                ((replies, None), calls, trips)
+            })
+        });
+    }
+
+    /// Reads the words of `idxs` (round trips of at most [`MAX_ITEMS_PER_ROUND_TRIP`]).
+    pub(super) fn launch_read(
+        &mut self,
+        conn: ConnectionManager,
+        idxs: Vec<u32>,
+        after_fault: bool,
+        urgent: bool,
+    ) {
+        let targets: Vec<_> = idxs
+            .iter()
+            .map(|idx| Arc::clone(&self.entries[idx].target))
+            .collect();
+        let timeout = self.cfg.op_timeout;
+        self.launch(
+            What::Read { idxs, after_fault },
+            urgent,
+            conn,
+            move |proto, mut conn, vu| {
+                Box::pin(async move {
+                    let mut replies = Vec::new();
+                    let (mut calls, mut trips) = (0, 0);
+                    for chunk in targets.chunks(MAX_ITEMS_PER_ROUND_TRIP) {
+                        let refs: Vec<&Target> = chunk.iter().map(|t| &**t).collect();
+                        calls += refs.len().div_ceil(crate::protocol::MAX_ITEMS_PER_CALL) as u64;
+                        trips += 1;
+                        match timed(timeout, "read", proto.read(&mut conn, &refs, vu)).await {
+                            Ok(reply) => replies.push(reply),
+                            Err(e) => return ((replies, Some(e)), calls, trips),
+                        }
+                    }
+                    ((replies, None), calls, trips)
+                })
+            },
+        );
+    }
+
+    /// Sends the compare-and-sets of `jobs` in one call (one round trip). A manual change's
+    /// errors name the operation the caller asked for (`force`).
+    pub(super) fn launch_cas(&mut self, conn: ConnectionManager, jobs: Vec<CasJob>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let op = if jobs.iter().any(|j| matches!(j.kind, CasKind::Force { .. })) {
+            "force"
+        } else {
+            "cas"
+        };
+        let items: Vec<CasArgs> = jobs
+            .iter()
+            .map(|j| {
+                (
+                    Arc::clone(&j.target),
+                    j.write,
+                    j.not_before,
+                    j.join,
+                    j.want,
+                    j.release.clone(),
+                )
+            })
+            .collect();
+        let timeout = self.cfg.op_timeout;
+        let n = items.len();
+        self.launch(What::Cas(jobs), true, conn, move |proto, mut conn, vu| {
+            Box::pin(async move {
+                let cas: Vec<CasItem<'_>> = items
+                    .iter()
+                    .map(|(t, w, not_before, join, want, release)| CasItem {
+                        target: t,
+                        expect: w.expect,
+                        next: w.next,
+                        reason: w.reason,
+                        join: *join,
+                        not_before: *not_before,
+                        cooldown_ms: w.cooldown_ms,
+                        want: *want,
+                        release: release.clone(),
+                    })
+                    .collect();
+                let calls = n.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL) as u64;
+                let r = timed(timeout, op, proto.cas(&mut conn, &cas, vu)).await;
+                match r {
+                    Ok(reply) => ((vec![reply], None), calls, 1),
+                    Err(e) => ((Vec::new(), Some(named(e, op))), calls, 1),
+                }
+            })
+        });
+    }
+
+    /// Sends a quorum vote of `idx` for its word `expect`.
+    pub(super) fn launch_vote(
+        &mut self,
+        conn: ConnectionManager,
+        idx: u32,
+        expect: breaker_core::breaker::decide::Word,
+    ) {
+        let target = Arc::clone(&self.entries[&idx].target);
+        let create = !self.entries[&idx].view.known;
+        let timeout = self.cfg.op_timeout;
+        self.launch(
+            What::Vote { idx, expect },
+            true,
+            conn,
+            move |proto, mut conn, vu| {
+                Box::pin(async move {
+                    let r = timed(
+                        timeout,
+                        "vote",
+                        proto.vote(&mut conn, &target, expect, create, vu),
+                    )
+                    .await;
+                    match r {
+                        Ok(reply) => ((vec![reply], None), 1, 1),
+                        Err(e) => ((Vec::new(), Some(e)), 1, 1),
+                    }
+                })
+            },
+        );
+    }
+
+    /// Reads every registered breaker and reconciles it (a fault ended, or the namespace's
+    /// epoch changed).
+    pub(super) fn reconcile_all(&mut self) {
+        self.drain_registrations();
+        let Some(conn) = self.ready() else {
+            return;
+        };
+        let mut idxs: Vec<u32> = self.entries.keys().copied().collect();
+        if idxs.is_empty() {
+            return;
+        }
+        idxs.sort_unstable();
+        self.launch_read(conn, idxs, true, false);
+    }
+
+    /// Answers the `sync` callers once no urgent operation is in flight.
+    pub(super) fn answer_syncs(&mut self) {
+        if self.urgent_in_flight == 0 {
+            for tx in self.syncs.drain(..) {
+                let _ = tx.send(());
+            }
+        }
+    }
+
     pub(super) fn rtt(&self, d: Duration) {
         self.stats.rtt(&self.ns, d);
     }
+}
 
-    /// Sends `items` to the store in round trips of at most [`MAX_BREAKERS_PER_ROUND_TRIP`](crate::protocol::MAX_BREAKERS_PER_ROUND_TRIP) breakers,
-    /// one after another, each under the operation timeout, and stops at the first that fails.
-    /// Returns the answers of the round trips that succeeded (one per item of a prefix of
-    /// `items`, in order) and the error that stopped it, if any.
-    pub(super) async fn flush_items(
-        &self,
-        conn: &mut ConnectionManager,
-        items: &[FlushItem<'_>],
-    ) -> (Vec<ItemReply>, Option<StoreError>) {
-        let mut answers = Vec::with_capacity(items.len());
-        for chunk in items.chunks(crate::protocol::MAX_BREAKERS_PER_ROUND_TRIP) {
-            let calls = chunk.len().div_ceil(crate::protocol::MAX_BREAKERS_PER_CALL) as u64;
-            let sent = Instant::now();
-            let r = self.timed("flush", self.proto.flush(conn, chunk)).await;
-            add(&self.stats.operations, calls);
-            add(&self.stats.round_trips, 1);
-            match r {
-                Ok(reply) => {
-                    self.rtt(sent.elapsed());
-                    answers.extend(reply.items);
-                }
-                Err(e) => return (answers, Some(e)),
-            }
-        }
-        (answers, None)
+/// The future of an operation: its replies and the error that stopped it, its calls and
+/// round trips.
+pub(super) type OpFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = ((Vec<Reply>, Option<StoreError>), u64, u64)> + Send>,
+>;
+
+/// What a compare-and-set's future needs of its job: the target, the write, `not_before`,
+/// `join`, the leases wanted and the lease to release.
+type CasArgs = (Arc<Target>, Write, u64, bool, u32, Option<Arc<str>>);
+
+/// `e` as an error of operation `op` (the protocol names its primitive; the caller asked for
+/// `op`).
+fn named(e: StoreError, op: &'static str) -> StoreError {
+    match e {
+        StoreError::Timeout { after, .. } => StoreError::Timeout { op, after },
+        StoreError::Unavailable { message, .. } => StoreError::Unavailable { op, message },
+        StoreError::Server { message, .. } => StoreError::Server { op, message },
+        StoreError::Malformed { what, .. } => StoreError::Malformed { op, what },
+        StoreError::Degraded { .. } => StoreError::Degraded { op },
+        StoreError::Auth { message, .. } => StoreError::Auth { op, message },
+        e @ (StoreError::Config { .. } | StoreError::Closed) => e,
     }
+}
 
-    pub(super) async fn timed<T>(
-        &self,
-        op: &'static str,
-        fut: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.cfg.op_timeout, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::Timeout {
-                op,
-                after: self.cfg.op_timeout,
-            }),
-        }
+/// `fut` under the operation timeout.
+async fn timed<T>(
+    timeout: Duration,
+    op: &'static str,
+    fut: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::Timeout { op, after: timeout }),
     }
 }

@@ -2,50 +2,63 @@
 //!
 //! # Why one task per connection
 //! A million keyed breakers must not cost a million tasks or timers. The coordinator owns the
-//! connection and every registered breaker's view of the shared state; breakers reach it only
-//! through their [`Link`] (an atomic flag per flush interval, a queue for the rare urgent
-//! operations). It wakes for:
+//! connection and every registered breaker's view of the store; breakers reach it only through
+//! their link (an atomic flag per flush interval, a queue for the rare urgent operations). It
+//! wakes for:
 //!
 //! - the flush timer (every `flush_interval`, jittered): the counts of the breakers that were
-//!   *active* since the last flush, plus the breakers whose shared state is not closed (so a
-//!   lost push costs at most one interval), go to the store in one operation (a pipeline
-//!   when more than 512), or in several round trips of at most [`MAX_BREAKERS_PER_ROUND_TRIP`](crate::protocol::MAX_BREAKERS_PER_ROUND_TRIP) breakers
-//!   each, one after another, each under the timeout: a flush of every breaker (the first
-//!   after many registrations, or the health probe of a degraded store, below) must not fail
-//!   for its size alone. Idle breakers are not touched and cost nothing;
+//!   *active* since the last flush go to the store (`add`, in one operation, a pipeline when
+//!   more than 512), with a `read` of the breakers whose fleet state is not closed (so a lost
+//!   push costs at most one interval), in one round trip (several of at most
+//!   4,096 breakers each, one
+//!   after another, each under the timeout, for a batch that large). Idle breakers are not
+//!   touched and cost nothing;
 //! - urgent operations (a local trip, a probe-lease request, a probe's end, an early flush):
-//!   sent at once, concurrently, one round trip for the batch; probe requests of one breaker
-//!   queued together are merged into one operation;
+//!   sent at once, one round trip for the batch; probe requests of one breaker queued together
+//!   are merged into one operation;
 //! - published transitions (pub/sub on the same RESP3 connection, resubscribed after a
 //!   reconnect);
-//! - commands of the [`Store`] handle (flush now, force, reset, sync).
+//! - commands of the [`Store`] handle (flush now, force, reset, sync);
+//! - the answers of its operations.
 //!
-//! Every operation runs under the configured timeout, is counted by the store's own breaker
-//! (see [`crate::health`]), and its reply is checked before anything is applied.
-//! Deadlines are converted on receipt: `local deadline = local now at receipt + (server
-//! deadline - server now)`, both server readings from the same reply, so replicas' clocks are
-//! never compared and a replica's clock offset changes no decision.
+//! # Nothing waits behind a hung store
+//! The coordinator never awaits the store: every operation runs as its own future beside the
+//! loop, under the operation timeout, and its answer comes back as an event. So a hung flush
+//! delays no command (`sync`, `force`, `reset` are served at once, each bounded by its own
+//! timeout), no urgent operation and no push; one flush is in flight at a time.
+//!
+//! # No late effects
+//! Every operation carries `valid_until`: this replica's estimate of the store's clock plus the
+//! operation timeout. The estimate is the newest reply's server time plus the local time since
+//! it arrived (before the first reply of a connection, the server's `TIME` read when
+//! connecting): it never runs ahead of the store's clock, so an operation the client gave up on
+//! (timed out) never takes effect later, when a hung server resumes.
+//!
+//! # Reconciled after every store fault
+//! Every answer is checked against this replica's view of the breaker (`plan.rs`): a word
+//! missing while it was known, or older than the view, means the store lost it, and it is seeded
+//! again from the local breaker's state *now*; a newer one is adopted. A new epoch of the
+//! namespace (restarted empty, flushed) and the end of every degraded period reconcile every
+//! registered breaker. Deadlines are converted on receipt: `local deadline = local now at
+//! receipt + (server deadline - server now)`, both server readings from the same reply, so
+//! replicas' clocks are never compared.
 //!
 //! # Files
-//! - `mod.rs`: the [`Store`] handle, connecting, and the coordinator's state (its views of
-//!   the registered breakers).
-//! - `coordinator.rs`: the coordinator's loop, its connection and the store's health.
-//! - `ops.rs`: the coordinator's operations: flushes, urgent operations, the handle's
-//!   commands and published transitions.
+//! - `mod.rs`: the [`Store`] handle, connecting, and the coordinator's state.
+//! - `coordinator.rs`: the coordinator's loop, its connection, the store's health and the
+//!   operations it launches.
+//! - `ops.rs`: what the coordinator does with each answer, command and push.
 
 use crate::config::{OnStoreError, StoreConfig};
 use crate::error::StoreError;
 use crate::health::{self, add, Change, Stats, StoreBreaker, StoreStats};
-use crate::link::{
-    Deltas, Link, LinkState, PolicyMismatch, ProbeGrant, RemoteUpdate, Shared, SharedBreaker,
-    StoreStatus, Urgent,
-};
+use crate::link::FleetView;
+use crate::link::{Deltas, Link, LinkState, Shared, SharedBreaker, StoreStatus};
 use crate::names::{BreakerId, Namespace, ReplicaId};
-use crate::policy::{CompiledPolicy, PolicyError, SharedPolicy};
-use crate::protocol::{
-    Code, FlushItem, ForceTarget, HighWater, ItemReply, Protocol, Reason, SharedState, Target,
-};
-use breaker_core::breaker::State;
+use crate::plan::View;
+use crate::protocol::{Params, Protocol, Reply, Target};
+use breaker_core::breaker::{BreakerPolicy, State, TransitionReason};
+use futures_util::stream::FuturesUnordered;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -65,9 +78,14 @@ pub enum RegisterError {
     /// A breaker with this id is already registered with this store.
     #[error("shared breaker `{0}` is already registered with this store")]
     Duplicate(BreakerId),
-    /// The policy is invalid.
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
+    /// The breaker's policy cannot run in its scope (the one validator's errors, every one).
+    #[error("cannot share breaker `{}`: {errors}", .breaker.escape_debug())]
+    Policy {
+        /// The breaker's name.
+        breaker: String,
+        /// What the validator found.
+        errors: breaker_core::policy::ValidationError,
+    },
     /// The breaker's name (or key) is not a valid shared breaker id.
     #[error("cannot share this breaker: {0}")]
     Name(crate::names::NameError),
@@ -82,20 +100,44 @@ pub enum RegisterError {
     },
 }
 
+/// The targets of [`Store::force`]: a fleet-wide manual change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForceTarget {
+    /// Closed, streak and window cleared (`reset`).
+    Reset,
+    /// Open with a fresh cooldown, as if tripped.
+    Open,
+    /// Forced open: every replica rejects until reset.
+    ForcedOpen,
+    /// Forced closed: every replica admits and records nothing until reset.
+    ForcedClosed,
+}
+
+impl ForceTarget {
+    fn state(self) -> State {
+        match self {
+            ForceTarget::Reset => State::Closed,
+            ForceTarget::Open => State::Open,
+            ForceTarget::ForcedOpen => State::ForcedOpen,
+            ForceTarget::ForcedClosed => State::ForcedClosed,
+        }
+    }
+}
+
 enum Command {
     FlushNow(oneshot::Sender<Result<usize, StoreError>>),
     Sync(oneshot::Sender<()>),
     Force {
         id: BreakerId,
-        policy: Option<CompiledPolicy>,
+        policy: Option<Arc<BreakerPolicy>>,
         to: ForceTarget,
-        reply: oneshot::Sender<Result<SharedState, StoreError>>,
+        reply: oneshot::Sender<Result<FleetView, StoreError>>,
     },
 }
 
 struct Registration {
     idx: u32,
-    target: Target,
+    target: Arc<Target>,
     breaker: Arc<dyn SharedBreaker>,
     link: Arc<LinkState>,
 }
@@ -118,7 +160,7 @@ impl Drop for Inner {
     }
 }
 
-/// A connected store: the handle breakers register with, and fleet-wide manual control.
+/// A connected store: the handle breakers are shared through, and fleet-wide manual control.
 /// Cloning is cheap; the coordinator stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct Store {
@@ -196,7 +238,7 @@ impl Store {
         proto: Arc<Protocol>,
         push_tx: mpsc::UnboundedSender<redis::PushInfo>,
         push_rx: mpsc::UnboundedReceiver<redis::PushInfo>,
-        conn: Option<ConnectionManager>,
+        conn: Option<Connected>,
     ) -> Store {
         use rand::SeedableRng;
         let shared = Arc::new(Shared::new());
@@ -219,7 +261,7 @@ impl Store {
         if conn.is_none() {
             health.degrade_now(now);
         }
-        let coordinator = Coordinator {
+        let mut coordinator = Coordinator {
             cfg: config.clone(),
             ns: config.namespace.as_str().to_owned(),
             proto,
@@ -235,16 +277,27 @@ impl Store {
             cmd_rx,
             push_rx,
             push_tx,
-            conn,
+            conn: None,
             connecting: None,
             health,
             next_flush: now + config.flush_interval,
             early_used: false,
+            early_pending: false,
             fresh: Vec::new(),
             unsent_trips: Vec::new(),
             sweep: Vec::new(),
             rng: rand::rngs::SmallRng::from_entropy(),
+            server: None,
+            epoch: None,
+            ops: FuturesUnordered::new(),
+            flushing: false,
+            flush_again: Vec::new(),
+            urgent_in_flight: 0,
+            syncs: Vec::new(),
         };
+        if let Some(c) = conn {
+            coordinator.connected(c);
+        }
         let task = tokio::spawn(coordinator.run());
         Store {
             inner: Arc::new(Inner {
@@ -261,19 +314,14 @@ impl Store {
         }
     }
 
-    /// Registers a local breaker as the shared breaker `id` under `policy`; the returned
-    /// [`Link`] is the breaker's handle (dropping it unregisters the breaker).
-    ///
-    /// # Errors
-    /// [`RegisterError::Duplicate`] if `id` is registered already, [`RegisterError::Policy`]
-    /// if `policy` is invalid.
-    pub fn register(
+    /// Registers a local breaker as the shared breaker `id` with `params`; the returned link
+    /// is the breaker's handle (dropping it unregisters the breaker).
+    pub(crate) fn register(
         &self,
         id: BreakerId,
-        policy: &SharedPolicy,
+        params: Params,
         breaker: Arc<dyn SharedBreaker>,
     ) -> Result<Link, RegisterError> {
-        let compiled = policy.compile()?;
         let idx = self.inner.next_idx.fetch_add(1, Ordering::Relaxed);
         {
             let mut ids = self.inner.ids.lock().unwrap_or_else(|e| e.into_inner());
@@ -293,7 +341,11 @@ impl Store {
             active: Default::default(),
             shared: Arc::clone(&self.inner.shared),
         });
-        let target = Target::new(&self.inner.config.namespace, id.clone(), compiled);
+        let target = Arc::new(Target::new(
+            &self.inner.config.namespace,
+            id.clone(),
+            params,
+        ));
         let _ = self.inner.registrations.send(Registration {
             idx,
             target,
@@ -307,7 +359,7 @@ impl Store {
     }
 
     /// Flushes now (instead of waiting for the timer): the number of breakers sent, 0 when no
-    /// breaker was active.
+    /// breaker was active. A flush in flight is waited for, then another one is sent.
     ///
     /// # Errors
     /// The store's error; [`StoreError::Degraded`] when its breaker is open.
@@ -317,7 +369,9 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Waits until every urgent operation queued before this call has been answered.
+    /// Waits until every urgent operation (local trips, probe leases and their ends, and what
+    /// their answers lead to) queued before this call has been answered. It never waits for a
+    /// flush.
     ///
     /// # Errors
     /// [`StoreError::Closed`] if the coordinator has stopped.
@@ -328,12 +382,12 @@ impl Store {
     }
 
     /// Fleet-wide manual control of the registered breaker `id`: every replica sees it (push,
-    /// or its next flush). Re-pins this replica's policy.
+    /// or its next flush). Decided by the core's `force` on the store's word.
     ///
     /// # Errors
     /// The store's error; [`StoreError::Config`] if `id` is not registered here (see
     /// [`force_with_policy`](Self::force_with_policy)).
-    pub async fn force(&self, id: &BreakerId, to: ForceTarget) -> Result<SharedState, StoreError> {
+    pub async fn force(&self, id: &BreakerId, to: ForceTarget) -> Result<FleetView, StoreError> {
         self.force_inner(id, None, to).await
     }
 
@@ -341,33 +395,36 @@ impl Store {
     ///
     /// # Errors
     /// As [`force`](Self::force).
-    pub async fn reset(&self, id: &BreakerId) -> Result<SharedState, StoreError> {
+    pub async fn reset(&self, id: &BreakerId) -> Result<FleetView, StoreError> {
         self.force_inner(id, None, ForceTarget::Reset).await
     }
 
     /// Manual control of a breaker that is not registered with this store (an operator's
-    /// tool), pinning `policy`.
+    /// tool): `policy` gives its cooldown, probes and window.
     ///
     /// # Errors
-    /// The store's error, or [`StoreError::Config`] for an invalid policy.
+    /// The store's error, or [`StoreError::Config`] for a policy the one validator refuses.
     pub async fn force_with_policy(
         &self,
         id: &BreakerId,
-        policy: &SharedPolicy,
+        policy: &BreakerPolicy,
         to: ForceTarget,
-    ) -> Result<SharedState, StoreError> {
-        let compiled = policy.compile().map_err(|e| StoreError::Config {
-            message: e.to_string(),
+    ) -> Result<FleetView, StoreError> {
+        crate::policy::params(policy, breaker_core::scope::Scope::Shared).map_err(|e| {
+            StoreError::Config {
+                message: e.to_string(),
+            }
         })?;
-        self.force_inner(id, Some(compiled), to).await
+        self.force_inner(id, Some(Arc::new(policy.clone())), to)
+            .await
     }
 
     async fn force_inner(
         &self,
         id: &BreakerId,
-        policy: Option<CompiledPolicy>,
+        policy: Option<Arc<BreakerPolicy>>,
         to: ForceTarget,
-    ) -> Result<SharedState, StoreError> {
+    ) -> Result<FleetView, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Force {
             id: id.clone(),
@@ -422,8 +479,16 @@ fn degraded_status(mode: OnStoreError) -> StoreStatus {
     }
 }
 
+/// A made connection with the server's clock read on it (the first estimate of the store's
+/// time, for `valid_until`).
+pub(crate) struct Connected {
+    conn: ConnectionManager,
+    server_ms: u64,
+    local_nanos: u64,
+}
+
 /// One connection: RESP3 (pub/sub on the same connection), reconnecting, resubscribing, the
-/// library loaded, under the connect timeout.
+/// library loaded, the server's clock read, under the connect timeout.
 ///
 /// The first attempt is made alone, without the connection manager's retries: the manager
 /// retries a failed connect twice with backoff (1 s, then 0.5 s, each plus up to as much
@@ -436,7 +501,7 @@ async fn connect(
     cfg: StoreConfig,
     proto: Arc<Protocol>,
     push_tx: mpsc::UnboundedSender<redis::PushInfo>,
-) -> Result<ConnectionManager, StoreError> {
+) -> Result<Connected, StoreError> {
     let op = "connect";
     let mut info =
         redis::IntoConnectionInfo::into_connection_info(cfg.url.as_str()).map_err(|e| {
@@ -472,7 +537,12 @@ async fn connect(
         m.subscribe(&channel)
             .await
             .map_err(|e| cfg.redactor.error(op, &e))?;
-        Ok(m)
+        let server_ms = proto.server_time(&mut m).await?;
+        Ok(Connected {
+            conn: m,
+            server_ms,
+            local_nanos: cfg.clock.now_nanos(),
+        })
     };
     match tokio::time::timeout(cfg.connect_timeout, fut).await {
         Ok(r) => r,
@@ -515,64 +585,105 @@ fn client(info: redis::ConnectionInfo, cfg: &StoreConfig) -> Result<redis::Clien
 /// The registered ids, with the registration in force of each.
 type Ids = HashMap<BreakerId, (u32, Weak<dyn SharedBreaker>)>;
 
-/// A breaker's newest known shared state, with the deadline as a local instant.
-#[derive(Clone, Copy, Debug)]
-struct View {
-    generation: u64,
-    state: State,
-    deadline: Option<u64>,
-    streak: u32,
-}
-
-impl View {
-    fn high_water(&self, now: u64) -> HighWater {
-        HighWater {
-            generation: self.generation,
-            state: self.state,
-            remaining: Duration::from_nanos(self.deadline.map_or(0, |d| d.saturating_sub(now))),
-            streak: self.streak,
-        }
-    }
-
-    fn watched(&self) -> bool {
-        self.state != State::Closed
-    }
-}
-
 struct Entry {
-    target: Target,
+    target: Arc<Target>,
     /// Weak: the breaker owns its [`Link`], so a strong reference here would keep it alive.
     breaker: Weak<dyn SharedBreaker>,
     link: Arc<LinkState>,
     view: View,
+    /// Counts a flush could not deliver because the store had lost the breaker: sent with the
+    /// next flush, once the breaker is seeded again.
+    carry: Deltas,
     mismatch: bool,
 }
 
-/// A callback to a breaker, made after the coordinator's bookkeeping.
-enum Call {
-    Apply(Arc<dyn SharedBreaker>, RemoteUpdate),
-    Grant(Arc<dyn SharedBreaker>, ProbeGrant),
-    Mismatch(Arc<dyn SharedBreaker>, PolicyMismatch),
+/// The store's clock as this replica estimates it: a server reading and the local reading
+/// when it arrived.
+#[derive(Clone, Copy, Debug)]
+struct ServerClock {
+    server_ms: u64,
+    local_nanos: u64,
 }
 
-impl Call {
-    fn run(self) {
-        match self {
-            Call::Apply(b, u) => b.apply_remote(&u),
-            Call::Grant(b, g) => b.grant_probes(g),
-            Call::Mismatch(b, m) => b.policy_mismatch(&m),
-        }
+impl ServerClock {
+    /// The server's time now by this estimate, ms: never ahead of the server's clock (the
+    /// reply's own latency is left out).
+    fn estimate(&self, local_nanos: u64) -> u64 {
+        self.server_ms + local_nanos.saturating_sub(self.local_nanos) / 1_000_000
     }
 }
 
-enum Event {
-    Command(Command),
-    Stopped,
-    Wake,
-    Push(redis::PushInfo),
-    Connected(Result<ConnectionManager, StoreError>),
-    Flush,
-    Retry,
+/// A finished store operation, with what it was for.
+struct Done {
+    what: What,
+    /// Whether it was an urgent operation (`sync` waits for those).
+    urgent: bool,
+    /// The replies of its round trips that were answered, and the error that stopped it.
+    result: (Vec<Reply>, Option<StoreError>),
+    /// When it was sent.
+    sent: Instant,
+    /// Calls and round trips it made.
+    calls: u64,
+    round_trips: u64,
+}
+
+/// What an operation was for.
+enum What {
+    /// A flush: `add` of `adds` (with the counts sent) and `read` of `reads`, in round trips
+    /// of `rounds` (items per round trip: adds, reads).
+    Flush {
+        adds: Vec<(u32, Deltas)>,
+        reads: Vec<u32>,
+        rounds: Vec<(usize, usize)>,
+        waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>,
+        /// The health probe of a degraded store: its reads reconcile every breaker.
+        after_fault: bool,
+    },
+    /// A read of `idxs`; `after_fault`: the reconciliation after a fault.
+    Read { idxs: Vec<u32>, after_fault: bool },
+    /// A vote of `idx` for its word `expect`.
+    Vote {
+        idx: u32,
+        expect: breaker_core::breaker::decide::Word,
+    },
+    /// Compare-and-sets, one per job.
+    Cas(Vec<CasJob>),
+}
+
+/// One compare-and-set and what it was for.
+struct CasJob {
+    /// The registered breaker (`None`: an unregistered one, forced by an operator).
+    idx: Option<u32>,
+    target: Arc<Target>,
+    write: crate::plan::Write,
+    not_before: u64,
+    join: bool,
+    want: u32,
+    release: Option<Arc<str>>,
+    kind: CasKind,
+    /// Attempts so far (a compare-and-set that lost to another replica's is decided again on
+    /// the word that won, a bounded number of times).
+    tries: u8,
+}
+
+enum CasKind {
+    /// A local trip (or the fleet rate's, or a quorum's).
+    Trip,
+    /// A lease request for `want` leases.
+    Acquire,
+    /// A probe's end.
+    End {
+        lease: crate::protocol::Lease,
+        end: breaker_core::breaker::decide::ProbeEnd,
+    },
+    /// A manual change.
+    Force {
+        to: ForceTarget,
+        policy: Arc<BreakerPolicy>,
+        reply: Option<oneshot::Sender<Result<FleetView, StoreError>>>,
+    },
+    /// A reconciliation's write (a seed, a close).
+    Reconcile,
 }
 
 struct Coordinator {
@@ -585,8 +696,8 @@ struct Coordinator {
     status_tx: watch::Sender<StoreStatus>,
     status: StoreStatus,
     entries: HashMap<u32, Entry>,
-    /// The entries whose view is not closed ([`View::watched`]): every flush carries them,
-    /// and keeping them apart spares a healthy flush a walk of every entry.
+    /// The entries whose view is not closed: every flush reads them, and keeping them apart
+    /// spares a healthy flush a walk of every entry.
     watched: HashSet<u32>,
     by_id: HashMap<BreakerId, u32>,
     reg_rx: mpsc::UnboundedReceiver<Registration>,
@@ -594,18 +705,33 @@ struct Coordinator {
     push_rx: mpsc::UnboundedReceiver<redis::PushInfo>,
     push_tx: mpsc::UnboundedSender<redis::PushInfo>,
     conn: Option<ConnectionManager>,
-    connecting: Option<tokio::task::JoinHandle<Result<ConnectionManager, StoreError>>>,
+    connecting: Option<tokio::task::JoinHandle<Result<Connected, StoreError>>>,
     health: StoreBreaker,
     next_flush: Instant,
     early_used: bool,
-    /// Registered since the last poll: their shared state is read at once.
+    /// An early flush asked for while a flush was in flight: sent when it is answered.
+    early_pending: bool,
+    /// Registered since the last look: their words are read at once.
     fresh: Vec<u32>,
-    /// Local trips the store never received (it was unreachable, or the operation failed):
-    /// sent again when it is back, one per breaker (the latest), so a trip made during an
-    /// outage reaches the fleet after it (fenced by its generation like any other).
-    unsent_trips: Vec<(u32, u64, Reason)>,
+    /// Local trips the store never received (the operation failed while the store was not
+    /// degraded): sent again at the next flush.
+    unsent_trips: Vec<(u32, TransitionReason)>,
     /// The breakers still to visit in the current sweep for unused ones (see
     /// [`SharedBreaker::release_if_unused`]), refilled when empty.
     sweep: Vec<u32>,
     rng: rand::rngs::SmallRng,
+    /// The store's clock as estimated from its newest reply.
+    server: Option<ServerClock>,
+    /// The namespace's epoch as last answered.
+    epoch: Option<Arc<str>>,
+    /// The operations in flight.
+    ops: FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = Done> + Send>>>,
+    /// Whether a flush is in flight.
+    flushing: bool,
+    /// `flush_now` callers waiting for the next flush (one was in flight when they asked).
+    flush_again: Vec<oneshot::Sender<Result<usize, StoreError>>>,
+    /// Urgent operations (and the ones their answers led to) in flight.
+    urgent_in_flight: usize,
+    /// `sync` callers waiting until none is.
+    syncs: Vec<oneshot::Sender<()>>,
 }

@@ -1,46 +1,135 @@
-//! The coordinator's operations: flushes, urgent operations (trips, probe leases, probe ends),
-//! the handle's commands and published transitions, each folded into the breakers' views.
+//! What the coordinator does: flushes, urgent operations (trips, probe leases, probe ends),
+//! the handle's commands and published transitions, and with every answer, the breaker's view
+//! reconciled with the store's word (`plan.rs`).
 
 use super::*;
+use crate::link::{ProbeGrant, Update, Urgent};
+use crate::plan::{self, Reconcile};
+use crate::protocol::{Code, Extra, ItemReply, Stored};
+use breaker_core::breaker::decide::{self, Word};
+use breaker_core::breaker::WindowCounts;
+
+/// Whether an item's answer tells the store's word (`expired` and `bad` items carry none: an
+/// expired one is not a missing breaker).
+fn tells(code: Code) -> bool {
+    !matches!(code, Code::Expired | Code::Bad)
+}
+
+/// How many times a compare-and-set that lost to another replica's is decided again on the
+/// word that won.
+const MAX_TRIES: u8 = 3;
 
 impl Coordinator {
-    /// Folds one checked reply item into the breaker's view; returns the callbacks to make.
-    pub(super) fn absorb(&mut self, idx: u32, it: &ItemReply, recv: u64, calls: &mut Vec<Call>) {
-        match it.code {
-            Code::Stale => add(&self.stats.stale, 1),
-            Code::Repaired => add(&self.stats.repairs, 1),
-            _ => {}
+    /// The cooldown of an opening of streak `streak` of a breaker of `policy`, ms: the core's
+    /// one formula, with this replica's jitter draw.
+    fn cooldown_ms(&mut self, policy: &BreakerPolicy) -> impl Fn(u32) -> u64 + '_ {
+        use rand::Rng;
+        let draw: f64 = self.rng.gen();
+        let policy = policy.clone();
+        move |streak| {
+            u64::try_from(decide::cooldown(&policy, streak, draw).as_millis()).unwrap_or(u64::MAX)
         }
-        let replica = self.proto.replica().clone();
+    }
+
+    /// Folds the store's answer for breaker `idx` (`stored`: its word, `None` when it holds
+    /// none) into its view, and does what [`plan::reconcile`] decides. `server_now`: the
+    /// reply's server time; `recv`: the local time it arrived.
+    pub(super) fn absorb(
+        &mut self,
+        idx: u32,
+        stored: Option<&Stored>,
+        server_now: u64,
+        recv: u64,
+        after_fault: bool,
+    ) {
         let Some(e) = self.entries.get_mut(&idx) else {
             return;
         };
         let Some(breaker) = e.breaker.upgrade() else {
             return;
         };
-        if it.policy_mismatch && !e.mismatch {
-            calls.push(Call::Mismatch(
-                Arc::clone(&breaker),
-                PolicyMismatch {
+        if let Some(s) = stored {
+            let theirs = &s.fingerprint;
+            let differs = !theirs.is_empty() && **theirs != *e.target.params.fingerprint;
+            if differs && !e.mismatch {
+                let m = crate::link::PolicyMismatch {
                     id: e.target.id.clone(),
-                    ours: e.target.policy.fingerprint().to_owned(),
-                    pinned: it.pinned_fingerprint.clone(),
-                },
-            ));
-            tracing::warn!(
-                target: "breaker_redis",
-                breaker = e.target.id.as_str(),
-                ours = e.target.policy.fingerprint(),
-                pinned = %it.pinned_fingerprint,
-                "policy_mismatch: this replica's shared policy differs from the pinned one"
-            );
+                    ours: e.target.params.fingerprint.to_string(),
+                    theirs: theirs.clone(),
+                };
+                breaker.policy_mismatch(&m);
+            }
+            e.mismatch = differs;
         }
-        e.mismatch = it.policy_mismatch;
-        if let Some(u) = update(&mut e.view, &it.state, it.server_now_ms, recv, &replica) {
-            add(&self.stats.applied, 1);
-            calls.push(Call::Apply(breaker, u));
-            let watched = e.view.watched();
-            self.set_watched(idx, watched);
+        let local = breaker.local_now();
+        let passed = stored.is_some_and(|s| s.deadline_ms <= server_now);
+        let decision = plan::reconcile(
+            stored.map(|s| &s.word),
+            server_now,
+            passed,
+            &e.view,
+            &local,
+            after_fault,
+        );
+        let update = |s: &Stored| Update {
+            word: s.word,
+            deadline: (s.word.state == State::Open).then(|| {
+                let left = s.deadline_ms.saturating_sub(server_now);
+                recv.saturating_add(left.saturating_mul(1_000_000))
+            }),
+            by: s.by.clone(),
+            reason: s.reason,
+        };
+        match decision {
+            Reconcile::Adopt | Reconcile::Keep => {
+                let Some(s) = stored else {
+                    return;
+                };
+                e.view = View {
+                    word: s.word,
+                    deadline_ms: s.deadline_ms,
+                    known: true,
+                    seen_ms: e.view.seen_ms.max(server_now),
+                };
+                let watched = s.word.state != State::Closed;
+                let apply = decision == Reconcile::Adopt;
+                breaker.adopt(&update(s), apply);
+                if apply {
+                    add(&self.stats.applied, 1);
+                }
+                self.set_watched(idx, watched);
+            }
+            Reconcile::Write(write) => {
+                if stored.is_none() || e.view.known {
+                    add(&self.stats.repairs, 1);
+                }
+                let job = CasJob {
+                    idx: Some(idx),
+                    target: Arc::clone(&e.target),
+                    write,
+                    not_before: 0,
+                    join: false,
+                    want: 0,
+                    release: None,
+                    kind: CasKind::Reconcile,
+                    tries: 0,
+                };
+                if let Some(conn) = self.ready() {
+                    self.launch_cas(conn, vec![job]);
+                }
+            }
+            Reconcile::Trip => {
+                if let Some(s) = stored {
+                    e.view = View {
+                        word: s.word,
+                        deadline_ms: s.deadline_ms,
+                        known: true,
+                        seen_ms: e.view.seen_ms.max(server_now),
+                    };
+                }
+                self.trip(idx, local.trip_reason);
+            }
+            Reconcile::Ignore => {}
         }
     }
 
@@ -69,63 +158,95 @@ impl Coordinator {
         }
     }
 
-    /// A flush while the store is degraded and its own breaker allows no attempt: nothing can
-    /// be sent, so only the breakers that counted since the last flush (`active`) are visited,
-    /// their counts dropped as a failed flush's are, not every registered breaker each interval.
-    fn drop_counts(&mut self, active: Vec<u32>) -> Result<usize, StoreError> {
+    /// The counts of `idxs` taken and dropped (the store is degraded: stale counts are worse
+    /// than lost ones); whether any was counted.
+    fn drop_counts(&mut self, idxs: &[u32]) -> bool {
         let mut counted = false;
         let mut gone = Vec::new();
-        for idx in active {
-            let Some(e) = self.entries.get(&idx) else {
+        for idx in idxs {
+            let Some(e) = self.entries.get_mut(idx) else {
                 continue;
             };
             e.link.active.store(false, Ordering::Release);
+            e.carry = Deltas::default();
             match e.breaker.upgrade() {
                 Some(breaker) => counted |= !breaker.take_deltas().is_empty(),
-                None => gone.push(idx),
+                None => gone.push(*idx),
             }
         }
         for idx in gone {
             self.unregister(idx);
         }
-        if self.entries.is_empty() {
-            return Ok(0);
-        }
         if counted {
             add(&self.stats.dropped_flushes, 1);
             health::metrics_count(&self.ns, "breaker_store_dropped_flushes_total", 1);
         }
-        Err(StoreError::Degraded { op: "flush" })
+        counted
     }
 
-    pub(super) async fn flush(&mut self) -> Result<usize, StoreError> {
+    /// A flush: the counts of the breakers active since the last one, and a read of those not
+    /// closed and of those registered since. While the store is degraded it is the store's
+    /// health probe: every breaker is read (its answer reconciles them all) and the counts are
+    /// dropped.
+    pub(super) fn flush(
+        &mut self,
+        waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>,
+        urgent: bool,
+    ) {
+        if self.flushing {
+            self.flush_again.extend(waiters);
+            return;
+        }
         self.drain_registrations();
         self.sweep_unused();
-        let now = self.cfg.clock.now_nanos();
         let mut idxs =
             std::mem::take(&mut *self.shared.active.lock().unwrap_or_else(|e| e.into_inner()));
         let fresh: HashSet<u32> = self.fresh.drain(..).collect();
-        idxs.extend(fresh.iter().copied());
-        // While the store is degraded, every flush carries every breaker: it is the store's
-        // health probe (whenever the store's own breaker allows one), and its reply re-adopts
-        // the fleet's state, so the replicas agree again within a flush interval of the
-        // store's return even when nothing was counted meanwhile (an open breaker records
-        // nothing, and a trip reported during the outage was lost with it).
         let degraded = self.status != StoreStatus::Healthy;
-        if degraded && (self.conn.is_none() || !self.health.allows(Instant::now())) {
-            return self.drop_counts(idxs);
-        }
+        let Some(conn) = self.ready() else {
+            self.drop_counts(&idxs);
+            let r = if self.entries.is_empty() {
+                Ok(0)
+            } else {
+                Err(StoreError::Degraded { op: "flush" })
+            };
+            for tx in waiters {
+                let _ = tx.send(r.clone());
+            }
+            return;
+        };
         if degraded {
-            idxs.extend(self.entries.keys().copied());
-        } else {
-            idxs.extend(self.watched.iter().copied());
+            self.drop_counts(&idxs);
+            let mut all: Vec<u32> = self.entries.keys().copied().collect();
+            if all.is_empty() {
+                for tx in waiters {
+                    let _ = tx.send(Ok(0));
+                }
+                return;
+            }
+            all.sort_unstable();
+            self.launch_flush(conn, Vec::new(), all, waiters, true, urgent);
+            return;
         }
+        for (idx, reason) in std::mem::take(&mut self.unsent_trips) {
+            self.trip(idx, reason);
+        }
+        idxs.extend(fresh.iter().copied());
+        idxs.extend(self.watched.iter().copied());
+        idxs.extend(
+            self.entries
+                .iter()
+                .filter(|(_, e)| !e.carry.is_empty())
+                .map(|(i, _)| *i),
+        );
         idxs.sort_unstable();
         idxs.dedup();
-        let mut batch: Vec<(u32, Deltas, HighWater)> = Vec::with_capacity(idxs.len());
+        let mut adds = Vec::new();
+        let mut reads = Vec::new();
         let mut gone = Vec::new();
+        let mut dropped = false;
         for idx in idxs {
-            let Some(e) = self.entries.get(&idx) else {
+            let Some(e) = self.entries.get_mut(&idx) else {
                 continue;
             };
             e.link.active.store(false, Ordering::Release);
@@ -133,109 +254,143 @@ impl Coordinator {
                 gone.push(idx);
                 continue;
             };
-            let d = breaker.take_deltas();
-            if d.is_empty() && !e.view.watched() && !fresh.contains(&idx) && !degraded {
-                continue;
+            let taken = breaker.take_deltas();
+            let carry = std::mem::take(&mut e.carry);
+            let d = Deltas {
+                successes: taken.successes + carry.successes,
+                failures: taken.failures + carry.failures,
+                slow: taken.slow + carry.slow,
+            };
+            let closed = e.view.word.state == State::Closed;
+            if !d.is_empty() && closed {
+                adds.push((idx, d, e.view.word, !e.view.known));
+            } else {
+                // Counts of a closed period that has ended are the store's to drop.
+                dropped |= !d.is_empty();
+                if !closed || fresh.contains(&idx) {
+                    reads.push(idx);
+                }
             }
-            batch.push((idx, d, e.view.high_water(now)));
         }
         for idx in gone {
             self.unregister(idx);
         }
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        let counted = batch.iter().any(|(_, d, _)| !d.is_empty());
-        let Some(mut conn) = self.ready() else {
-            if counted {
-                add(&self.stats.dropped_flushes, 1);
-                health::metrics_count(&self.ns, "breaker_store_dropped_flushes_total", 1);
+        let _ = dropped;
+        if adds.is_empty() && reads.is_empty() {
+            for tx in waiters {
+                let _ = tx.send(Ok(0));
             }
-            return Err(StoreError::Degraded { op: "flush" });
-        };
-        let items: Vec<FlushItem<'_>> = batch
-            .iter()
-            .map(|(idx, d, hw)| FlushItem {
-                target: &self.entries[idx].target,
-                generation: d.generation,
-                successes: d.successes,
-                failures: d.failures,
-                slow: d.slow,
-                high_water: *hw,
-            })
-            .collect();
-        let (answers, failed) = self.flush_items(&mut conn, &items).await;
-        drop(items);
-        // The round trips that succeeded delivered their breakers' counts: their answers are
-        // applied whether or not a later round trip failed.
-        let delivered = answers.len().min(batch.len());
-        let calls = delivered.div_ceil(crate::protocol::MAX_BREAKERS_PER_CALL) as u64;
-        add(&self.stats.flushes, calls);
-        health::metrics_count(&self.ns, "breaker_store_flushes_total", calls);
-        if failed.is_none() {
-            self.record_success();
-        }
-        let recv = self.cfg.clock.now_nanos();
-        let mut cbs = Vec::new();
-        for ((idx, _, _), it) in batch.iter().zip(&answers) {
-            self.absorb(*idx, it, recv, &mut cbs);
-        }
-        cbs.into_iter().for_each(Call::run);
-        match failed {
-            None => Ok(batch.len()),
-            Some(e) => {
-                if batch[delivered..].iter().any(|(_, d, _)| !d.is_empty()) {
-                    add(&self.stats.dropped_flushes, 1);
-                    health::metrics_count(&self.ns, "breaker_store_dropped_flushes_total", 1);
-                }
-                self.record_failure(&e);
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads the shared state of newly registered breakers (one operation for all of them).
-    pub(super) async fn poll_fresh(&mut self) {
-        let fresh = std::mem::take(&mut self.fresh);
-        let Some(mut conn) = self.ready() else {
-            return;
-        };
-        let items: Vec<FlushItem<'_>> = fresh
-            .iter()
-            .filter_map(|idx| self.entries.get(idx).map(|e| (idx, e)))
-            .map(|(_, e)| FlushItem {
-                target: &e.target,
-                generation: e.view.generation,
-                successes: 0,
-                failures: 0,
-                slow: 0,
-                high_water: HighWater::NONE,
-            })
-            .collect();
-        if items.is_empty() {
             return;
         }
-        let idxs: Vec<u32> = fresh
-            .into_iter()
-            .filter(|i| self.entries.contains_key(i))
-            .collect();
-        let (answers, failed) = self.flush_items(&mut conn, &items).await;
-        drop(items);
-        if failed.is_none() {
-            self.record_success();
-        }
-        let recv = self.cfg.clock.now_nanos();
-        let mut cbs = Vec::new();
-        for (idx, it) in idxs.iter().zip(&answers) {
-            self.absorb(*idx, it, recv, &mut cbs);
-        }
-        cbs.into_iter().for_each(Call::run);
-        if let Some(e) = failed {
-            self.record_failure(&e);
-        }
+        self.launch_flush(conn, adds, reads, waiters, false, urgent);
     }
 
-    pub(super) async fn urgent(&mut self) {
+    /// A local trip of `idx` for `reason`, decided on its view: a compare-and-set of the
+    /// core's trip, or under quorum a vote.
+    pub(super) fn trip(&mut self, idx: u32, reason: TransitionReason) {
+        let Some(e) = self.entries.get(&idx) else {
+            return;
+        };
+        let Some(breaker) = e.breaker.upgrade() else {
+            return;
+        };
+        let view = e.view;
+        let target = Arc::clone(&e.target);
+        let Some(conn) = self.ready() else {
+            if self.status == StoreStatus::Healthy {
+                self.keep_unsent(idx, reason);
+            }
+            return;
+        };
+        if target.params.quorum > 1 {
+            if view.word.state == State::Closed {
+                self.launch_vote(conn, idx, view.word);
+            }
+            return;
+        }
+        let policy = breaker.policy();
+        let cooldown = self.cooldown_ms(&policy);
+        let Some(mut write) = plan::plan_trip(view.word, reason, cooldown) else {
+            return; // the fleet's closed period has ended already: a late trip
+        };
+        write.expect = view.expect();
+        self.launch_cas(
+            conn,
+            vec![CasJob {
+                idx: Some(idx),
+                target,
+                write,
+                not_before: 0,
+                join: false,
+                want: 0,
+                release: None,
+                kind: CasKind::Trip,
+                tries: 0,
+            }],
+        );
+    }
+
+    /// Keeps a trip the store never received, to send with the next flush (the latest per
+    /// breaker).
+    fn keep_unsent(&mut self, idx: u32, reason: TransitionReason) {
+        self.unsent_trips.retain(|(i, _)| *i != idx);
+        self.unsent_trips.push((idx, reason));
+    }
+
+    /// The lease request of `idx` for `want` leases, decided on its view; `None` when the
+    /// fleet has no probe to lease (closed, forced).
+    fn acquire_job(&self, idx: u32, want: u32, tries: u8) -> Option<CasJob> {
+        let e = self.entries.get(&idx)?;
+        let ask = plan::plan_acquire(&e.view, want)?;
+        Some(CasJob {
+            idx: Some(idx),
+            target: Arc::clone(&e.target),
+            write: ask.write,
+            not_before: ask.not_before,
+            join: ask.join,
+            want: ask.want,
+            release: None,
+            kind: CasKind::Acquire,
+            tries,
+        })
+    }
+
+    /// The end of a leased probe of `idx`, decided on `w` (its view, or the word that won
+    /// over it); `None` when the probe belongs to an earlier period (or a lost store's).
+    fn end_job(
+        &mut self,
+        idx: u32,
+        w: Option<Word>,
+        lease: crate::protocol::Lease,
+        end: decide::ProbeEnd,
+        tries: u8,
+    ) -> Option<CasJob> {
+        let e = self.entries.get(&idx)?;
+        let breaker = e.breaker.upgrade()?;
+        if self.epoch.as_deref() != Some(&*lease.epoch) {
+            return None;
+        }
+        let target = Arc::clone(&e.target);
+        let known = e.view.known;
+        let w = w.unwrap_or(e.view.word);
+        let policy = breaker.policy();
+        let cooldown = self.cooldown_ms(&policy);
+        let mut write = plan::plan_end(w, lease.generation, end, &policy, cooldown)?;
+        write.expect = known.then_some(w);
+        Some(CasJob {
+            idx: Some(idx),
+            target,
+            write,
+            not_before: 0,
+            join: false,
+            want: 0,
+            release: Some(Arc::clone(&lease.member)),
+            kind: CasKind::End { lease, end },
+            tries,
+        })
+    }
+
+    pub(super) fn urgent(&mut self) {
         let ops =
             std::mem::take(&mut *self.shared.urgent.lock().unwrap_or_else(|e| e.into_inner()));
         self.drain_registrations();
@@ -247,172 +402,498 @@ impl Coordinator {
             match op {
                 Urgent::Unregister { idx } => self.unregister(idx),
                 Urgent::FlushSoon => flush_soon = true,
-                Urgent::Trip {
-                    idx,
-                    generation,
-                    reason,
-                } => trips.push((idx, generation, reason)),
+                Urgent::Trip { idx, reason } => trips.push((idx, reason)),
                 Urgent::Acquire { idx, want } => match acquires.iter_mut().find(|(i, _)| *i == idx)
                 {
                     Some((_, w)) => *w = (*w).max(want),
                     None => acquires.push((idx, want)),
                 },
-                Urgent::End {
-                    idx,
-                    lease,
-                    outcome,
-                } => ends.push((idx, lease, outcome)),
+                Urgent::End { idx, lease, end } => ends.push((idx, lease, end)),
             }
         }
-        if flush_soon && !self.early_used {
-            self.early_used = true;
-            // The early flush replaces the next regular one.
-            self.schedule_flush();
-            let _ = self.flush().await;
+        if flush_soon && !self.early_used && self.flushing {
+            // After the flush in flight (it may not carry the failures that crossed the bound).
+            self.early_pending = true;
+        } else if flush_soon && !self.early_used {
+            self.early_flush();
         } else if !self.fresh.is_empty() {
-            self.poll_fresh().await;
+            let fresh: Vec<u32> = std::mem::take(&mut self.fresh)
+                .into_iter()
+                .filter(|i| self.entries.contains_key(i))
+                .collect();
+            if let (Some(conn), false) = (self.ready(), fresh.is_empty()) {
+                self.launch_read(conn, fresh, false, true);
+            }
         }
-        trips.retain(|(i, _, _)| self.entries.contains_key(i));
-        acquires.retain(|(i, _)| self.entries.contains_key(i));
-        ends.retain(|(i, _, _)| self.entries.contains_key(i));
-        let n = trips.len() + acquires.len() + ends.len();
-        if n == 0 {
-            return;
+        for (idx, reason) in trips {
+            self.trip(idx, reason);
         }
         let Some(conn) = self.ready() else {
-            self.keep_unsent(trips);
-            let cbs: Vec<_> = acquires
-                .iter()
-                .filter_map(|(i, _)| self.entries[i].breaker.upgrade())
-                .map(|b| Call::Grant(b, ProbeGrant::StoreUnavailable))
-                .collect();
-            cbs.into_iter().for_each(Call::run);
+            for (idx, _) in acquires {
+                self.grant(idx, ProbeGrant::StoreUnavailable);
+            }
             return;
         };
-        enum Done {
-            Item(u32, Result<ItemReply, StoreError>),
-            Trip((u32, u64, Reason), Result<ItemReply, StoreError>),
-            Acquire(u32, Result<ItemReply, StoreError>),
-        }
-        let proto = &self.proto;
-        let entries = &self.entries;
-        let timeout = self.cfg.op_timeout;
-        let timed = |op: &'static str| {
-            move |r: Result<_, tokio::time::error::Elapsed>| {
-                r.unwrap_or(Err(StoreError::Timeout { op, after: timeout }))
-            }
-        };
-        let mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Done> + Send + '_>>> =
-            Vec::with_capacity(n);
-        for (idx, generation, reason) in trips {
-            let mut c = conn.clone();
-            let t = &entries[&idx].target;
-            futs.push(Box::pin(async move {
-                let r =
-                    tokio::time::timeout(timeout, proto.trip(&mut c, t, generation, reason)).await;
-                Done::Trip((idx, generation, reason), timed("trip")(r))
-            }));
-        }
+        let mut jobs = Vec::new();
         for (idx, want) in acquires {
-            let mut c = conn.clone();
-            let t = &entries[&idx].target;
-            futs.push(Box::pin(async move {
-                let r = tokio::time::timeout(timeout, proto.acquire_probe(&mut c, t, want)).await;
-                Done::Acquire(idx, timed("acquire_probe")(r))
-            }));
+            match self.acquire_job(idx, want, 0) {
+                Some(job) => jobs.push(job),
+                None => self.grant(idx, ProbeGrant::Denied { retry_ms: 0 }),
+            }
         }
-        for (idx, lease, outcome) in ends {
-            let mut c = conn.clone();
-            let t = &entries[&idx].target;
-            futs.push(Box::pin(async move {
-                let r = tokio::time::timeout(timeout, proto.end_probe(&mut c, t, &lease, outcome))
-                    .await;
-                Done::Item(idx, timed("end_probe")(r))
-            }));
+        for (idx, lease, end) in ends {
+            if let Some(job) = self.end_job(idx, None, lease, end, 0) {
+                jobs.push(job);
+            }
         }
-        let sent = Instant::now();
-        let results = futures_util::future::join_all(futs).await;
-        add(&self.stats.operations, n as u64);
-        add(&self.stats.round_trips, 1);
+        self.launch_cas(conn, jobs);
+    }
+
+    /// The early flush: pending failures crossed a breaker's bound. It replaces the next
+    /// regular one (at most one per interval), and is urgent: `sync` waits for it, as for the
+    /// trips it leads to.
+    fn early_flush(&mut self) {
+        self.early_used = true;
+        self.early_pending = false;
+        self.schedule_flush();
+        self.flush(Vec::new(), true);
+    }
+
+    fn grant(&self, idx: u32, grant: ProbeGrant) {
+        if let Some(b) = self.entries.get(&idx).and_then(|e| e.breaker.upgrade()) {
+            b.grant_probes(grant);
+        }
+    }
+
+    /// A finished operation: its answers folded in, its follow-ups launched, the store's health
+    /// updated.
+    pub(super) fn done(&mut self, d: Done) {
+        if d.urgent {
+            self.urgent_in_flight = self.urgent_in_flight.saturating_sub(1);
+        }
+        add(&self.stats.operations, d.calls);
+        add(&self.stats.round_trips, d.round_trips);
         let recv = self.cfg.clock.now_nanos();
-        let mut cbs = Vec::new();
-        let mut answered = false;
-        for d in results {
-            match d {
-                Done::Item(idx, Ok(it)) => {
-                    answered = true;
-                    self.absorb(idx, &it, recv, &mut cbs);
-                }
-                Done::Acquire(idx, Ok(it)) => {
-                    answered = true;
-                    add(&self.stats.acquires, 1);
-                    self.absorb(idx, &it, recv, &mut cbs);
-                    let grant = if it.granted.is_empty() {
-                        ProbeGrant::Denied
-                    } else {
-                        ProbeGrant::Leases(it.granted.clone())
-                    };
-                    if let Some(b) = self.entries.get(&idx).and_then(|e| e.breaker.upgrade()) {
-                        cbs.push(Call::Grant(b, grant));
-                    }
-                }
-                Done::Trip((idx, _, _), Ok(it)) => {
-                    answered = true;
-                    self.absorb(idx, &it, recv, &mut cbs);
-                }
-                Done::Trip(trip, Err(e)) => {
-                    self.record_failure(&e);
-                    self.keep_unsent(vec![trip]);
-                }
-                Done::Item(_, Err(e)) => self.record_failure(&e),
-                Done::Acquire(idx, Err(e)) => {
-                    add(&self.stats.acquires, 1);
-                    self.record_failure(&e);
-                    if let Some(b) = self.entries.get(&idx).and_then(|e| e.breaker.upgrade()) {
-                        cbs.push(Call::Grant(b, ProbeGrant::StoreUnavailable));
-                    }
-                }
+        let (replies, error) = d.result;
+        if !replies.is_empty() {
+            self.rtt(d.sent.elapsed());
+        }
+        for r in &replies {
+            self.observe_clock(r.server_now_ms, recv);
+        }
+        let reconciling = matches!(
+            d.what,
+            What::Read {
+                after_fault: true,
+                ..
+            } | What::Flush {
+                after_fault: true,
+                ..
             }
+        );
+        if !replies.is_empty() || error.is_none() {
+            self.record_success(!reconciling);
         }
-        if answered {
-            self.rtt(sent.elapsed());
-            self.record_success();
+        // Every reply's epoch is observed (no short circuit).
+        let mut epoch_changed = false;
+        for r in &replies {
+            epoch_changed |= self.observe_epoch(&r.epoch);
         }
-        cbs.into_iter().for_each(Call::run);
-    }
-
-    /// Keeps `trips` to send when the store is back (the latest of each breaker).
-    fn keep_unsent(&mut self, trips: Vec<(u32, u64, Reason)>) {
-        for trip in trips {
-            self.unsent_trips.retain(|(i, _, _)| *i != trip.0);
-            self.unsent_trips.push(trip);
+        if epoch_changed && !reconciling {
+            self.reconcile_all();
         }
-    }
-
-    /// Queues the trips the store never received, now that it answers again.
-    pub(super) fn resend_unsent_trips(&mut self) {
-        for (idx, generation, reason) in std::mem::take(&mut self.unsent_trips) {
-            if self.entries.contains_key(&idx) {
-                self.shared.push(Urgent::Trip {
-                    idx,
-                    generation,
-                    reason,
+        match d.what {
+            What::Flush {
+                adds,
+                reads,
+                rounds,
+                waiters,
+                after_fault,
+            } => self.flush_done(
+                adds,
+                reads,
+                rounds,
+                waiters,
+                after_fault,
+                &replies,
+                &error,
+                recv,
+            ),
+            What::Read { idxs, after_fault } => {
+                let items = replies.iter().flat_map(|r| {
+                    r.items
+                        .iter()
+                        .map(move |it| (r.server_now_ms, it.code, it.stored.clone()))
                 });
+                let pairs: Vec<_> = idxs.into_iter().zip(items).collect();
+                for (idx, (now, code, stored)) in pairs {
+                    if tells(code) {
+                        self.absorb(idx, stored.as_ref(), now, recv, after_fault);
+                    }
+                }
+            }
+            What::Vote { idx, expect } => {
+                if let Some(r) = replies.first() {
+                    if let Some(it) = r.items.first() {
+                        self.vote_done(idx, expect, it, r.server_now_ms, recv);
+                    }
+                }
+            }
+            What::Cas(jobs) => self.cas_done(jobs, replies.first(), error.as_ref(), recv),
+        }
+        if let Some(e) = &error {
+            self.record_failure(e);
+        }
+    }
+
+    /// A reply's epoch: whether it differs from the one known (the store lost its data).
+    fn observe_epoch(&mut self, epoch: &Arc<str>) -> bool {
+        if epoch.is_empty() {
+            return false;
+        }
+        match &self.epoch {
+            Some(e) if e == epoch => false,
+            known => {
+                let changed = known.is_some();
+                self.epoch = Some(Arc::clone(epoch));
+                if changed {
+                    add(&self.stats.epochs, 1);
+                }
+                changed
             }
         }
     }
 
-    pub(super) async fn command(&mut self, c: Command) {
+    #[allow(clippy::too_many_arguments)]
+    fn flush_done(
+        &mut self,
+        adds: Vec<(u32, Deltas)>,
+        reads: Vec<u32>,
+        rounds: Vec<(usize, usize)>,
+        waiters: Vec<oneshot::Sender<Result<usize, StoreError>>>,
+        after_fault: bool,
+        replies: &[Reply],
+        error: &Option<StoreError>,
+        recv: u64,
+    ) {
+        self.flushing = false;
+        let (mut ai, mut ri) = (0, 0);
+        let mut rates = Vec::new();
+        for (reply, (na, nr)) in replies.iter().zip(&rounds) {
+            add(
+                &self.stats.flushes,
+                (na.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL)
+                    + nr.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL)) as u64,
+            );
+            for (k, it) in reply.items.iter().enumerate() {
+                let now = reply.server_now_ms;
+                if k < *na {
+                    let (idx, d) = adds[ai + k];
+                    match it.code {
+                        Code::Stale => add(&self.stats.stale, 1),
+                        Code::Missing => {
+                            // The store lost the breaker: seeded from the local breaker, and
+                            // the counts sent again with the next flush.
+                            if let Some(e) = self.entries.get_mut(&idx) {
+                                e.carry = d;
+                            }
+                        }
+                        _ => {}
+                    }
+                    if tells(it.code) {
+                        self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
+                    }
+                    if let (Code::Applied, Extra::Totals { .. }) = (it.code, &it.extra) {
+                        rates.push((idx, it.clone()));
+                    }
+                } else if tells(it.code) {
+                    let idx = reads[ri + k - na];
+                    self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
+                }
+            }
+            ai += na;
+            ri += nr;
+        }
+        let delivered = ai + ri;
+        if error.is_some()
+            && adds[ai.min(adds.len())..]
+                .iter()
+                .any(|(_, d)| !d.is_empty())
+        {
+            add(&self.stats.dropped_flushes, 1);
+            health::metrics_count(&self.ns, "breaker_store_dropped_flushes_total", 1);
+        }
+        let calls: u64 = rounds[..replies.len()]
+            .iter()
+            .map(|(na, nr)| {
+                (na.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL)
+                    + nr.div_ceil(crate::protocol::MAX_ITEMS_PER_CALL)) as u64
+            })
+            .sum();
+        health::metrics_count(&self.ns, "breaker_store_flushes_total", calls);
+        for (idx, it) in rates {
+            self.rate(idx, &it);
+        }
+        let r = match error {
+            None => Ok(delivered),
+            Some(e) => Err(e.clone()),
+        };
+        for tx in waiters {
+            let _ = tx.send(r.clone());
+        }
+        let again = std::mem::take(&mut self.flush_again);
+        if !again.is_empty() {
+            self.flush(again, false);
+        } else if self.early_pending && !self.early_used {
+            self.early_flush();
+        }
+    }
+
+    /// The fleet window's totals of `idx` after a flush: the core's rate rules decide.
+    fn rate(&mut self, idx: u32, it: &ItemReply) {
+        let (
+            Some(s),
+            Extra::Totals {
+                successes,
+                failures,
+                slow,
+            },
+        ) = (&it.stored, &it.extra)
+        else {
+            return;
+        };
+        let Some(e) = self.entries.get(&idx) else {
+            return;
+        };
+        let Some(breaker) = e.breaker.upgrade() else {
+            return;
+        };
+        let target = Arc::clone(&e.target);
+        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let totals = WindowCounts {
+            calls: clamp(successes + failures),
+            failures: clamp(*failures),
+            slow: clamp(*slow),
+        };
+        let policy = breaker.policy();
+        let cooldown = self.cooldown_ms(&policy);
+        let Some(write) = plan::plan_rate(s.word, totals, &policy, cooldown) else {
+            return;
+        };
+        if let Some(conn) = self.ready() {
+            self.launch_cas(
+                conn,
+                vec![CasJob {
+                    idx: Some(idx),
+                    target,
+                    write,
+                    not_before: 0,
+                    join: false,
+                    want: 0,
+                    release: None,
+                    kind: CasKind::Trip,
+                    tries: 0,
+                }],
+            );
+        }
+    }
+
+    fn vote_done(&mut self, idx: u32, expect: Word, it: &ItemReply, now: u64, recv: u64) {
+        if tells(it.code) {
+            self.absorb(idx, it.stored.as_ref(), now, recv, false);
+        }
+        let (Code::Applied, Extra::Votes(votes)) = (it.code, &it.extra) else {
+            return;
+        };
+        let Some(e) = self.entries.get(&idx) else {
+            return;
+        };
+        if *votes < u64::from(e.target.params.quorum) {
+            return;
+        }
+        let Some(breaker) = e.breaker.upgrade() else {
+            return;
+        };
+        let target = Arc::clone(&e.target);
+        let policy = breaker.policy();
+        let reason = breaker.local_now().trip_reason;
+        let cooldown = self.cooldown_ms(&policy);
+        let Some(write) = plan::plan_trip(expect, reason, cooldown) else {
+            return;
+        };
+        if let Some(conn) = self.ready() {
+            self.launch_cas(
+                conn,
+                vec![CasJob {
+                    idx: Some(idx),
+                    target,
+                    write,
+                    not_before: 0,
+                    join: false,
+                    want: 0,
+                    release: None,
+                    kind: CasKind::Trip,
+                    tries: 0,
+                }],
+            );
+        }
+    }
+
+    fn cas_done(
+        &mut self,
+        jobs: Vec<CasJob>,
+        reply: Option<&Reply>,
+        error: Option<&StoreError>,
+        recv: u64,
+    ) {
+        let mut again = Vec::new();
+        for (i, job) in jobs.into_iter().enumerate() {
+            let Some((reply, it)) = reply.and_then(|r| r.items.get(i).map(|it| (r, it))) else {
+                let e = error.cloned().unwrap_or(StoreError::Closed);
+                self.cas_failed(job, e);
+                continue;
+            };
+            let now = reply.server_now_ms;
+            if it.code == Code::Stale {
+                add(&self.stats.stale, 1);
+            }
+            if let (Some(idx), true) = (job.idx, tells(it.code)) {
+                self.absorb(idx, it.stored.as_ref(), now, recv, false);
+            }
+            match it.code {
+                Code::Applied => self.cas_applied(job, it, now, recv),
+                Code::Stale | Code::Missing if job.tries + 1 < MAX_TRIES => {
+                    if let Some(next) = self.retry(job, it.stored.as_ref().map(|s| s.word)) {
+                        again.push(next);
+                    }
+                }
+                Code::Early => {
+                    if let (Some(idx), CasKind::Acquire) = (job.idx, &job.kind) {
+                        let retry_ms = job.not_before.saturating_sub(now).max(1);
+                        self.grant(idx, ProbeGrant::Denied { retry_ms });
+                    }
+                }
+                Code::Bad => {
+                    tracing::error!(
+                        target: "breaker_redis",
+                        breaker = job.target.id.as_str(),
+                        "the store refused an argument of this breaker's operation (a bug): \
+                         nothing was written for it"
+                    );
+                    self.cas_failed(
+                        job,
+                        StoreError::Config {
+                            message: "an argument was refused by the store".into(),
+                        },
+                    );
+                }
+                _ => {
+                    let e = StoreError::Timeout {
+                        op: "cas",
+                        after: self.cfg.op_timeout,
+                    };
+                    self.cas_failed(job, e);
+                }
+            }
+        }
+        if !again.is_empty() {
+            if let Some(conn) = self.ready() {
+                self.launch_cas(conn, again);
+            }
+        }
+    }
+
+    /// An applied compare-and-set: a lease request's grant, a force's answer.
+    fn cas_applied(&mut self, job: CasJob, it: &ItemReply, now: u64, recv: u64) {
+        match job.kind {
+            CasKind::Acquire => {
+                add(&self.stats.acquires, 1);
+                let Some(idx) = job.idx else { return };
+                let grant = match &it.extra {
+                    Extra::Granted(leases) if !leases.is_empty() => {
+                        ProbeGrant::Leases(leases.clone())
+                    }
+                    _ => ProbeGrant::Denied { retry_ms: 0 },
+                };
+                self.grant(idx, grant);
+            }
+            CasKind::Force { reply, .. } => {
+                if let (Some(tx), Some(s)) = (reply, &it.stored) {
+                    let _ = tx.send(Ok(FleetView::of(s, now, recv)));
+                }
+            }
+            CasKind::Trip | CasKind::End { .. } | CasKind::Reconcile => {}
+        }
+    }
+
+    /// A compare-and-set that lost to another replica's write: decided again on the word that
+    /// won (`None`: the store holds none), or given up when there is nothing left to do.
+    fn retry(&mut self, job: CasJob, won: Option<Word>) -> Option<CasJob> {
+        let tries = job.tries + 1;
+        match job.kind {
+            CasKind::Acquire => {
+                let idx = job.idx?;
+                let next = self.acquire_job(idx, job.want, tries);
+                if next.is_none() {
+                    self.grant(idx, ProbeGrant::Denied { retry_ms: 0 });
+                }
+                next
+            }
+            CasKind::End { lease, end } => self.end_job(job.idx?, won, lease, end, tries),
+            CasKind::Force { to, policy, reply } => {
+                let cooldown = self.cooldown_ms(&policy);
+                let write = plan::plan_force(won, to.state(), cooldown);
+                Some(CasJob {
+                    write,
+                    kind: CasKind::Force { to, policy, reply },
+                    tries,
+                    ..job
+                })
+            }
+            // A trip of a period that has ended is late; a reconciliation's write that lost is
+            // settled by the word that won (adopted above).
+            CasKind::Trip | CasKind::Reconcile => None,
+        }
+    }
+
+    fn cas_failed(&mut self, job: CasJob, e: StoreError) {
+        match job.kind {
+            CasKind::Acquire => {
+                add(&self.stats.acquires, 1);
+                if let Some(idx) = job.idx {
+                    self.grant(idx, ProbeGrant::StoreUnavailable);
+                }
+            }
+            CasKind::Force { reply, .. } => {
+                if let Some(tx) = reply {
+                    let _ = tx.send(Err(e));
+                }
+            }
+            CasKind::Trip => {
+                if let (Some(idx), Some(b)) = (
+                    job.idx,
+                    job.idx
+                        .and_then(|i| self.entries.get(&i))
+                        .and_then(|e| e.breaker.upgrade()),
+                ) {
+                    self.keep_unsent(idx, b.local_now().trip_reason);
+                }
+            }
+            // A lost end costs at most the lease; a lost seed is made again at the next look.
+            CasKind::End { .. } | CasKind::Reconcile => {}
+        }
+    }
+
+    pub(super) fn command(&mut self, c: Command) {
         match c {
             Command::FlushNow(tx) => {
                 // Urgent operations queued before go first.
-                self.urgent().await;
-                let r = self.flush().await;
-                let _ = tx.send(r);
+                self.urgent();
+                self.flush(vec![tx], false);
             }
             Command::Sync(tx) => {
-                self.urgent().await;
-                let _ = tx.send(());
+                self.urgent();
+                self.syncs.push(tx);
             }
             Command::Force {
                 id,
@@ -422,9 +903,34 @@ impl Coordinator {
             } => {
                 self.drain_registrations();
                 let idx = self.by_id.get(&id).copied();
-                let target = match (&policy, idx) {
-                    (Some(p), _) => Target::new(&self.cfg.namespace, id.clone(), p.clone()),
-                    (None, Some(i)) => self.entries[&i].target.clone(),
+                let (target, policy, expect) = match (policy, idx) {
+                    (Some(p), _) => {
+                        let params =
+                            match crate::policy::params(&p, breaker_core::scope::Scope::Shared) {
+                                Ok(params) => params,
+                                Err(e) => {
+                                    let _ = reply.send(Err(StoreError::Config {
+                                        message: e.to_string(),
+                                    }));
+                                    return;
+                                }
+                            };
+                        let t = Arc::new(Target::new(&self.cfg.namespace, id.clone(), params));
+                        let expect = idx.and_then(|i| self.entries[&i].view.expect());
+                        (t, p, expect)
+                    }
+                    (None, Some(i)) => {
+                        let e = &self.entries[&i];
+                        let Some(b) = e.breaker.upgrade() else {
+                            let _ = reply.send(Err(StoreError::Config {
+                                message: format!(
+                                    "shared breaker `{id}` is not registered with this store"
+                                ),
+                            }));
+                            return;
+                        };
+                        (Arc::clone(&e.target), b.policy(), e.view.expect())
+                    }
                     (None, None) => {
                         let _ = reply.send(Err(StoreError::Config {
                             message: format!(
@@ -434,33 +940,28 @@ impl Coordinator {
                         return;
                     }
                 };
-                let Some(mut conn) = self.ready() else {
+                let Some(conn) = self.ready() else {
                     let _ = reply.send(Err(StoreError::Degraded { op: "force" }));
                     return;
                 };
-                let sent = Instant::now();
-                let r = self
-                    .timed("force", self.proto.force(&mut conn, &target, to))
-                    .await;
-                add(&self.stats.operations, 1);
-                add(&self.stats.round_trips, 1);
-                match r {
-                    Ok(it) => {
-                        self.rtt(sent.elapsed());
-                        self.record_success();
-                        let mut cbs = Vec::new();
-                        if let Some(i) = idx {
-                            let recv = self.cfg.clock.now_nanos();
-                            self.absorb(i, &it, recv, &mut cbs);
-                        }
-                        cbs.into_iter().for_each(Call::run);
-                        let _ = reply.send(Ok(it.state));
-                    }
-                    Err(e) => {
-                        self.record_failure(&e);
-                        let _ = reply.send(Err(e));
-                    }
-                }
+                let cooldown = self.cooldown_ms(&policy);
+                let write = plan::plan_force(expect, to.state(), cooldown);
+                let job = CasJob {
+                    idx,
+                    target,
+                    write,
+                    not_before: 0,
+                    join: false,
+                    want: 0,
+                    release: None,
+                    kind: CasKind::Force {
+                        to,
+                        policy,
+                        reply: Some(reply),
+                    },
+                    tries: 0,
+                };
+                self.launch_cas(conn, vec![job]);
             }
         }
     }
@@ -477,53 +978,13 @@ impl Coordinator {
         };
         add(&self.stats.pushes, 1);
         self.drain_registrations();
+        if self.observe_epoch(&msg.epoch) {
+            self.reconcile_all();
+        }
         let Some(&idx) = self.by_id.get(&msg.id) else {
             return;
         };
         let recv = self.cfg.clock.now_nanos();
-        let replica = self.proto.replica().clone();
-        let Some(e) = self.entries.get_mut(&idx) else {
-            return;
-        };
-        if let Some(u) = update(&mut e.view, &msg.state, msg.server_now_ms, recv, &replica) {
-            add(&self.stats.applied, 1);
-            let watched = e.view.watched();
-            if let Some(b) = e.breaker.upgrade() {
-                b.apply_remote(&u);
-            }
-            self.set_watched(idx, watched);
-        }
+        self.absorb(idx, Some(&msg.stored), msg.server_now_ms, recv, false);
     }
-}
-
-/// Moves `view` to `s` if `s` is newer; the update for the breaker, if any.
-fn update(
-    view: &mut View,
-    s: &SharedState,
-    server_now_ms: u64,
-    recv: u64,
-    me: &ReplicaId,
-) -> Option<RemoteUpdate> {
-    if s.generation <= view.generation {
-        return None;
-    }
-    let deadline = s.deadline_ms.map(|dl| {
-        let left = dl.saturating_sub(server_now_ms);
-        recv.saturating_add(left.saturating_mul(1_000_000))
-    });
-    *view = View {
-        generation: s.generation,
-        state: s.state,
-        deadline,
-        streak: s.streak,
-    };
-    Some(RemoteUpdate {
-        generation: s.generation,
-        state: s.state,
-        deadline,
-        streak: s.streak,
-        by_this_replica: s.caused_by.as_ref() == Some(me),
-        caused_by: s.caused_by.clone(),
-        reason: s.reason,
-    })
 }

@@ -1,15 +1,15 @@
-//! The coordinator with several replicas in one process (one store connection and one clock
-//! each) against a real server: fleet-rate trips seen everywhere (G3, G4), one operation per
-//! flush and none for idle breakers (G2), the probe race (G5, G6), released and leaked leases
-//! (G8), clock skew, manual control, policy mismatch, keyed breakers.
+//! The coordinator with several replicas in one process (one store connection, one clock and
+//! one real breaker each) against a real server: fleet-rate trips seen everywhere (G3, G4),
+//! one operation per flush and none for idle breakers (G2), the probe race (G5, G6), released
+//! and leaked leases (G8), clock skew, manual control, policy mismatch, registration.
 
 use crate::common::unique_ns;
-use breaker_core::breaker::State;
+use breaker_core::breaker::{
+    BreakerPolicy, CircuitBreaker, RejectReason, SlidingWindow, State, TransitionReason,
+};
 use breaker_core::clock::{Clock, ManualClock};
-use breaker_redis::testing::{Admission, FakeBreaker, Outcome};
 use breaker_redis::{
-    BreakerId, ForceTarget, ProbeGrant, ProbeOutcome, Reason, ReplicaId, SharedPolicy, Store,
-    StoreConfig,
+    BreakerId, ForceTarget, ReplicaId, SharedCircuitBreaker, SharedPermit, Store, StoreConfig,
 };
 use std::time::{Duration, Instant};
 
@@ -28,13 +28,72 @@ pub async fn replica(url: &str, ns: &str, name: &str, clock: Clock) -> Store {
 
 pub use crate::common::eventually;
 
-fn rate_policy() -> SharedPolicy {
-    SharedPolicy {
+/// A fleet-rate rule: 50 % over 10 s after 10 calls, 30 s cooldown (no consecutive rule).
+pub fn rate_policy() -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: None,
         failure_rate_percent: Some(50.0),
+        window: SlidingWindow::Time {
+            length: Duration::from_secs(10),
+            buckets: 10,
+        },
         min_calls: 10,
         cooldown: Duration::from_secs(30),
         cooldown_max: Duration::from_secs(30),
-        ..SharedPolicy::default()
+        ..BreakerPolicy::default()
+    }
+}
+
+/// One replica of a breaker: its store and its shared breaker (the breaker reads `clock`).
+pub struct Replica {
+    pub store: Store,
+    pub breaker: CircuitBreaker,
+    pub shared: SharedCircuitBreaker,
+}
+
+impl Replica {
+    /// `name`'s breaker of `policy` on `store`, shared.
+    pub fn join(store: &Store, name: &str, policy: &BreakerPolicy, clock: Clock) -> Replica {
+        let breaker = CircuitBreaker::builder(policy.clone())
+            .name(name.to_owned())
+            .clock(clock)
+            .totals(true)
+            .build()
+            .unwrap();
+        let shared = store.share(&breaker).unwrap();
+        Replica {
+            store: store.clone(),
+            breaker,
+            shared,
+        }
+    }
+
+    /// Records `n` successes or failures (closed calls).
+    pub fn record(&self, n: usize, failure: bool) {
+        for _ in 0..n {
+            let p = self.breaker.try_acquire().expect("closed");
+            if failure {
+                p.failure();
+            } else {
+                p.success();
+            }
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.breaker.state()
+    }
+
+    /// A call now: a fleet probe holding a lease, or `None` (rejected, or not a probe).
+    pub fn probe(&self) -> Option<SharedPermit<'_>> {
+        match self.shared.try_acquire() {
+            Ok(p) if p.lease().is_some() => Some(p),
+            Ok(p) => {
+                drop(p);
+                None
+            }
+            Err(_) => None,
+        }
     }
 }
 
@@ -42,51 +101,57 @@ fn id(s: &str) -> BreakerId {
     BreakerId::new(s).unwrap()
 }
 
-/// G4 and G3 through the coordinator: one replica at 100 % failures does not open the fleet;
-/// once the aggregate crosses the threshold the flush that did it opens it and every replica
-/// learns it by push (no flush of theirs needed).
+/// G4 and G3 through the coordinator: replicas each under `min_calls` do not trip locally;
+/// the fleet's window does not trip below the threshold; once the aggregate crosses it, the
+/// flush that did it opens the fleet (the core's rate rule on the window's totals) and every
+/// replica learns it by push (no flush of theirs needed).
 #[tokio::test]
 async fn the_fleet_rate_trips_and_every_replica_learns_it_by_push() {
     let s = server!();
     let ns = unique_ns("coord");
-    let mut stores = Vec::new();
-    let mut fakes = Vec::new();
+    let mut fleet = Vec::new();
     for r in ["r1", "r2", "r3"] {
         let st = replica(&s.url(), &ns, r, Clock::system()).await;
-        fakes.push(FakeBreaker::register(&st, id("orders"), &rate_policy()).unwrap());
-        stores.push(st);
+        fleet.push(Replica::join(
+            &st,
+            "orders",
+            &rate_policy(),
+            Clock::system(),
+        ));
     }
-    for _ in 0..10 {
-        fakes[0].record(Outcome::Failure);
-    }
-    for f in &fakes[1..] {
-        for _ in 0..10 {
-            f.record(Outcome::Success);
-        }
-    }
-    for st in stores.iter().rev() {
-        assert_eq!(st.flush_now().await.unwrap(), 1);
+    fleet[0].record(5, true);
+    fleet[1].record(4, false);
+    fleet[2].record(4, false);
+    for r in fleet.iter().rev() {
+        assert_eq!(r.store.flush_now().await.unwrap(), 1);
+        r.store.sync().await.unwrap();
     }
     assert!(
-        fakes.iter().all(|f| f.state() == State::Closed),
-        "10 / 30 failures"
+        fleet.iter().all(|r| r.state() == State::Closed),
+        "5 / 13 failures"
     );
-    for _ in 0..11 {
-        fakes[1].record(Outcome::Failure);
-    }
-    stores[1].flush_now().await.unwrap();
-    assert_eq!(fakes[1].state(), State::Open, "the flush that tripped it");
-    let v = fakes[1].view();
-    assert!(v.by_this_replica);
-    assert_eq!(v.reason, Reason::FailureRate);
-    for f in [&fakes[0], &fakes[2]] {
-        eventually("the push", || f.state() == State::Open).await;
-        let v = f.view();
+    fleet[1].record(5, true);
+    assert_eq!(
+        fleet[1].state(),
+        State::Closed,
+        "9 calls here: under min_calls"
+    );
+    fleet[1].store.flush_now().await.unwrap();
+    fleet[1].store.sync().await.unwrap();
+    assert_eq!(fleet[1].state(), State::Open, "the flush that tripped it");
+    let v = fleet[1].shared.fleet_view();
+    assert_eq!(v.caused_by.unwrap().as_str(), "r2");
+    assert_eq!(v.reason, TransitionReason::FailureRate);
+    for r in [&fleet[0], &fleet[2]] {
+        eventually("the push", || r.state() == State::Open).await;
+        let v = r.shared.fleet_view();
         assert_eq!(v.caused_by.as_ref().unwrap().as_str(), "r2");
-        assert!(!v.by_this_replica);
-        assert_eq!(f.admit(), Admission::Rejected);
+        assert_eq!(
+            r.breaker.try_acquire().unwrap_err().reason(),
+            RejectReason::Open
+        );
     }
-    assert!(stores[0].stats().pushes >= 1);
+    assert!(fleet[0].store.stats().pushes >= 1);
 }
 
 /// G2: one store operation per flush however many calls and breakers are active; none at all
@@ -96,23 +161,18 @@ async fn one_operation_per_flush_and_none_for_idle_breakers() {
     let s = server!();
     let ns = unique_ns("coord");
     let st = replica(&s.url(), &ns, "r1", Clock::system()).await;
-    let fakes: Vec<_> = (0..200)
-        .map(|i| {
-            FakeBreaker::register(
-                &st,
-                BreakerId::keyed("per-host", &format!("h{i}")).unwrap(),
-                &rate_policy(),
-            )
-            .unwrap()
-        })
+    let policy = BreakerPolicy {
+        min_calls: 1_000_000,
+        ..rate_policy()
+    };
+    let fleet: Vec<_> = (0..200)
+        .map(|i| Replica::join(&st, &format!("per-host-h{i}"), &policy, Clock::system()))
         .collect();
     st.sync().await.unwrap(); // the new breakers' first read of the fleet's state
     let polled = st.stats();
     assert_eq!(polled.operations, 1, "one read for 200 new breakers");
-    for f in &fakes[..20] {
-        for _ in 0..1_000 {
-            f.record(Outcome::Success);
-        }
+    for r in &fleet[..20] {
+        r.record(1_000, false);
     }
     let before = st.stats();
     assert_eq!(st.flush_now().await.unwrap(), 20, "only the active keys");
@@ -142,19 +202,18 @@ async fn a_busy_replica_flushes_once_per_interval() {
         .flush_interval(Duration::from_millis(100))
         .flush_jitter(0.1);
     let st = Store::connect(cfg).await.unwrap();
-    let f = FakeBreaker::register(&st, id("busy"), &rate_policy()).unwrap();
+    let r = Replica::join(&st, "busy", &rate_policy(), Clock::system());
     let start = Instant::now();
     let mut calls = 0u64;
     while start.elapsed() < Duration::from_millis(600) {
-        for _ in 0..100 {
-            f.record(Outcome::Success);
-        }
+        r.record(100, false);
         calls += 100;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let ops = st.stats().operations;
     let elapsed = start.elapsed();
-    let bound = (elapsed.as_millis() / 90) as u64 + 1;
+    // The flushes, and the first read of the new breaker.
+    let bound = (elapsed.as_millis() / 90) as u64 + 2;
     eprintln!(
         "G2: {ops} operations for {calls} calls in {elapsed:?} ({:.3} per 1,000 calls)",
         ops as f64 * 1000.0 / calls as f64
@@ -165,30 +224,36 @@ async fn a_busy_replica_flushes_once_per_interval() {
     );
 }
 
-/// G3 (push): the time from a trip's commit until another replica applied it, over 30 trips.
+/// G3 (push): the time from a trip until another replica applied it, over 30 trips.
 #[tokio::test]
 async fn a_trip_reaches_the_other_replicas_by_push() {
     let s = server!();
     let ns = unique_ns("coord");
     let a = replica(&s.url(), &ns, "a", Clock::system()).await;
     let b = replica(&s.url(), &ns, "b", Clock::system()).await;
-    let fa = FakeBreaker::register(&a, id("g3"), &rate_policy()).unwrap();
-    let fb = FakeBreaker::register(&b, id("g3"), &rate_policy()).unwrap();
+    let one = BreakerPolicy {
+        consecutive_failures: Some(1),
+        ..BreakerPolicy::default()
+    };
+    let ra = Replica::join(&a, "g3", &one, Clock::system());
+    let rb = Replica::join(&b, "g3", &one, Clock::system());
+    a.sync().await.unwrap();
+    b.sync().await.unwrap();
     let mut lat = Vec::new();
-    for i in 0..30u64 {
-        let sent = Instant::now();
-        fa.trip(Reason::ConsecutiveFailures);
-        // From the trip's request (an upper bound of "after it commits") to b rejecting.
-        lat.push(eventually("push of the trip", || fb.admit() == Admission::Rejected).await);
-        let _ = sent;
+    for _ in 0..30u32 {
+        let g = ra.shared.fleet_view().generation;
+        ra.record(1, true);
+        // From the local trip to b rejecting.
+        lat.push(eventually("push of the trip", || rb.breaker.try_acquire().is_err()).await);
         a.sync().await.unwrap();
-        assert_eq!(fa.view().generation, 2 * i + 1);
+        assert_eq!(ra.shared.fleet_view().generation, g + 1);
         a.reset(&id("g3")).await.unwrap();
-        eventually("push of the reset", || fb.state() == State::Closed).await;
+        eventually("push of the reset", || rb.state() == State::Closed).await;
+        eventually("the reset here", || ra.state() == State::Closed).await;
     }
     lat.sort();
     eprintln!(
-        "G3: trip requested -> other replica rejects: p50 {:?}, max of 30 {:?} (loopback, push)",
+        "G3: trip -> other replica rejects: p50 {:?}, max of 30 {:?} (loopback, push)",
         lat[15], lat[29]
     );
     assert_eq!(
@@ -208,49 +273,53 @@ async fn the_probe_race_never_exceeds_the_cap() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let policy = SharedPolicy {
+    let policy = BreakerPolicy {
+        consecutive_failures: Some(1),
         cooldown: Duration::from_millis(1),
         cooldown_max: Duration::from_millis(1),
         half_open_probes: 2,
-        probe_lease: Duration::from_secs(30),
-        ..rate_policy()
+        max_probe_wait: Some(Duration::from_secs(30)),
+        ..BreakerPolicy::default()
     };
     let time = ManualClock::new();
-    let mut stores = Vec::new();
-    let mut fakes = Vec::new();
+    let mut fleet = Vec::new();
     for r in 0..32 {
         let st = replica(&s.url(), &ns, &format!("r{r}"), Clock::manual(&time)).await;
-        fakes.push(FakeBreaker::register(&st, id("race"), &policy).unwrap());
-        stores.push(st);
+        fleet.push(Replica::join(&st, "race", &policy, Clock::manual(&time)));
     }
-    let sync_all = || futures_util::future::join_all(stores.iter().map(|s| s.sync()));
+    let sync_all = || futures_util::future::join_all(fleet.iter().map(|r| r.store.sync()));
+    sync_all().await;
     let mut max_in_flight = 0;
     let mut probes_run = 0u64;
     let mut max_per_replica = 0u64;
     for cycle in 0..cycles {
         // Open the fleet (every other cycle from closed; otherwise the failed probe did).
-        if fakes[0].state() == State::Closed {
-            fakes[(cycle % 32) as usize].trip(Reason::ConsecutiveFailures);
+        let opener = &fleet[(cycle % 32) as usize];
+        if opener.shared.fleet_view().state == State::Closed {
+            opener.record(1, true);
             sync_all().await;
         }
-        // Open, or already half-open (a late request of the last cycle promoted it).
-        let g = fakes.iter().map(|f| f.view().generation).max().unwrap();
-        for f in &fakes {
+        let g = fleet
+            .iter()
+            .map(|r| r.shared.fleet_view().generation)
+            .max()
+            .unwrap();
+        for r in &fleet {
             eventually("every replica at the newest generation", || {
-                f.view().generation >= g && f.state() != State::Closed
+                r.shared.fleet_view().generation >= g && r.state() != State::Closed
             })
             .await;
         }
         time.advance(Duration::from_millis(5));
         tokio::time::sleep(Duration::from_millis(2)).await; // the server's 1 ms cooldown
-        let requests_before: Vec<u64> = fakes.iter().map(|f| f.requests()).collect();
-        let acquires_before: Vec<u64> = stores.iter().map(|s| s.stats().acquires).collect();
+        let requests_before: Vec<u64> = fleet.iter().map(|r| r.shared.lease_requests()).collect();
+        let acquires_before: Vec<u64> = fleet.iter().map(|r| r.store.stats().acquires).collect();
         let mut held = Vec::new();
         for _round in 0..20 {
-            for (r, f) in fakes.iter().enumerate() {
+            for r in &fleet {
                 for _caller in 0..64 {
-                    if let Admission::Probe(l) = f.admit() {
-                        held.push((r, l));
+                    if let Some(p) = r.probe() {
+                        held.push(p);
                     }
                 }
             }
@@ -267,34 +336,37 @@ async fn the_probe_race_never_exceeds_the_cap() {
             "cycle {cycle}: {} probes in flight, cap 2",
             held.len()
         );
-        for (r, f) in fakes.iter().enumerate() {
-            let sent = f.requests() - requests_before[r];
-            let ops = stores[r].stats().acquires - acquires_before[r];
+        for (i, r) in fleet.iter().enumerate() {
+            let sent = r.shared.lease_requests() - requests_before[i];
+            let ops = r.store.stats().acquires - acquires_before[i];
             assert!(
                 sent <= 2 && ops <= sent,
-                "replica {r}: {sent} requests, {ops} acquire ops in cycle {cycle}"
+                "replica {i}: {sent} requests, {ops} acquire ops in cycle {cycle}"
             );
             max_per_replica = max_per_replica.max(ops);
         }
         probes_run += held.len() as u64;
-        let outcome = if cycle % 2 == 0 {
-            ProbeOutcome::Failure
-        } else {
-            ProbeOutcome::Success
-        };
-        for (r, l) in held {
-            fakes[r].finish_probe(l, outcome);
+        for p in held {
+            if cycle % 2 == 0 {
+                p.failure();
+            } else {
+                p.success();
+            }
         }
         sync_all().await;
-        let g = fakes.iter().map(|f| f.view().generation).max().unwrap();
-        for f in &fakes {
+        let g = fleet
+            .iter()
+            .map(|r| r.shared.fleet_view().generation)
+            .max()
+            .unwrap();
+        for r in &fleet {
             eventually("every replica at the newest generation", || {
-                f.view().generation == g
+                r.shared.fleet_view().generation == g
             })
             .await;
         }
     }
-    let acquires: u64 = stores.iter().map(|s| s.stats().acquires).sum();
+    let acquires: u64 = fleet.iter().map(|r| r.store.stats().acquires).sum();
     eprintln!(
         "G5/G6: {cycles} half-open cycles, 32 replicas x 64 callers: max {max_in_flight} probes in flight (cap 2), \
          {probes_run} probes, {:.2} acquire ops per replica per cycle (most in one cycle: {max_per_replica})",
@@ -309,14 +381,14 @@ async fn the_probe_race_never_exceeds_the_cap() {
     );
 }
 
-/// Admits on `f` until it is a fleet probe (bounded: 2 s).
-async fn probe(f: &FakeBreaker, st: &Store) -> Option<breaker_redis::Lease> {
+/// Calls `r` until one is a fleet probe (bounded: 2 s).
+async fn probe(r: &Replica) -> Option<SharedPermit<'_>> {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(2) {
-        if let Admission::Probe(l) = f.admit() {
-            return Some(l);
+        if let Some(p) = r.probe() {
+            return Some(p);
         }
-        st.sync().await.unwrap();
+        r.store.sync().await.unwrap();
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     None
@@ -328,46 +400,49 @@ async fn probe(f: &FakeBreaker, st: &Store) -> Option<breaker_redis::Lease> {
 async fn dropped_and_orphaned_leases_come_back() {
     let s = server!();
     let ns = unique_ns("lease");
-    let policy = SharedPolicy {
+    let policy = BreakerPolicy {
+        consecutive_failures: Some(1),
         cooldown: Duration::from_millis(1),
         cooldown_max: Duration::from_millis(1),
-        probe_lease: Duration::from_millis(300),
-        ..rate_policy()
+        max_probe_wait: Some(Duration::from_millis(300)),
+        ..BreakerPolicy::default()
     };
     let a = replica(&s.url(), &ns, "a", Clock::system()).await;
     let b = replica(&s.url(), &ns, "b", Clock::system()).await;
-    let fa = FakeBreaker::register(&a, id("g8"), &policy).unwrap();
-    let fb = FakeBreaker::register(&b, id("g8"), &policy).unwrap();
-    fa.trip(Reason::ConsecutiveFailures);
+    let ra = Replica::join(&a, "g8", &policy, Clock::system());
+    let rb = Replica::join(&b, "g8", &policy, Clock::system());
+    ra.record(1, true);
     a.sync().await.unwrap();
+    eventually("b sees it open", || {
+        rb.shared.fleet_view().state == State::Open
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(3)).await;
-    let lease = probe(&fa, &a).await.expect("a gets the probe");
-    assert_eq!(fb.admit(), Admission::Rejected);
+    let lease = probe(&ra).await.expect("a gets the probe");
+    assert!(rb.probe().is_none());
     b.sync().await.unwrap();
-    assert_eq!(
-        fb.grants().last(),
-        Some(&ProbeGrant::Denied),
-        "the one slot is taken"
-    );
+    assert!(rb.probe().is_none(), "the one slot is taken");
     // The probe's future is dropped: its lease comes back as neutral, not after 300 ms. (b
     // was denied and waits a lease time before asking again; c is a replica that asks now.)
     let c = replica(&s.url(), &ns, "c", Clock::system()).await;
-    let fc = FakeBreaker::register(&c, id("g8"), &policy).unwrap();
+    let rc = Replica::join(&c, "g8", &policy, Clock::system());
+    c.sync().await.unwrap();
     let t = Instant::now();
-    fa.finish_probe(lease, ProbeOutcome::Neutral);
+    drop(lease);
     a.sync().await.unwrap();
-    let lease = probe(&fc, &c).await.expect("c gets the released slot");
+    let lease = probe(&rc).await.expect("c gets the released slot");
     assert!(
         t.elapsed() < Duration::from_millis(250),
         "released, not expired: {:?}",
         t.elapsed()
     );
-    // c is killed while holding it: a gets the slot within the lease time.
-    drop(fc);
+    // c is killed while holding it (its permit leaked, its store gone): a gets the slot
+    // within the lease time.
+    std::mem::forget(lease);
+    drop(rc);
     drop(c);
-    let _ = lease;
     let t = Instant::now();
-    let got = probe(&fa, &a).await;
+    let got = probe(&ra).await;
     assert!(got.is_some(), "slot never came back");
     let waited = t.elapsed();
     eprintln!("G8: orphaned lease back after {waited:?} (lease 300 ms)");
@@ -382,20 +457,22 @@ async fn clock_skew_of_minutes_changes_no_decision() {
     let ns = unique_ns("skew");
     let (ta, tb) = (ManualClock::new(), ManualClock::new());
     tb.set(Duration::from_secs(7 * 60)); // b's clock reads 7 minutes later
-    let policy = SharedPolicy {
+    let policy = BreakerPolicy {
+        consecutive_failures: Some(1),
         cooldown: Duration::from_secs(10),
         cooldown_max: Duration::from_secs(10),
-        ..rate_policy()
+        ..BreakerPolicy::default()
     };
     let a = replica(&s.url(), &ns, "a", Clock::manual(&ta)).await;
     let b = replica(&s.url(), &ns, "b", Clock::manual(&tb)).await;
-    let fa = FakeBreaker::register(&a, id("skew"), &policy).unwrap();
-    let fb = FakeBreaker::register(&b, id("skew"), &policy).unwrap();
-    fa.trip(Reason::ConsecutiveFailures);
+    let ra = Replica::join(&a, "skew", &policy, Clock::manual(&ta));
+    let rb = Replica::join(&b, "skew", &policy, Clock::manual(&tb));
+    b.sync().await.unwrap();
+    ra.record(1, true);
     a.sync().await.unwrap();
-    eventually("push", || fb.state() == State::Open).await;
-    let left_a = fa.view().deadline.unwrap() - ta.now().as_nanos() as u64;
-    let left_b = fb.view().deadline.unwrap() - tb.now().as_nanos() as u64;
+    eventually("push", || rb.state() == State::Open).await;
+    let left_a = ra.shared.fleet_view().deadline.unwrap() - ta.now().as_nanos() as u64;
+    let left_b = rb.shared.fleet_view().deadline.unwrap() - tb.now().as_nanos() as u64;
     let diff = left_a.abs_diff(left_b);
     assert!(
         diff < 50_000_000,
@@ -404,11 +481,20 @@ async fn clock_skew_of_minutes_changes_no_decision() {
     for step in [Duration::from_millis(9_900), Duration::from_millis(200)] {
         ta.advance(step);
         tb.advance(step);
-        let (da, db) = (fa.admit(), fb.admit());
+        let (da, db) = (
+            ra.shared
+                .try_acquire()
+                .map(|p| p.is_probe())
+                .map_err(|e| e.reason()),
+            rb.shared
+                .try_acquire()
+                .map(|p| p.is_probe())
+                .map_err(|e| e.reason()),
+        );
         assert_eq!(da, db, "same decision after {step:?}");
     }
     assert_eq!(
-        fa.requests() + fb.requests(),
+        ra.shared.lease_requests() + rb.shared.lease_requests(),
         2,
         "both reached the deadline together"
     );
@@ -421,25 +507,28 @@ async fn force_open_and_reset_are_seen_fleet_wide() {
     let ns = unique_ns("force");
     let a = replica(&s.url(), &ns, "a", Clock::system()).await;
     let b = replica(&s.url(), &ns, "b", Clock::system()).await;
-    let fa = FakeBreaker::register(&a, id("ctl"), &rate_policy()).unwrap();
-    let fb = FakeBreaker::register(&b, id("ctl"), &rate_policy()).unwrap();
+    let ra = Replica::join(&a, "ctl", &rate_policy(), Clock::system());
+    let rb = Replica::join(&b, "ctl", &rate_policy(), Clock::system());
     let st = a.force(&id("ctl"), ForceTarget::ForcedOpen).await.unwrap();
     assert_eq!(st.state, State::ForcedOpen);
     assert_eq!(
-        fa.state(),
+        ra.state(),
         State::ForcedOpen,
         "applied locally from the reply"
     );
-    eventually("push", || fb.state() == State::ForcedOpen).await;
-    assert_eq!(fb.admit(), Admission::Rejected);
+    eventually("push", || rb.state() == State::ForcedOpen).await;
+    assert_eq!(
+        rb.breaker.try_acquire().unwrap_err().reason(),
+        RejectReason::ForcedOpen
+    );
     b.force(&id("ctl"), ForceTarget::ForcedClosed)
         .await
         .unwrap();
-    eventually("push", || fa.state() == State::ForcedClosed).await;
-    assert_eq!(fa.admit(), Admission::Admitted);
+    eventually("push", || ra.state() == State::ForcedClosed).await;
+    assert!(ra.breaker.try_acquire().is_ok());
     a.reset(&id("ctl")).await.unwrap();
-    eventually("push", || fb.state() == State::Closed).await;
-    assert_eq!(fb.view().reason, Reason::Manual);
+    eventually("push", || rb.state() == State::Closed).await;
+    assert_eq!(rb.shared.fleet_view().reason, TransitionReason::Manual);
     let e = a
         .force(&id("unknown"), ForceTarget::ForcedOpen)
         .await
@@ -452,98 +541,128 @@ async fn force_open_and_reset_are_seen_fleet_wide() {
     assert_eq!(st.state, State::ForcedOpen);
 }
 
-/// Two replicas with different thresholds: the second is told once, the pinned policy decides.
+/// Two replicas with different thresholds: the second is told once that the replica that
+/// made the fleet's last transition runs another policy; each decides with its own.
 #[tokio::test]
 async fn a_policy_mismatch_is_reported_once() {
     let s = server!();
     let ns = unique_ns("mismatch");
     let a = replica(&s.url(), &ns, "a", Clock::system()).await;
     let b = replica(&s.url(), &ns, "b", Clock::system()).await;
-    let fa = FakeBreaker::register(&a, id("pol"), &rate_policy()).unwrap();
-    let other = SharedPolicy {
+    let ra = Replica::join(&a, "pol", &rate_policy(), Clock::system());
+    let other = BreakerPolicy {
         failure_rate_percent: Some(10.0),
         ..rate_policy()
     };
-    let fb = FakeBreaker::register(&b, id("pol"), &other).unwrap();
-    fa.record(Outcome::Success);
-    a.flush_now().await.unwrap();
+    let rb = Replica::join(&b, "pol", &other, Clock::system());
+    a.force(&id("pol"), ForceTarget::Reset).await.unwrap();
     for _ in 0..3 {
-        fb.record(Outcome::Failure);
+        rb.record(1, false);
         b.flush_now().await.unwrap();
     }
-    let m = fb.mismatches();
+    let m = rb.shared.mismatches();
     assert_eq!(m.len(), 1, "once, not per flush");
-    assert_eq!(m[0].pinned, rate_policy().compile().unwrap().fingerprint());
-    assert_eq!(m[0].ours, other.compile().unwrap().fingerprint());
-    assert!(fa.mismatches().is_empty());
-    assert_eq!(
-        fb.state(),
-        State::Closed,
-        "3 / 4 failures but min_calls 10 of the pinned policy"
-    );
+    assert_ne!(m[0].theirs, m[0].ours);
+    assert!(ra.shared.mismatches().is_empty());
 }
 
 #[tokio::test]
-async fn registering_twice_is_an_error_and_dropping_the_link_unregisters() {
+async fn sharing_twice_is_an_error_and_dropping_the_breaker_unregisters() {
     let s = server!();
     let ns = unique_ns("reg");
     let a = replica(&s.url(), &ns, "a", Clock::system()).await;
-    let f = FakeBreaker::register(&a, id("once"), &rate_policy()).unwrap();
-    let e = FakeBreaker::register(&a, id("once"), &rate_policy()).unwrap_err();
+    let r = Replica::join(&a, "once", &rate_policy(), Clock::system());
+    let twin = CircuitBreaker::builder(rate_policy())
+        .name("once")
+        .totals(true)
+        .build()
+        .unwrap();
+    let e = a.share(&twin).unwrap_err();
     assert_eq!(
         e.to_string(),
         "shared breaker `once` is already registered with this store"
     );
-    let bad = SharedPolicy {
-        quorum: 0,
+    // The one validator refuses what a fleet cannot share, every mistake at once.
+    let bad = CircuitBreaker::builder(BreakerPolicy {
+        window: SlidingWindow::Count(100),
         ..rate_policy()
-    };
-    assert!(FakeBreaker::register(&a, id("bad"), &bad).is_err());
-    drop(f);
-    a.sync().await.unwrap();
-    // The fake's Link lives inside the fake: dropped with it.
-    assert!(FakeBreaker::register(&a, id("once"), &rate_policy()).is_ok());
+    })
+    .name("bad")
+    .build()
+    .unwrap();
+    let e = a.share(&bad).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("a count window (the last 100 calls) has no order across replicas"),
+        "{e}"
+    );
+    drop(r);
+    drop(twin);
+    // The sweep lets the unused breaker go (a bounded batch per flush).
+    for _ in 0..3 {
+        a.flush_now().await.unwrap();
+        a.sync().await.unwrap();
+    }
+    assert!(a
+        .share(
+            &CircuitBreaker::builder(rate_policy())
+                .name("once")
+                .totals(true)
+                .build()
+                .unwrap()
+        )
+        .is_ok());
 }
 
-/// G4's early flush: pending failures over the breaker's bound flush at once (not at the next
-/// interval), at most once per interval, so G2's bound holds.
+/// G4's early flush: pending failures over the breaker's bound (`min_calls`) flush at once
+/// (not at the next interval), at most once per interval, so G2's bound holds.
 #[tokio::test]
 async fn an_early_flush_goes_at_once_and_at_most_once_per_interval() {
     let s = server!();
     let ns = unique_ns("early");
     let a = replica(&s.url(), &ns, "a", Clock::system()).await;
     let b = replica(&s.url(), &ns, "b", Clock::system()).await;
-    let fa = FakeBreaker::register(&a, id("early"), &rate_policy()).unwrap();
-    let fb = FakeBreaker::register(&b, id("early"), &rate_policy()).unwrap();
+    let ra = Replica::join(&a, "early", &rate_policy(), Clock::system());
+    let rb = Replica::join(&b, "early", &rate_policy(), Clock::system());
     a.sync().await.unwrap();
     b.sync().await.unwrap();
+    // b: 9 failures (under its own min_calls), flushed.
+    rb.record(9, true);
+    b.flush_now().await.unwrap();
     let before = a.stats().operations;
-    for _ in 0..10 {
-        fa.record(Outcome::Failure);
-    }
-    let t = Instant::now();
-    fa.flush_soon();
+    // a: 11 successes and 9 failures (45 %: no local trip), under the early bound.
+    ra.record(11, false);
+    ra.record(9, true);
     a.sync().await.unwrap();
     assert_eq!(
         a.stats().operations,
-        before + 1,
+        before,
+        "under the early bound: nothing sent"
+    );
+    let t = Instant::now();
+    ra.record(1, true); // the 10th failure since the last flush
+    a.sync().await.unwrap();
+    assert!(
+        a.stats().operations > before,
         "flushed without waiting an hour"
     );
-    assert_eq!(
-        fa.state(),
-        State::Open,
-        "10 failures of 10: the fleet opened"
-    );
-    eventually("b learns it", || fb.state() == State::Open).await;
+    // The fleet's window: 19 failures of 30 calls, the flush's totals tripped it.
+    assert_eq!(ra.state(), State::Open, "the fleet's window tripped");
+    assert_eq!(ra.shared.fleet_view().reason, TransitionReason::FailureRate);
+    eventually("b learns it", || rb.state() == State::Open).await;
     eprintln!(
         "G4: early flush to every replica rejecting: {:?}",
         t.elapsed()
     );
-    fa.flush_soon();
+    a.reset(&id("early")).await.unwrap();
+    eventually("the reset", || ra.state() == State::Closed).await;
+    let before = a.stats().operations;
+    ra.record(11, false);
+    ra.record(10, true);
     a.sync().await.unwrap();
     assert_eq!(
         a.stats().operations,
-        before + 1,
+        before,
         "a second early flush waits for the interval"
     );
 }

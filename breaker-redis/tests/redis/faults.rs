@@ -6,28 +6,37 @@
 //! Debug and logs.
 
 use crate::common::{unique_ns, Proxy};
-use crate::coordinator::{config, eventually};
-use breaker_core::breaker::State;
+use crate::coordinator::{config, eventually, Replica};
+use breaker_core::breaker::{BreakerPolicy, RejectReason, SlidingWindow, State};
 use breaker_core::clock::Clock;
-use breaker_redis::testing::{Admission, FakeBreaker, Outcome};
-use breaker_redis::{
-    BreakerId, OnStoreError, Reason, SharedPolicy, Store, StoreConfig, StoreError, StoreStatus,
-};
+use breaker_redis::{BreakerId, OnStoreError, Store, StoreConfig, StoreError, StoreStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn policy() -> SharedPolicy {
-    SharedPolicy {
+/// One failure trips it (a local trip opens the fleet), a fleet-rate rule of 50 % over 10 s
+/// after 10 calls, 30 s cooldown.
+fn policy() -> BreakerPolicy {
+    BreakerPolicy {
+        consecutive_failures: Some(1),
         failure_rate_percent: Some(50.0),
+        window: SlidingWindow::Time {
+            length: Duration::from_secs(10),
+            buckets: 10,
+        },
         min_calls: 10,
         cooldown: Duration::from_secs(30),
         cooldown_max: Duration::from_secs(30),
-        ..SharedPolicy::default()
+        ..BreakerPolicy::default()
     }
 }
 
 fn id() -> BreakerId {
     BreakerId::new("dep").unwrap()
+}
+
+/// `dep` on `store`, shared.
+fn dep(store: &Store) -> Replica {
+    Replica::join(store, "dep", &policy(), Clock::system())
 }
 
 /// Fast failure detection: 100 ms per operation, the store's breaker opens after 2 failures
@@ -44,12 +53,20 @@ async fn fast_replica(url: &str, ns: &str, name: &str) -> Store {
         .unwrap()
 }
 
+/// A success recorded, if the breaker admits a closed call (activity for the next flush).
+fn touch(r: &Replica) {
+    if let Ok(p) = r.breaker.try_acquire() {
+        p.success();
+    }
+}
+
 /// Flushes until the store answers (bounded, 5 s).
-async fn flush_until_ok(st: &Store, f: &FakeBreaker) -> Duration {
+async fn flush_until_ok(st: &Store, r: &Replica) -> Duration {
     let start = Instant::now();
     loop {
-        f.record(Outcome::Success);
+        touch(r);
         if st.flush_now().await.is_ok() {
+            st.sync().await.unwrap();
             return start.elapsed();
         }
         assert!(
@@ -61,66 +78,92 @@ async fn flush_until_ok(st: &Store, f: &FakeBreaker) -> Duration {
 }
 
 /// Fails flushes until the store's breaker is open (bounded).
-async fn degrade(st: &Store, f: &FakeBreaker) {
+async fn degrade(st: &Store, r: &Replica) {
     let start = Instant::now();
     while st.status() == StoreStatus::Healthy {
-        f.record(Outcome::Success);
+        touch(r);
         let _ = st.flush_now().await;
         assert!(start.elapsed() < Duration::from_secs(5), "never degraded");
     }
 }
 
-/// G7 and repair: the store is killed while the fleet is open, restarted empty on the same
-/// port; nothing fails meanwhile (`local`: the known deadline is honoured), and the first
-/// flush after it is back restores the open state from the replicas' high-water marks.
+/// The stored word of `dep` in `ns`: (state, generation), decoded as the core does.
+fn stored(s: &crate::common::Server, ns: &str) -> (State, u32) {
+    let raw: String = s.cmd(&["HGET", &format!("br:{{{ns}}}:s:dep"), "w"]);
+    let w = breaker_core::breaker::decide::Word::decode(raw.parse().unwrap());
+    (w.state, w.generation)
+}
+
+/// G7 and reconciliation: the store is killed while the fleet is open, restarted empty on the
+/// same port; nothing fails meanwhile (`local`: the known deadline is honoured), and when it
+/// is back the breaker it lost is seeded from the replicas' local state (still open: one
+/// generation past their view) and every replica agrees.
 #[tokio::test]
 async fn the_store_killed_and_restarted_empty_is_repaired() {
     let mut s = server!();
     let ns = unique_ns("kill");
     let a = fast_replica(&s.url(), &ns, "a").await;
     let b = fast_replica(&s.url(), &ns, "b").await;
-    let fa = FakeBreaker::register(&a, id(), &policy()).unwrap();
-    let fb = FakeBreaker::register(&b, id(), &policy()).unwrap();
-    fa.trip(Reason::ConsecutiveFailures);
+    let (ra, rb) = (dep(&a), dep(&b));
     a.sync().await.unwrap();
-    eventually("push", || fb.state() == State::Open).await;
+    b.sync().await.unwrap();
+    ra.record(1, true);
+    a.sync().await.unwrap();
+    eventually("push", || rb.state() == State::Open).await;
     s.kill();
-    degrade(&a, &fa).await;
+    degrade(&a, &ra).await;
     assert_eq!(a.status(), StoreStatus::DegradedLocal);
-    assert_eq!(fa.status().0, StoreStatus::DegradedLocal);
     // While degraded: decisions are local and immediate; the open deadline is honoured.
-    let t = Instant::now();
     for _ in 0..1000 {
-        assert_eq!(fa.admit(), Admission::Rejected);
+        let t = Instant::now();
+        assert_eq!(
+            ra.breaker.try_acquire().unwrap_err().reason(),
+            RejectReason::Open
+        );
+        // A call that waited for the store would take its 100 ms timeout; the margin below it
+        // is for a loaded machine's scheduling (the rejection's own `tracing` event is
+        // formatted here too: the credential test's subscriber takes every level).
+        assert!(
+            t.elapsed() < Duration::from_millis(40),
+            "no call waits for the store: {:?}",
+            t.elapsed()
+        );
     }
-    assert!(
-        t.elapsed() < Duration::from_millis(100),
-        "no call waits for the store"
-    );
     let e = a.flush_now().await.unwrap_err();
     assert!(matches!(e, StoreError::Degraded { .. }), "{e}");
     s.restart();
-    let took = flush_until_ok(&a, &fa).await;
-    eprintln!("G7: store back, state re-adopted after {took:?}");
+    let took = flush_until_ok(&a, &ra).await;
+    eprintln!("G7: store back, state reconciled after {took:?}");
     assert_eq!(a.status(), StoreStatus::Healthy);
-    assert!(a.stats().repairs >= 1, "repaired from the high-water mark");
+    eventually("the reconciliation's seed", || a.stats().repairs >= 1).await;
     assert_eq!(a.stats().recovered_events, 1);
-    let state: Vec<String> = s.cmd(&["HMGET", &format!("br:{{{ns}}}:s:dep"), "g", "st"]);
-    assert_eq!(state, ["1", "1"], "generation 1, open: as before the crash");
-    // b converges too (its own flush, or a push of the repair).
-    flush_until_ok(&b, &fb).await;
-    assert_eq!((fb.view().generation, fb.state()), (1, State::Open));
+    eventually("seeded", || {
+        s.cmd::<i64>(&["EXISTS", &format!("br:{{{ns}}}:s:dep")]) == 1
+    })
+    .await;
+    assert_eq!(
+        stored(&s, &ns),
+        (State::Open, 2),
+        "open, as the replicas' local breakers are: one generation past their view"
+    );
+    // b converges too (its own reconciliation, or a push of a's seed).
+    flush_until_ok(&b, &rb).await;
+    eventually("b agrees", || {
+        let v = rb.shared.fleet_view();
+        (v.generation, v.state) == (2, State::Open)
+    })
+    .await;
+    assert_eq!(rb.state(), State::Open);
 }
 
-/// A degraded store's recovery flush carries every registered breaker (its reply re-adopts the
-/// fleet's state). With many breakers it goes in round trips of at most
-/// `MAX_BREAKERS_PER_ROUND_TRIP` breakers, each under the timeout: 3 x 4,096 + 1 breakers are
-/// 25 calls in 4 round trips. It was one round trip the size of the fleet; past the timeout
-/// (100,000 breakers on a 2-core VM with the default 250 ms) every recovery flush timed out and
-/// the store never recovered.
+/// A degraded store's health probe reads every registered breaker (its answer reconciles them
+/// all). With many breakers it goes in round trips of at most 4,096 breakers (8 calls of
+/// 512), each under the timeout: 3 x 4,096 + 1 breakers are 25 calls in 4 round trips. It was
+/// one round trip the size of the fleet; past the timeout (100,000 breakers on a 2-core VM
+/// with the default 250 ms) every recovery timed out and the store never recovered.
 #[tokio::test]
 async fn a_degraded_store_with_many_breakers_recovers_in_bounded_round_trips() {
-    use breaker_redis::protocol::{MAX_BREAKERS_PER_CALL, MAX_BREAKERS_PER_ROUND_TRIP};
+    let (per_call, per_round_trip) = (512, 8 * 512);
     let s = server!();
     let ns = unique_ns("many");
     // A timeout long enough for a round trip on a loaded machine; failures detected after 2.
@@ -128,19 +171,20 @@ async fn a_degraded_store_with_many_breakers_recovers_in_bounded_round_trips() {
         .op_timeout(Duration::from_secs(2))
         .store_breaker(2, Duration::from_millis(50), Duration::from_millis(200));
     let st = Store::connect(cfg).await.unwrap();
-    let n = 3 * MAX_BREAKERS_PER_ROUND_TRIP + 1;
-    let calls = n.div_ceil(MAX_BREAKERS_PER_CALL) as u64;
+    let n: usize = 3 * per_round_trip + 1;
+    let calls = n.div_ceil(per_call) as u64;
     assert_eq!(calls, 25);
-    let fakes: Vec<_> = (0..n)
-        .map(|i| {
-            let id = BreakerId::new(&format!("k{i}")).unwrap();
-            FakeBreaker::register(&st, id, &policy()).unwrap()
-        })
+    let quiet = BreakerPolicy {
+        consecutive_failures: Some(1_000),
+        ..BreakerPolicy::default()
+    };
+    let fleet: Vec<_> = (0..n)
+        .map(|i| Replica::join(&st, &format!("k{i}"), &quiet, Clock::system()))
         .collect();
-    let one = &fakes[0];
-    // Every new breaker's shared state read (in batches as the registrations arrived).
+    let one = &fleet[0];
+    // Every new breaker's word read (in batches as the registrations arrived).
     st.sync().await.unwrap();
-    one.record(Outcome::Success);
+    touch(one);
     assert_eq!(st.flush_now().await.unwrap(), 1, "the one that counted");
     assert_eq!(st.stats().errors, 0);
     s.pause();
@@ -149,7 +193,7 @@ async fn a_degraded_store_with_many_breakers_recovers_in_bounded_round_trips() {
     let start = Instant::now();
     let sent = loop {
         let before = st.stats();
-        one.record(Outcome::Success);
+        touch(one);
         match st.flush_now().await {
             Ok(sent) => {
                 let after = st.stats();
@@ -181,12 +225,12 @@ async fn a_hung_store_adds_bounded_latency_then_none() {
     let s = server!();
     let ns = unique_ns("hang");
     let a = fast_replica(&s.url(), &ns, "a").await;
-    let fa = FakeBreaker::register(&a, id(), &policy()).unwrap();
+    let ra = dep(&a);
     a.sync().await.unwrap();
     s.pause();
     let mut took = Vec::new();
     for _ in 0..2 {
-        fa.record(Outcome::Failure);
+        touch(&ra);
         let t = Instant::now();
         let e = a.flush_now().await.unwrap_err();
         took.push(t.elapsed());
@@ -199,7 +243,7 @@ async fn a_hung_store_adds_bounded_latency_then_none() {
     assert_eq!(a.status(), StoreStatus::DegradedLocal);
     let t = Instant::now();
     for _ in 0..20 {
-        fa.record(Outcome::Failure);
+        touch(&ra);
         let e = a.flush_now().await.unwrap_err();
         assert!(matches!(e, StoreError::Degraded { .. }), "{e}");
     }
@@ -212,7 +256,7 @@ async fn a_hung_store_adds_bounded_latency_then_none() {
     let errors = a.stats().errors;
     assert!(errors <= 4, "no storm of attempts: {errors}");
     s.resume();
-    flush_until_ok(&a, &fa).await;
+    flush_until_ok(&a, &ra).await;
     assert_eq!(a.stats().degraded_events, 1);
     assert_eq!(a.stats().recovered_events, 1);
 }
@@ -223,13 +267,13 @@ async fn client_pause_reads_as_a_hang() {
     let s = server!();
     let ns = unique_ns("cpause");
     let a = fast_replica(&s.url(), &ns, "a").await;
-    let fa = FakeBreaker::register(&a, id(), &policy()).unwrap();
+    let ra = dep(&a);
     a.sync().await.unwrap();
     let _: () = s.cmd(&["CLIENT", "PAUSE", "400", "WRITE"]);
-    fa.record(Outcome::Success);
+    touch(&ra);
     let e = a.flush_now().await.unwrap_err();
     assert!(matches!(e, StoreError::Timeout { .. }), "{e}");
-    let took = flush_until_ok(&a, &fa).await;
+    let took = flush_until_ok(&a, &ra).await;
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
@@ -251,30 +295,30 @@ async fn each_store_error_mode_does_what_it_says() {
     let closed = Store::connect(mk("closed", OnStoreError::Closed { grace }))
         .await
         .unwrap();
-    let fl = FakeBreaker::register(&local, id(), &policy()).unwrap();
-    let fo = FakeBreaker::register(&open, id(), &policy()).unwrap();
-    let fc = FakeBreaker::register(&closed, id(), &policy()).unwrap();
-    fl.trip(Reason::ConsecutiveFailures);
+    let (rl, ro, rc) = (dep(&local), dep(&open), dep(&closed));
+    for st in [&local, &open, &closed] {
+        st.sync().await.unwrap();
+    }
+    rl.record(1, true);
     local.sync().await.unwrap();
-    for f in [&fo, &fc] {
-        eventually("push", || f.state() == State::Open).await;
+    for r in [&ro, &rc] {
+        eventually("push", || r.state() == State::Open).await;
     }
     s.kill();
     let t = Instant::now();
     futures_util::future::join3(
-        degrade(&local, &fl),
-        degrade(&open, &fo),
-        degrade(&closed, &fc),
+        degrade(&local, &rl),
+        degrade(&open, &ro),
+        degrade(&closed, &rc),
     )
     .await;
     assert_eq!(
-        fl.admit(),
-        Admission::Rejected,
+        rl.breaker.try_acquire().unwrap_err().reason(),
+        RejectReason::Open,
         "local: the known open deadline holds"
     );
-    assert_eq!(
-        fo.admit(),
-        Admission::Admitted,
+    assert!(
+        ro.breaker.try_acquire().is_ok(),
         "open: shared state ignored"
     );
     assert_eq!(
@@ -292,18 +336,21 @@ async fn each_store_error_mode_does_what_it_says() {
     .expect("grace ends")
     .unwrap();
     assert!(t.elapsed() >= grace);
-    assert_eq!(fc.status().0, StoreStatus::DegradedRejectAll);
-    assert_eq!(fc.admit(), Admission::Rejected);
+    assert!(rc.breaker.try_acquire().is_err());
+    assert_eq!(
+        rc.shared.try_acquire().unwrap_err().reason(),
+        RejectReason::Open
+    );
     s.restart();
-    for (st, f) in [(&local, &fl), (&open, &fo), (&closed, &fc)] {
-        flush_until_ok(st, f).await;
-        assert_eq!(f.status().0, StoreStatus::Healthy);
+    for (st, r) in [(&local, &rl), (&open, &ro), (&closed, &rc)] {
+        flush_until_ok(st, r).await;
+        assert_eq!(st.status(), StoreStatus::Healthy);
     }
 }
 
 /// A replica cut off from the store (blackhole) degrades while the others trip the fleet; it
-/// converges at its first flush after the partition heals. One-way loss (replies dropped)
-/// applies writes the replica never hears of; it learns them at its next answered flush.
+/// converges when the partition heals. One-way loss (replies dropped) applies writes the
+/// replica never hears of; it learns them at its next answered operation.
 #[tokio::test]
 async fn a_partitioned_replica_degrades_then_converges() {
     let s = server!();
@@ -311,39 +358,48 @@ async fn a_partitioned_replica_degrades_then_converges() {
     let proxy = Proxy::start(s.port()).await;
     let a = fast_replica(&s.url(), &ns, "a").await;
     let b = fast_replica(&proxy.url(), &ns, "b").await;
-    let fa = FakeBreaker::register(&a, id(), &policy()).unwrap();
-    let fb = FakeBreaker::register(&b, id(), &policy()).unwrap();
+    let (ra, rb) = (dep(&a), dep(&b));
     a.sync().await.unwrap();
     b.sync().await.unwrap();
     proxy.blackhole();
-    degrade(&b, &fb).await;
-    fa.trip(Reason::ConsecutiveFailures);
+    degrade(&b, &rb).await;
+    ra.record(1, true);
     a.sync().await.unwrap();
-    assert_eq!(fa.state(), State::Open);
-    assert_eq!(fb.state(), State::Closed, "b cannot know");
-    assert_eq!(fb.admit(), Admission::Admitted, "local rules go on");
+    assert_eq!(ra.state(), State::Open);
+    assert_eq!(rb.state(), State::Closed, "b cannot know");
+    assert!(rb.breaker.try_acquire().is_ok(), "local rules go on");
     proxy.heal();
-    flush_until_ok(&b, &fb).await;
-    eventually("b converged", || fb.state() == State::Open).await;
+    flush_until_ok(&b, &rb).await;
+    eventually("b converged", || rb.state() == State::Open).await;
 
     // One-way loss: b's trip of the next closed period runs on the server, its reply is lost.
     a.reset(&id()).await.unwrap();
-    eventually("reset reaches b", || fb.state() == State::Closed).await;
+    eventually("reset reaches b", || rb.state() == State::Closed).await;
     proxy.drop_replies();
-    fb.trip(Reason::ConsecutiveFailures);
+    rb.record(1, true);
     b.sync().await.unwrap();
-    eventually("a sees b's trip", || fa.state() == State::Open).await;
-    assert_eq!(fb.state(), State::Closed, "b never heard back");
+    eventually("a sees b's trip", || ra.state() == State::Open).await;
+    assert_eq!(
+        rb.shared.fleet_view().state,
+        State::Closed,
+        "b never heard back"
+    );
     proxy.heal();
     proxy.cut();
-    flush_until_ok(&b, &fb).await;
-    eventually("b learns its own trip", || fb.state() == State::Open).await;
-    assert!(fb.view().by_this_replica);
+    flush_until_ok(&b, &rb).await;
+    eventually("b learns its own trip", || {
+        rb.shared.fleet_view().state == State::Open
+    })
+    .await;
+    assert_eq!(rb.shared.fleet_view().caused_by.unwrap().as_str(), "b");
 
     // Latency above the timeout: bounded, degraded, no call waits.
     proxy.set_latency(Duration::from_millis(300));
     let t = Instant::now();
-    degrade(&b, &fb).await;
+    b.force(&id(), breaker_redis::ForceTarget::Reset)
+        .await
+        .unwrap_err();
+    degrade(&b, &rb).await;
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     proxy.set_latency(Duration::ZERO);
 }
@@ -356,8 +412,7 @@ async fn killed_pubsub_falls_back_to_poll_and_resubscribes() {
     let ns = unique_ns("pubsub");
     let a = fast_replica(&s.url(), &ns, "a").await;
     let b = fast_replica(&s.url(), &ns, "b").await;
-    let fa = FakeBreaker::register(&a, id(), &policy()).unwrap();
-    let fb = FakeBreaker::register(&b, id(), &policy()).unwrap();
+    let (ra, rb) = (dep(&a), dep(&b));
     a.sync().await.unwrap();
     b.sync().await.unwrap();
     let killed: i64 = s.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
@@ -365,23 +420,23 @@ async fn killed_pubsub_falls_back_to_poll_and_resubscribes() {
         killed >= 2,
         "both replicas' connections are subscribed: {killed}"
     );
-    // a's connection went with it: let it reconnect before it trips (a trip that meets a
-    // dead connection is not retried; see the crate docs).
-    flush_until_ok(&a, &fa).await;
-    fa.trip(Reason::ConsecutiveFailures);
+    // a's connection went with it: let it reconnect before it trips.
+    flush_until_ok(&a, &ra).await;
+    ra.record(1, true);
     a.sync().await.unwrap();
     // b learns it at its next flush at the latest.
-    flush_until_ok(&b, &fb).await;
-    eventually("b learns the trip", || fb.state() == State::Open).await;
+    flush_until_ok(&b, &rb).await;
+    eventually("b learns the trip", || rb.state() == State::Open).await;
     // Resubscribed: the reset arrives by push, without a flush of b's.
     let flushes = b.stats().flushes;
     a.reset(&id()).await.unwrap();
-    eventually("push after resubscribe", || fb.state() == State::Closed).await;
+    eventually("push after resubscribe", || rb.state() == State::Closed).await;
     assert_eq!(b.stats().flushes, flushes);
 }
 
 /// Failover: a clean FAILOVER keeps the state; a promotion that lost a transition (the
-/// replica detached before it was replicated) is repaired from the high-water marks.
+/// replica detached before it was replicated) is found older than the replica's view and
+/// seeded again from the local breaker (one generation past the view).
 #[tokio::test]
 async fn a_failover_that_loses_a_transition_is_repaired() {
     let p = server!();
@@ -389,10 +444,10 @@ async fn a_failover_that_loses_a_transition_is_repaired() {
     let ns = unique_ns("failover");
     let proxy = Proxy::start(p.port()).await;
     let a = fast_replica(&proxy.url(), &ns, "a").await;
-    let fa = FakeBreaker::register(&a, id(), &policy()).unwrap();
+    let ra = dep(&a);
     a.sync().await.unwrap();
     r.replicate(&p);
-    fa.trip(Reason::ConsecutiveFailures);
+    ra.record(1, true);
     a.sync().await.unwrap();
     let _: i64 = p.cmd(&["WAIT", "1", "2000"]);
     // Clean failover: r becomes the primary, the proxy follows.
@@ -409,24 +464,27 @@ async fn a_failover_that_loses_a_transition_is_repaired() {
         std::thread::sleep(Duration::from_millis(20));
     }
     proxy.switch_to(r.port());
-    flush_until_ok(&a, &fa).await;
-    assert_eq!((fa.view().generation, fa.state()), (1, State::Open));
+    flush_until_ok(&a, &ra).await;
+    let v = ra.shared.fleet_view();
+    assert_eq!((v.generation, v.state), (1, State::Open));
     let repairs = a.stats().repairs;
     assert_eq!(repairs, 0, "nothing lost, nothing repaired");
     // Lossy promotion: p (now a replica of r) detaches, r makes a transition p never gets,
     // then p is promoted and the proxy moves to it.
     let _: () = p.cmd(&["REPLICAOF", "NO", "ONE"]);
     a.reset(&id()).await.unwrap();
-    assert_eq!((fa.view().generation, fa.state()), (2, State::Closed));
+    let v = ra.shared.fleet_view();
+    assert_eq!((v.generation, v.state), (2, State::Closed));
+    eventually("the reset applied here", || ra.state() == State::Closed).await;
     proxy.switch_to(p.port());
-    flush_until_ok(&a, &fa).await;
-    assert_eq!(
-        a.stats().repairs,
-        repairs + 1,
-        "the lost reset was repaired"
-    );
-    let state: Vec<String> = p.cmd(&["HMGET", &format!("br:{{{ns}}}:s:dep"), "g", "st"]);
-    assert_eq!(state, ["2", "0"]);
+    flush_until_ok(&a, &ra).await;
+    eventually("the lost reset repaired", || {
+        a.stats().repairs == repairs + 1
+    })
+    .await;
+    // p held generation 1 (open), older than a's view: seeded from a's local breaker (closed),
+    // one generation past the view.
+    eventually("seeded", || stored(&p, &ns) == (State::Closed, 3)).await;
 }
 
 /// A replica started while the store is down runs degraded, then connects on its own.
@@ -438,8 +496,8 @@ async fn a_replica_started_while_the_store_is_down_connects_later() {
     s.kill();
     let st = Store::start(fast(config(&url, &ns, "a", Clock::system())));
     assert_eq!(st.status(), StoreStatus::DegradedLocal);
-    let f = FakeBreaker::register(&st, id(), &policy()).unwrap();
-    assert_eq!(f.admit(), Admission::Admitted);
+    let r = dep(&st);
+    assert!(r.breaker.try_acquire().is_ok());
     s.restart();
     let mut changes = st.status_changes();
     tokio::time::timeout(
@@ -449,7 +507,262 @@ async fn a_replica_started_while_the_store_is_down_connects_later() {
     .await
     .expect("connected")
     .unwrap();
-    flush_until_ok(&st, &f).await;
+    flush_until_ok(&st, &r).await;
+}
+
+/// Issue 26, fault 1: the store killed and restarted empty while the fleet was open; the
+/// replicas recovered on their own during the outage (`local`). When it is back, the fleet is
+/// rebuilt from what the replicas hold *now* (closed), not from their last fleet view (open):
+/// a fleet-rate-only rule trips again within a flush interval, and a local trip reaches the
+/// other replicas in milliseconds (it was dropped as stale, and reached them only at that
+/// replica's own cooldown's end; the fleet rate never tripped again).
+#[tokio::test]
+async fn after_the_store_restarted_empty_every_rule_works_again_within_a_flush() {
+    let mut s = server!();
+    let ns = unique_ns("restart-empty");
+    let flush = Duration::from_millis(100);
+    let cooldown = Duration::from_millis(200);
+    let rate = BreakerPolicy {
+        consecutive_failures: None,
+        failure_rate_percent: Some(50.0),
+        window: SlidingWindow::Time {
+            length: Duration::from_secs(10),
+            buckets: 10,
+        },
+        min_calls: 20,
+        cooldown,
+        cooldown_max: cooldown,
+        ..BreakerPolicy::default()
+    };
+    let consec = BreakerPolicy {
+        consecutive_failures: Some(3),
+        cooldown,
+        cooldown_max: cooldown,
+        ..BreakerPolicy::default()
+    };
+    let mut fleet = Vec::new();
+    for r in 0..4 {
+        let cfg = fast(config(&s.url(), &ns, &format!("r{r}"), Clock::system()))
+            .flush_interval(flush)
+            .flush_jitter(0.0);
+        let st = Store::connect(cfg).await.unwrap();
+        let a = Replica::join(&st, "rate", &rate, Clock::system());
+        let b = Replica::join(&st, "consec", &consec, Clock::system());
+        st.sync().await.unwrap();
+        fleet.push((st, a, b));
+    }
+    // Both open fleet-wide.
+    fleet[0]
+        .0
+        .force(
+            &BreakerId::new("rate").unwrap(),
+            breaker_redis::ForceTarget::Open,
+        )
+        .await
+        .unwrap();
+    fleet[0].2.record(3, true);
+    for (_, a, b) in &fleet {
+        eventually("open everywhere", || {
+            a.state() == State::Open && b.state() == State::Open
+        })
+        .await;
+    }
+    // The store dies; the replicas recover on their own (local probes, healthy dependency).
+    s.kill();
+    for (st, a, b) in &fleet {
+        let start = Instant::now();
+        while st.status() == StoreStatus::Healthy
+            || a.state() != State::Closed
+            || b.state() != State::Closed
+        {
+            for r in [a, b] {
+                if let Ok(p) = r.breaker.try_acquire() {
+                    p.success();
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "never recovered locally"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    // Back, empty. Every replica reconciles (a new epoch, the words missing).
+    s.restart();
+    for (st, a, b) in &fleet {
+        eventually("healthy and reconciled", || {
+            st.status() == StoreStatus::Healthy
+                && a.shared.fleet_view().known
+                && b.shared.fleet_view().known
+        })
+        .await;
+        assert_eq!(
+            a.shared.fleet_view().state,
+            State::Closed,
+            "seeded from the local state"
+        );
+        assert_eq!(b.shared.fleet_view().state, State::Closed);
+    }
+    // The fleet rate: 4 replicas x 5 calls (3 failures) = 60 % of 20, each under its own
+    // min_calls: only the fleet's window can trip it.
+    for (_, a, _) in &fleet {
+        a.record(2, false);
+        a.record(3, true);
+    }
+    let t = Instant::now();
+    for (_, a, _) in &fleet {
+        eventually("the fleet rate trips", || a.state() == State::Open).await;
+    }
+    let took = t.elapsed();
+    eprintln!(
+        "issue 26 fault 1: fleet rate tripped {took:?} after the last call (flush {flush:?})"
+    );
+    assert!(took <= flush + Duration::from_millis(150), "{took:?}");
+    assert_eq!(
+        fleet[0].1.shared.fleet_view().reason,
+        breaker_core::breaker::TransitionReason::FailureRate
+    );
+    // A local trip reaches the others in milliseconds.
+    let t = Instant::now();
+    fleet[1].2.record(3, true);
+    for (_, _, b) in &fleet {
+        eventually("the trip reaches every replica", || {
+            b.state() == State::Open
+        })
+        .await;
+    }
+    let took = t.elapsed();
+    eprintln!("issue 26 fault 1: a local trip reached every replica in {took:?}");
+    assert!(
+        took < Duration::from_millis(100),
+        "{took:?} (the cooldown is {cooldown:?})"
+    );
+}
+
+/// Issue 26, fault 2: the store hung (SIGSTOP) longer than the cooldown while the dependency
+/// is healthy. In `local` mode the replicas recover on their own and no user call fails
+/// because of the store; the lease request that timed out at the client, run by the server
+/// when it resumes, takes no effect (`valid_until`): no lease is granted, no replica rejects
+/// (before: the fleet went half-open with a lease nobody held, and every replica rejected
+/// every call for the 10 s lease), and the fleet closes after the store's return.
+#[tokio::test]
+async fn a_store_hung_past_the_cooldown_costs_no_call_and_grants_no_late_lease() {
+    let s = server!();
+    let ns = unique_ns("hung-past-cooldown");
+    let cooldown = Duration::from_millis(300);
+    let policy = BreakerPolicy {
+        consecutive_failures: Some(3),
+        cooldown,
+        cooldown_max: cooldown,
+        max_probe_wait: Some(Duration::from_secs(10)),
+        ..BreakerPolicy::default()
+    };
+    let mut fleet = Vec::new();
+    for r in 0..3 {
+        let cfg = fast(config(&s.url(), &ns, &format!("r{r}"), Clock::system()))
+            .flush_interval(Duration::from_millis(100));
+        let st = Store::connect(cfg).await.unwrap();
+        let rep = Replica::join(&st, "dep", &policy, Clock::system());
+        st.sync().await.unwrap();
+        fleet.push(rep);
+    }
+    fleet[0].record(3, true);
+    for r in &fleet {
+        eventually("open everywhere", || r.state() == State::Open).await;
+    }
+    s.pause();
+    // Calls keep coming; the dependency answers. Past the cooldown the replicas ask for a
+    // lease (the request times out on the hung server) and recover by their local rules.
+    let hung = Instant::now();
+    let mut rejected_after_recovery = 0;
+    while hung.elapsed() < cooldown * 4 {
+        for r in &fleet {
+            match r.breaker.try_acquire() {
+                Ok(p) => p.success(),
+                Err(_)
+                    if r.store.status() != StoreStatus::Healthy && r.state() == State::Closed =>
+                {
+                    rejected_after_recovery += 1
+                }
+                Err(_) => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for r in &fleet {
+        assert_eq!(r.store.status(), StoreStatus::DegradedLocal);
+        assert_eq!(
+            r.state(),
+            State::Closed,
+            "recovered locally while the store hung"
+        );
+    }
+    assert_eq!(rejected_after_recovery, 0);
+    s.resume();
+    // Every call from the moment it resumes succeeds: no late lease, no half-open fleet.
+    let resumed = Instant::now();
+    let mut calls = 0;
+    while resumed.elapsed() < Duration::from_secs(1) {
+        for r in &fleet {
+            r.breaker
+                .try_acquire()
+                .expect("no call is rejected after the store resumes")
+                .success();
+            calls += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let leases: i64 = s.cmd(&["EXISTS", &format!("br:{{{ns}}}:p:dep")]);
+    assert_eq!(leases, 0, "the timed-out lease request was never granted");
+    for r in &fleet {
+        eventually("the fleet closed after the store's return", || {
+            r.store.status() == StoreStatus::Healthy && r.shared.fleet_view().state == State::Closed
+        })
+        .await;
+    }
+    eprintln!("issue 26 fault 2: {calls} calls after SIGCONT, none rejected");
+}
+
+/// Management calls are not queued behind a hung flush (issue 26 item 5): with the store hung,
+/// a flush takes its operation timeout; meanwhile `sync` answers at once and a `reset` fails
+/// at its own timeout (it waited for the flush's first, up to twice the timeout).
+#[tokio::test]
+async fn management_calls_are_not_queued_behind_a_hung_flush() {
+    let s = server!();
+    let ns = unique_ns("mgmt");
+    let timeout = Duration::from_millis(600);
+    let cfg = config(&s.url(), &ns, "a", Clock::system())
+        .op_timeout(timeout)
+        .store_breaker(10, Duration::from_millis(50), Duration::from_millis(200));
+    let st = Store::connect(cfg).await.unwrap();
+    let r = dep(&st);
+    st.sync().await.unwrap();
+    s.pause();
+    touch(&r);
+    // The flush is sent first (the handle's commands are served in order), then the others.
+    let (flushed, (synced, reset)) = tokio::join!(st.flush_now(), async {
+        let t = Instant::now();
+        st.sync().await.unwrap();
+        let synced = t.elapsed();
+        let t = Instant::now();
+        let e = st.reset(&id()).await.unwrap_err();
+        (synced, (t.elapsed(), e))
+    });
+    assert!(
+        matches!(flushed, Err(StoreError::Timeout { .. })),
+        "{flushed:?}"
+    );
+    assert!(
+        synced < Duration::from_millis(50),
+        "sync waited: {synced:?}"
+    );
+    let (took, e) = reset;
+    assert!(matches!(e, StoreError::Timeout { .. }), "{e}");
+    assert!(
+        took < timeout + Duration::from_millis(150),
+        "reset waited behind the flush: {took:?}"
+    );
+    s.resume();
 }
 
 /// A port on loopback where nothing listens (bound by the OS, then closed).
@@ -571,8 +884,8 @@ async fn credentials_never_leave_the_process() {
     let debug = format!("{cfg:?}");
     assert!(debug.contains("redis://***@127.0.0.1"), "{debug}");
     let st = Store::connect(cfg).await.unwrap();
-    let f = FakeBreaker::register(&st, id(), &policy()).unwrap();
-    f.record(Outcome::Failure);
+    let r = dep(&st);
+    touch(&r);
     st.flush_now().await.unwrap();
     let mut texts = vec![debug, format!("{st:?}")];
     // A wrong password, and an invalid URL carrying one.
@@ -586,12 +899,12 @@ async fn credentials_never_leave_the_process() {
     texts.push(e.to_string());
     // Degrade and recover: the log lines of both.
     s.kill();
-    degrade(&st, &f).await;
-    f.record(Outcome::Failure);
+    degrade(&st, &r).await;
+    touch(&r);
     let e = st.flush_now().await.unwrap_err();
     texts.push(e.to_string());
     s.restart(); // with --requirepass again
-    flush_until_ok(&st, &f).await;
+    flush_until_ok(&st, &r).await;
     let logs = String::from_utf8_lossy(&sink.0.lock().unwrap()).into_owned();
     let ours: Vec<&str> = logs.lines().filter(|l| l.contains(ns.as_str())).collect();
     assert!(
@@ -629,12 +942,12 @@ async fn tls_connections_verify_the_server() {
         .op_timeout(Duration::from_secs(2))
         .tls_root_certificate(pem);
     let st = Store::connect(cfg).await.unwrap();
-    let f = FakeBreaker::register(&st, id(), &policy()).unwrap();
-    f.record(Outcome::Failure);
+    let r = dep(&st);
+    touch(&r);
     assert_eq!(st.flush_now().await.unwrap(), 1);
-    f.trip(Reason::ConsecutiveFailures);
+    r.record(1, true);
     st.sync().await.unwrap();
-    assert_eq!(f.state(), State::Open);
+    assert_eq!(r.shared.fleet_view().state, State::Open);
     // Without the root: the self-signed certificate is not trusted.
     let e = Store::connect(fast(config(&url, &ns, "b", Clock::system())))
         .await

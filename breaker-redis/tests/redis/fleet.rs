@@ -10,7 +10,7 @@ use breaker_core::breaker::{
     BreakerPolicy, CircuitBreaker, RejectReason, State, Transition, TransitionReason,
 };
 use breaker_core::clock::Clock;
-use breaker_redis::{Reason, SharedCircuitBreaker, SharedPermit, Store};
+use breaker_redis::{SharedCircuitBreaker, SharedPermit, Store};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -109,15 +109,19 @@ async fn a_trip_on_one_replica_is_seen_by_the_others_with_its_origin() {
             )
         );
         // Not counted as this replica's failures: nothing was recorded here.
-        assert_eq!(r.shared.fleet_state().caused_by.unwrap().as_str(), "r0");
+        assert_eq!(r.shared.fleet_view().caused_by.unwrap().as_str(), "r0");
     }
     // The replica that tripped is not told its own trip twice.
     fleet[0].store.sync().await.unwrap();
     let own = fleet[0].seen.lock().unwrap().clone();
     assert_eq!(own.len(), 1, "{own:?}");
     assert_eq!(own[0].origin, None, "decided here");
-    assert_eq!(fleet[0].shared.fleet_state().state, State::Open);
-    assert!(fleet[0].shared.fleet_state().by_this_replica);
+    assert_eq!(fleet[0].shared.fleet_view().state, State::Open);
+    assert_eq!(
+        fleet[0].shared.fleet_view().caused_by.unwrap().as_str(),
+        "r0",
+        "this replica's trip made the fleet's"
+    );
 }
 
 /// Admits on `b` until the call is a fleet probe holding a lease (bounded: 3 s).
@@ -326,7 +330,7 @@ async fn a_cancelled_probe_returns_its_lease_and_a_panicking_one_fails_it() {
         t.elapsed() < Duration::from_secs(5),
         "the cancelled lease came back at once, not at its 30 s expiry"
     );
-    let generation = fleet[1].shared.fleet_state().generation;
+    let generation = fleet[1].shared.fleet_view().generation;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let _held = p;
         panic!("the probe's call panicked");
@@ -334,8 +338,10 @@ async fn a_cancelled_probe_returns_its_lease_and_a_panicking_one_fails_it() {
     assert!(r.is_err());
     fleet[1].store.sync().await.unwrap();
     eventually("the fleet re-opened by the failed probe", || {
-        let f = fleet[0].shared.fleet_state();
-        f.generation > generation && f.state == State::Open && f.reason == Reason::ProbeFailed
+        let f = fleet[0].shared.fleet_view();
+        f.generation > generation
+            && f.state == State::Open
+            && f.reason == TransitionReason::ProbeFailed
     })
     .await;
     eventually("both open", || {
@@ -394,7 +400,7 @@ async fn under_quorum_two_one_replica_does_not_open_the_fleet_and_two_do() {
     assert_eq!(fleet[0].1.state(), State::Open, "its own trip");
     for (_, b) in &fleet[1..] {
         assert_eq!(b.state(), State::Closed, "one vote of two");
-        assert_eq!(b.fleet_state().state, State::Closed);
+        assert_eq!(b.fleet_view().state, State::Closed);
     }
     for _ in 0..3 {
         fleet[1].1.try_acquire().unwrap().failure();
@@ -403,7 +409,7 @@ async fn under_quorum_two_one_replica_does_not_open_the_fleet_and_two_do() {
         fleet[2].1.state() == State::Open
     })
     .await;
-    assert_eq!(fleet[2].1.fleet_state().caused_by.unwrap().as_str(), "r1");
+    assert_eq!(fleet[2].1.fleet_view().caused_by.unwrap().as_str(), "r1");
 }
 
 #[tokio::test]
@@ -421,8 +427,8 @@ async fn a_shared_scope_without_a_store_is_an_error_and_local_is_left_alone() {
     assert_eq!(
         err,
         "breaker `search` has scope `shared` but no store is installed: connect one \
-         (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`), or give \
-         the policy scope `local`"
+         (`breaker_redis::Store::connect`) and install it (`breaker_redis::install`) before its \
+         first call, or give it scope `local`"
     );
     assert!(breaker_redis::share_scoped(&b, Scope::Local)
         .unwrap()
@@ -475,7 +481,7 @@ flush_interval = "50ms"
     let b = registry.breaker("search").unwrap();
     assert_eq!(b.state(), State::Open);
     eventually("the fleet open", || {
-        shared["search"].fleet_state().state == State::Open
+        shared["search"].fleet_view().state == State::Open
     })
     .await;
 }
@@ -532,10 +538,7 @@ async fn os_process_replica_role() {
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let origin = shared
-        .fleet_state()
-        .caused_by
-        .map(|r| r.as_str().to_owned());
+    let origin = shared.fleet_view().caused_by.map(|r| r.as_str().to_owned());
     println!("@@ open {id} origin={}", origin.unwrap_or_default());
     // Half-open cycles: 8 callers hammer; a probe holds its lease 40 ms and fails.
     let deadline = Instant::now() + Duration::from_millis(1500);

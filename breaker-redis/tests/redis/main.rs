@@ -9,8 +9,6 @@ mod coordinator;
 mod faults;
 mod fleet;
 mod harness;
-mod model;
 mod pipeline;
-mod protocol;
 mod scale;
 mod tower_stack;

@@ -2,7 +2,8 @@
 //! its hint (`hint.rs`) while the cooldown has well over a tick to go; every other call is
 //! decided by `rules::admit` and its parts through the update loop.
 
-use super::{duration_micros, Cause, Inner, Write, NO_LIMITS};
+use super::{duration_micros, Inner, Write, NO_LIMITS};
+use crate::breaker::event::Cause;
 use crate::breaker::permit::{Kind, Ticket};
 use crate::breaker::rejected::{RejectReason, Rejected};
 use crate::breaker::rules::{self, Admit, Decision, Limits};

@@ -1,7 +1,8 @@
 //! The closed state's rules: the consecutive-failure count and the sliding window's rate
 //! rules, and the trips they decide. The window's stores are `store.rs`.
 
-use super::{Cause, Inner};
+use super::Inner;
+use crate::breaker::event::Cause;
 use crate::breaker::event::TransitionReason;
 use crate::breaker::permit::Ticket;
 use crate::breaker::rules::{self, Count};
@@ -50,10 +51,13 @@ impl Inner {
             // start only under a slow-call rule) in a count window full of successes changes
             // nothing and cannot trip (`ring.rs`); one in a time window's current bucket after
             // an evaluation there found enough calls is one increment (`striped.rs`).
-            if !failure && t.start().is_none() && slot.plain_success_is_done(&self.shared, t) {
+            if !failure
+                && t.start().is_none()
+                && slot.plain_success_is_done(&self.shared, t.generation())
+            {
                 return;
             }
-            match slot.record(&self.shared, t, failure) {
+            match slot.record(&self.shared, t.generation(), t.start(), failure) {
                 Record::Evaluate(counts, now) => self.evaluate(counts, raw, now),
                 Record::Skip => {}
                 Record::Late => self.count(Counter::Late),
@@ -96,7 +100,7 @@ impl Inner {
 
     /// Whether the call of `t`, ending at `now`, was slow under the slow-call rule in force.
     pub(super) fn is_slow(&self, t: &Ticket, now: u64) -> bool {
-        self.shared.is_slow(t, now)
+        self.shared.is_slow(t.start(), now)
     }
 
     /// Checks the rate rules against `counts`, after an outcome recorded in the closed state

@@ -2,7 +2,8 @@
 //! deadline or first probe stamp, the open hint, the totals, the `tracing` event and the
 //! listeners), and the cooldown an opening lasts.
 
-use super::{duration_micros, Cause, Inner, Write};
+use super::{duration_micros, Inner, Write};
+use crate::breaker::event::Cause;
 use crate::breaker::event::{Transition, TransitionReason};
 use crate::breaker::policy::MAX_COOLDOWN;
 use crate::breaker::rules;

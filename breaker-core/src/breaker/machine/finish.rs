@@ -2,7 +2,8 @@
 //! decision of `rules.rs` applied by the update loop, then [`Inner::entered`] for a
 //! transition.
 
-use super::{Cause, Inner};
+use super::Inner;
+use crate::breaker::event::Cause;
 use crate::breaker::event::TransitionReason;
 use crate::breaker::permit::{Kind, Ticket};
 use crate::breaker::policy::NeutralProbe;
@@ -58,7 +59,7 @@ impl Inner {
         let steady = h.fleet.get().is_none()
             && match &h.window {
                 None => true,
-                Some(slot) => slot.plain_success_is_done(&self.shared, t),
+                Some(slot) => slot.plain_success_is_done(&self.shared, t.generation()),
             };
         if steady {
             if let Some(totals) = &h.totals {

@@ -40,13 +40,14 @@ mod fleet;
 mod hint;
 mod snapshot;
 
+use super::policy::BreakerPolicy;
 use super::remote::FleetSlot;
 use super::rules::{Decision, Limits};
 use super::shared::Shared;
 use super::state::{pack_stamp, span, unpack_stamp, Word};
 use super::store::WindowSlot;
 use super::totals::{Counter, Striped};
-use super::window::WindowCounts;
+use super::CircuitBreaker;
 use crate::sync::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,21 +83,6 @@ pub(crate) struct Inner {
     pub(crate) hint: AtomicU64,
     pub(crate) shared: Arc<Shared>,
     pub(crate) heavy: Option<Box<Heavy>>,
-}
-
-/// What caused a transition beyond its reason: the counts that tripped it, and for a
-/// transition decided elsewhere, its deadline and who decided it.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Cause {
-    /// The window's totals that caused a rate trip.
-    pub(crate) window: WindowCounts,
-    /// The consecutive failures that caused a trip.
-    pub(crate) consecutive_failures: u32,
-    /// An open state's deadline (nanoseconds on this breaker's clock) decided elsewhere;
-    /// `None`: from the policy, here.
-    pub(crate) open_until: Option<u64>,
-    /// Who decided the transition, if not this process (a replica id).
-    pub(crate) origin: Option<Arc<str>>,
 }
 
 /// How [`Inner::stamp`] treats a stamp already written for the same generation.
@@ -214,4 +200,46 @@ const NO_LIMITS: Limits = Limits {
 
 fn duration_micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A new breaker of configuration `shared`, with lifetime totals on or off. `policy` is the
+/// policy in force, read after window epoch `epoch` (so it has that epoch's shape or a newer
+/// one; see `BreakerFactory::create_with`).
+#[inline(always)]
+pub(crate) fn create(
+    shared: Arc<Shared>,
+    key: Option<Arc<str>>,
+    totals: bool,
+    epoch: u32,
+    policy: &BreakerPolicy,
+    room: bool,
+) -> CircuitBreaker {
+    // Plain branches, not `bool::then` closures: a closure that owns the parts would bring
+    // its own drop glue to every breaker's creation.
+    let heavy = if room || totals || key.is_some() || policy.uses_window() {
+        let window = if policy.uses_window() {
+            Some(Box::new(WindowSlot::new(policy.window, epoch)))
+        } else {
+            None
+        };
+        Some(Box::new(Heavy {
+            window,
+            totals: if totals { Some(Striped::new()) } else { None },
+            key,
+            fleet: std::sync::OnceLock::new(),
+        }))
+    } else {
+        None
+    };
+    CircuitBreaker {
+        inner: triomphe::Arc::new(Inner {
+            state: AtomicU64::new(Word::INITIAL),
+            at: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+            consecutive: AtomicU64::new(0),
+            hint: AtomicU64::new(0),
+            shared,
+            heavy,
+        }),
+    }
 }
