@@ -10,7 +10,8 @@
 //! The protocol of a replica process: it prints `@@ready` once its breakers are shared (or
 //! `@@error WHAT`), then answers each line of its stdin: `view` with `@@view LINE`
 //! ([`View::encode`]), `calls B N` with `@@calls OK FAILED REJECTED`, `close B MS` with
-//! `@@closed 0|1`, `quiet 1|0` (its callers pause or go on) with `@@quiet`; it ends at `quit` or at the end of its stdin (the parent is gone). Its log
+//! `@@closed 0|1`, `quiet 1|0` (its callers pause or go on) with `@@quiet`, `diagnose` with
+//! `@@diagnose LINE` ([`Replica::diagnose`]); it ends at `quit` or at the end of its stdin (the parent is gone). Its log
 //! lines go to its stderr, which the parent keeps.
 
 use crate::dependency::{self, Dependency, Link, Path};
@@ -276,6 +277,23 @@ impl Fleet {
         }
     }
 
+    /// Every replica's [`Replica::diagnose`] line.
+    pub async fn diagnose(&mut self) -> Vec<String> {
+        match &mut self.members {
+            Members::Local(rs) => rs.iter().map(Replica::diagnose).collect(),
+            Members::Children(cs) => {
+                for c in cs.iter_mut() {
+                    c.send("diagnose");
+                }
+                let mut out = Vec::new();
+                for c in cs.iter_mut() {
+                    out.push(c.expect("diagnose", Duration::from_secs(5)).await);
+                }
+                out
+            }
+        }
+    }
+
     /// Replica `r`'s callers pause (`true`: no traffic) or call again.
     pub async fn set_quiet(&mut self, r: usize, quiet: bool) {
         match &mut self.members {
@@ -364,6 +382,7 @@ async fn replica_process() {
         let (cmd, arg) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         match cmd {
             "view" => println!("@@view {}", replica.view().encode()),
+            "diagnose" => println!("@@diagnose {}", replica.diagnose().replace('\n', " ")),
             "calls" => {
                 let (b, n) = arg.split_once(' ').expect("calls B N");
                 let (ok, failed, rejected) =

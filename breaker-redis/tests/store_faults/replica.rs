@@ -9,7 +9,7 @@ use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, SlidingWindow, State}
 use breaker_core::config::{Format, Loader, PolicyRegistry};
 use breaker_core::Error;
 use breaker_macros::circuit_breaker;
-use breaker_redis::{ReplicaId, Store, StoreConfig, StoreStatus};
+use breaker_redis::{ReplicaId, SharedCircuitBreaker, Store, StoreConfig, StoreStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -195,6 +195,8 @@ pub struct Replica {
     stop: Arc<AtomicBool>,
     quiet: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The rate breaker's handle, for [`Replica::diagnose`].
+    rate: SharedCircuitBreaker,
     _registry: PolicyRegistry,
 }
 
@@ -217,13 +219,18 @@ impl Replica {
             .map_err(|e| format!("connect: {e}"))?;
         let mut callers: Vec<Option<Caller>> = vec![None; NB];
         let mut breakers: Vec<Option<CircuitBreaker>> = vec![None; NB];
-        let build = |name: &str, policy: BreakerPolicy| -> Result<CircuitBreaker, String> {
+        let mut rate = None;
+        let mut build = |name: &str, policy: BreakerPolicy| -> Result<CircuitBreaker, String> {
             let b = CircuitBreaker::builder(policy)
                 .name(name)
                 .build()
                 .map_err(|e| format!("build {name}: {e}"))?;
-            // The handle is dropped: the breaker itself stays shared while anything holds it.
-            drop(store.share(&b).map_err(|e| format!("share {name}: {e}"))?);
+            // The handle is dropped (the breaker itself stays shared while anything holds
+            // it), but the rate breaker's, kept for `diagnose`.
+            let shared = store.share(&b).map_err(|e| format!("share {name}: {e}"))?;
+            if name == BREAKERS[index(Path::Plain, Role::Rate)].name {
+                rate = Some(shared);
+            }
             Ok(b)
         };
         for (i, spec) in BREAKERS.iter().enumerate() {
@@ -297,6 +304,7 @@ impl Replica {
             stop: Arc::default(),
             quiet: Arc::default(),
             tasks: Vec::new(),
+            rate: rate.ok_or("no rate breaker")?,
             _registry: registry,
         };
         replica.spawn_callers().await;
@@ -329,6 +337,19 @@ impl Replica {
     /// Whether the callers pause (no traffic: a quiet replica) or call.
     pub fn set_quiet(&self, quiet: bool) {
         self.quiet.store(quiet, Ordering::Release);
+    }
+
+    /// One line for a broken expectation's report: the store's counters, then the rate
+    /// breaker's fleet view (the word this replica's counts are fenced by) and its local
+    /// snapshot.
+    pub fn diagnose(&self) -> String {
+        format!(
+            "r{}: {:?}; rate fleet view {:?}; rate local {:?}",
+            self.index,
+            self.store.stats(),
+            self.rate.fleet_view(),
+            self.rate.breaker().snapshot()
+        )
     }
 
     /// What this replica sees now.

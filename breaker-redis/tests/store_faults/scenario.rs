@@ -232,10 +232,11 @@ impl Run {
             Ok(_) => Ok(last.elapsed()),
             Err(views) => Err(format!(
                 "the fleet rate rule ({} failures of {} calls in the fleet) did not open every \
-                 replica within 3 s: rate breaker states {:?}",
+                 replica within 3 s: rate breaker states {:?}; the replicas:\n    {}",
                 each * n as u32,
                 each * n as u32,
-                views.iter().map(|v| v.states[b]).collect::<Vec<_>>()
+                views.iter().map(|v| v.states[b]).collect::<Vec<_>>(),
+                self.fleet.diagnose().await.join("\n    ")
             )),
         }
     }
