@@ -23,10 +23,20 @@
 //! | the store | the local breaker | action |
 //! |---|---|---|
 //! | lost the breaker (missing while this replica knew it, or older than the view) | any | **seed** it from the local state, one generation past the view: closed -> closed; open -> open for the rest of the local cooldown; half-open -> open until now (the next probe promotes it); forced -> forced. The first replica's seed wins, the others adopt it. |
-//! | newer than the view | any | **adopt** it |
-//! | the view's generation, after a fault | moved on its own: closed, the store open past its deadline or half-open | **close** it (this replica's probes were the evidence) |
+//! | half-open, or open past its deadline, the view's generation or newer | moved on its own: closed (its own probes succeeded, while the store was away or with a reply lost) | **close** it (this replica's probes were the evidence) |
+//! | newer than the view | any other | **adopt** it (an open store whose deadline is ahead, too) |
 //! | the view's generation, after a fault | moved on its own: open or half-open, the store closed | **send the trip** it missed (a vote under quorum) |
+//! | the view's generation, after a fault | moved on its own: half-open, the store open past its deadline | keep (the local breaker is only ahead: its probe asks for a lease) |
 //! | otherwise | | adopt (nothing to do when they agree) |
+//!
+//! A local breaker *moved on its own* when it made transitions by its own rules since the
+//! fleet last told it anything; a look that finds it where the store is ends that
+//! (`Core::adopt` takes the local generation as told). The **close** row applies at every look
+//! while it has moved, not only at the first look after a fault: reconciled at that one look
+//! only, local probes that closed every replica after it left the store open with its deadline
+//! long past, every replica's counts dropped, until the key expired (model finding F4). The
+//! trip row stays with the look after a fault: under `quorum(k)` a replica open alone beside
+//! a closed fleet is the rule working, and its trip was sent when it happened.
 
 use breaker_core::breaker::decide::{self, newer, Admit, Limits, ProbeEnd, Step, Word};
 use breaker_core::breaker::{BreakerPolicy, State, TransitionReason, WindowCounts};
@@ -119,7 +129,9 @@ pub(crate) enum Reconcile {
 /// `after_fault`: the first look after a store fault (a degraded period ended, the namespace's
 /// epoch changed). `passed`: whether the store's open deadline has passed at `at_ms`. Only an
 /// answer newer than the view (`at_ms > view.seen_ms`) can show a loss: answers and pushes may
-/// be handled out of order. See the [module docs](self).
+/// be handled out of order. A local breaker closed by its own probes (`local.moved`) closes a
+/// store done probing at every look, not only the first after a fault. See the
+/// [module docs](self).
 pub(crate) fn reconcile(
     store: Option<&Word>,
     at_ms: u64,
@@ -152,25 +164,31 @@ pub(crate) fn reconcile(
         }
         return Reconcile::Write(seed(Some(*store), view, local));
     }
+    // Closed by its own probes (while the store was away, or with a reply lost): that is the
+    // evidence the half-open question asks for, at every look while the local breaker has
+    // moved, not only at the look after a fault (model finding F4: local probes that closed
+    // every replica after that look left the store open, their counts dropped, until the key
+    // expired), and whatever the store's generation (a lease request whose reply was lost
+    // made a newer half-open period). An open store whose deadline is ahead is adopted.
+    let done_probing = store.state == State::HalfOpen || (store.state == State::Open && passed);
+    if local.moved && local.state == State::Closed && done_probing {
+        let f = decide::force(
+            *store,
+            State::Closed,
+            TransitionReason::ProbesSucceeded,
+            Some(0),
+        );
+        return Reconcile::Write(Write {
+            expect: Some(*store),
+            next: f.next,
+            reason: f.reason,
+            cooldown_ms: None,
+        });
+    }
     if newer(store.generation, view.word.generation) {
         return Reconcile::Adopt;
     }
     if after_fault && local.moved && local.state != store.state {
-        let done_probing = store.state == State::HalfOpen || (store.state == State::Open && passed);
-        if local.state == State::Closed && done_probing {
-            let f = decide::force(
-                *store,
-                State::Closed,
-                TransitionReason::ProbesSucceeded,
-                Some(0),
-            );
-            return Reconcile::Write(Write {
-                expect: Some(*store),
-                next: f.next,
-                reason: f.reason,
-                cooldown_ms: None,
-            });
-        }
         if matches!(local.state, State::Open | State::HalfOpen) && store.state == State::Closed {
             return Reconcile::Trip;
         }
@@ -303,6 +321,21 @@ pub(crate) fn plan_trip(
     cooldown_ms: impl Fn(u32) -> u64,
 ) -> Option<Write> {
     step_write(w, decide::trip(w, w.generation, reason), &cooldown_ms)
+}
+
+/// A trip that lost its compare-and-set to the word `won`, decided again (the core's
+/// [`trip`](decide::trip)) on that word: when `won` is still the closed period the trip was
+/// decided in (a write that made no transition won: another replica's first flush created the
+/// breaker, a vote or a flush of the same period), the trip applies to it; a trip of a period
+/// that has ended is late (`None`). The period is the generation `lost` expected, 0 for a view
+/// that never knew the store's word (a breaker's first word is closed generation 0).
+pub(crate) fn plan_retrip(
+    lost: &Write,
+    won: Word,
+    cooldown_ms: impl Fn(u32) -> u64,
+) -> Option<Write> {
+    let period = lost.expect.map_or(0, |e| e.generation);
+    step_write(won, decide::trip(won, period, lost.reason), &cooldown_ms)
 }
 
 /// The rate rules on the fleet window's totals of closed `w` (the core's

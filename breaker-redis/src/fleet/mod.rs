@@ -303,6 +303,12 @@ impl SharedBreaker for Core {
                 breaker.clear_fleet_counts();
             }
             if !apply {
+                // A look that finds the local breaker where the store is: it has not moved on
+                // its own since (reconciliation stops looking at what it did alone).
+                let (local, generation) = breaker.state_and_generation();
+                if local == view.state && !g.forced_by_store {
+                    g.told = generation;
+                }
                 return;
             }
             if g.forced_by_store {

@@ -127,20 +127,24 @@ fn a_breaker_never_seen_in_the_store_is_not_seeded() {
     );
 }
 
+/// A newer word is adopted whatever happened locally, but for a local breaker closed by its own
+/// probes while the newer word is half-open or open past its deadline (the next test): here
+/// the open deadline is ahead, and for a local breaker that did not move, passed too.
 #[test]
 fn a_newer_word_is_adopted_whatever_happened_locally() {
     let v = view(word(State::Closed, 3, 0));
     let newer = word(State::Open, 4, 1);
-    for (state, moved, after_fault) in [
-        (State::Closed, false, false),
-        (State::Closed, true, true),
-        (State::Open, true, true),
+    for (state, moved, after_fault, passed) in [
+        (State::Closed, false, false, true),
+        (State::Closed, false, false, false),
+        (State::Closed, true, true, false),
+        (State::Open, true, true, true),
     ] {
         assert_eq!(
             reconcile(
                 Some(&newer),
                 NOW,
-                true,
+                passed,
                 &v,
                 &local(state, moved),
                 after_fault
@@ -231,17 +235,6 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
         ),
         Reconcile::Adopt
     );
-    assert_eq!(
-        reconcile(
-            Some(&open),
-            NOW,
-            true,
-            &view(open),
-            &local(State::Closed, true),
-            false
-        ),
-        Reconcile::Keep
-    );
     // A word of the same generation but another state (two seeds that met): adopted.
     assert_eq!(
         reconcile(
@@ -253,6 +246,105 @@ fn after_a_fault_what_the_replicas_did_alone_counts() {
             false
         ),
         Reconcile::Adopt
+    );
+}
+
+/// A local breaker closed by its own probes closes a half-open store, or one open past its
+/// deadline, at every look while it has moved, not only at the first look after a fault (model
+/// finding F4: local probes that closed every replica after that look left the store open past
+/// its deadline, every replica's counts dropped, until the key expired), and whatever the
+/// generation: a lease request whose reply was lost made a newer
+/// half-open period, which adopted would reject every call for the lease time (the faults
+/// suite's partition dropping replies); an open store with its deadline ahead is adopted.
+#[test]
+fn a_local_breaker_closed_alone_closes_the_store_at_every_look() {
+    let open = word(State::Open, 5, 1);
+    let half = word(State::HalfOpen, 6, 1);
+    let closed = word(State::Closed, 7, 0);
+    for after_fault in [false, true] {
+        // The view's generation, or newer (the view open 5, the store half-open 6: promoted by
+        // this replica's lost-reply lease request).
+        for (store, passed, seen) in [(open, true, open), (half, false, half), (half, false, open)]
+        {
+            let Reconcile::Write(w) = reconcile(
+                Some(&store),
+                NOW,
+                passed,
+                &view(seen),
+                &local(State::Closed, true),
+                after_fault,
+            ) else {
+                panic!("closed: store {store:?}, view {seen:?}")
+            };
+            assert_eq!(
+                (w.expect, w.next.state, w.next.generation, w.reason),
+                (
+                    Some(store),
+                    State::Closed,
+                    store.generation + 1,
+                    TransitionReason::ProbesSucceeded
+                )
+            );
+        }
+        // Open with its deadline ahead: adopted (newer than the view, or after a fault).
+        for seen in [open, word(State::Closed, 4, 0)] {
+            let adopt = after_fault || seen != open;
+            assert_eq!(
+                reconcile(
+                    Some(&open),
+                    NOW,
+                    false,
+                    &view(seen),
+                    &local(State::Closed, true),
+                    after_fault
+                ),
+                if adopt {
+                    Reconcile::Adopt
+                } else {
+                    Reconcile::Keep
+                }
+            );
+        }
+    }
+    // Tripped alone, the store closed in the view's period: the trip was sent when it happened
+    // (under quorum a replica open alone is the rule working); only the look after a fault
+    // sends the trip the store missed.
+    for (after_fault, decision) in [(false, Reconcile::Keep), (true, Reconcile::Trip)] {
+        assert_eq!(
+            reconcile(
+                Some(&closed),
+                NOW,
+                false,
+                &view(closed),
+                &local(State::Open, true),
+                after_fault
+            ),
+            decision
+        );
+    }
+    // Not moved: the fleet put it there; a newer half-open word is adopted (not closed).
+    assert_eq!(
+        reconcile(
+            Some(&half),
+            NOW,
+            false,
+            &view(open),
+            &local(State::Closed, false),
+            false
+        ),
+        Reconcile::Adopt
+    );
+    // Agreeing: nothing to do.
+    assert_eq!(
+        reconcile(
+            Some(&closed),
+            NOW,
+            false,
+            &view(closed),
+            &local(State::Closed, true),
+            false
+        ),
+        Reconcile::Keep
     );
 }
 
@@ -362,6 +454,56 @@ fn trips_and_rate_rules_are_the_cores() {
     let w = plan_rate(closed, counts(40, 20), &policy, FIXED).unwrap();
     assert_eq!(w.reason, TransitionReason::FailureRate);
     assert_eq!(plan_rate(closed, counts(40, 19), &policy, FIXED), None);
+}
+
+/// A trip that lost its compare-and-set (model finding F2): decided again on the word that won
+/// when that is still the closed period it tripped in (for a view that never knew the store's
+/// word, the first period, generation 0), late otherwise.
+#[test]
+fn a_trip_that_lost_to_its_own_closed_period_trips_the_word_that_won() {
+    let never_known = Write {
+        expect: None,
+        ..plan_trip(
+            View::INITIAL.word,
+            TransitionReason::ConsecutiveFailures,
+            FIXED,
+        )
+        .unwrap()
+    };
+    // Another replica's first flush created the breaker: closed, generation 0.
+    let created = word(State::Closed, 0, 0);
+    let w = plan_retrip(&never_known, created, FIXED).unwrap();
+    assert_eq!(w.expect, Some(created));
+    assert_eq!(
+        (w.next.state, w.next.generation, w.reason, w.cooldown_ms),
+        (
+            State::Open,
+            1,
+            TransitionReason::ConsecutiveFailures,
+            Some(10_000)
+        )
+    );
+    // A known closed period, won by a write that made no transition (its probes in flight
+    // differ, say): the same period, tripped.
+    let closed = word(State::Closed, 3, 0);
+    let lost = plan_trip(closed, TransitionReason::FailureRate, FIXED).unwrap();
+    let won = Word {
+        in_flight: 1,
+        ..closed
+    };
+    let w = plan_retrip(&lost, won, FIXED).unwrap();
+    assert_eq!(
+        (w.expect, w.next.state, w.next.generation, w.reason),
+        (Some(won), State::Open, 4, TransitionReason::FailureRate)
+    );
+    // The period has ended: late.
+    assert_eq!(plan_retrip(&lost, word(State::Open, 4, 1), FIXED), None);
+    assert_eq!(plan_retrip(&lost, word(State::Closed, 5, 0), FIXED), None);
+    assert_eq!(
+        plan_retrip(&never_known, word(State::Closed, 2, 0), FIXED),
+        None,
+        "a never-known view trips the first period only"
+    );
 }
 
 #[test]

@@ -17,8 +17,9 @@
 //!   with its effects (a cooldown from the store's clock, a lease released or granted, and on
 //!   a transition the window, leases and votes cleared and the new word published), and two
 //!   guards: `not_before` (a promotion out of open applies only once the store's clock passed
-//!   the deadline) and `valid_until` (every call: an op that runs after the client gave up on
-//!   it writes nothing).
+//!   the deadline) and `valid_until` (every call, exclusive: an op that runs in the server's
+//!   millisecond `valid_until` or later, which may be after the client gave up on it, writes
+//!   nothing and answers `expired`).
 //!
 //! The one decision kept in the script, for atomicity, is the lease semaphore: a `cas` asking
 //! for `want` leases is granted `min(want, cap - unexpired leases)`, the core's `free_slot`
@@ -190,7 +191,8 @@ pub(crate) enum Code {
     Missing,
     /// Not done: `not_before` is still ahead on the store's clock.
     Early,
-    /// Not done: the call ran after its `valid_until`.
+    /// Not done: the call ran in its `valid_until` millisecond or later (the bound is
+    /// exclusive).
     Expired,
     /// Not done: an argument of this item was refused (a client bug; the others went on).
     Bad,

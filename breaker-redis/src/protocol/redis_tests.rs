@@ -149,6 +149,29 @@ async fn a_call_past_its_valid_until_writes_nothing() {
     assert_eq!((it.code, granted(&it)), (Code::Applied, 2));
 }
 
+/// `valid_until` is exclusive (model finding F1): a call that runs in the server's millisecond
+/// equal to its `valid_until` writes nothing. The client's estimate of the server's clock is
+/// floored to the millisecond while it gives up at the exact timeout, so a run in that
+/// millisecond may come after the client gave up. Each attempt reads the server's clock and
+/// sends at once with `valid_until` = that millisecond: on loopback most attempts run within
+/// it (an inclusive bound would apply them), and every one must answer `expired`.
+#[tokio::test]
+async fn a_call_in_its_valid_until_millisecond_writes_nothing() {
+    let s = server!();
+    let mut c = s.conn().await;
+    let p = proto("r1");
+    let t = target("b", 2);
+    for attempt in 0..20 {
+        let mut item = cas(&t, None, word(State::HalfOpen, 1));
+        item.want = 1;
+        let now = p.server_time(&mut c).await.unwrap();
+        let it = one(&p, &mut c, item, now).await;
+        assert_eq!(it.code, Code::Expired, "attempt {attempt}");
+        let exists: i64 = s.cmd(&["EXISTS", "br:{t}:s:b", "br:{t}:p:b"]);
+        assert_eq!(exists, 0, "attempt {attempt}: nothing written");
+    }
+}
+
 /// `not_before`: a promotion out of open applies only once the store's clock passed the
 /// deadline; `join`: a replica that finds the same promotion made first gets its leases too.
 #[tokio::test]

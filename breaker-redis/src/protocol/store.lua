@@ -25,8 +25,11 @@
 --
 -- Rules every op follows:
 --  * Time is the server's (`TIME`), in milliseconds. No client clock is ever read.
---  * `valid_until` (server ms): a call that runs later than that (a request the client gave
---    up on, executed when a hung server resumed) writes nothing and answers `expired`.
+--  * `valid_until` (server ms, exclusive): a call that runs at that ms or later (a request the
+--    client gave up on, executed when a hung server resumed) writes nothing and answers
+--    `expired`. Exclusive because the client's estimate of the server's clock is floored to
+--    the ms while it gives up at the exact timeout: a run in the ms equal to `valid_until`
+--    may come after the client gave up.
 --  * Every argument of every item is checked before the first write; a bad item answers
 --    `bad` and is skipped, the others go on.
 --  * A compare-and-set applies only if the stored word is the one the client expected (a
@@ -306,7 +309,7 @@ local function dispatch(op, keys, args)
     items[i + 1] = { b = { name = name, skey = keys[k + 1], wkey = keys[k + 2],
       pkey = keys[k + 3], qkey = keys[k + 4] }, a = parsed }
   end
-  if ctx.now > valid_until then
+  if ctx.now >= valid_until then
     out[3] = redis.call('HGET', ctx.mkey, 'e') or ''
     for i = 1, n do out[#out + 1] = item(EXPIRED) end
     return out

@@ -32,7 +32,13 @@
 //! operation timeout. The estimate is the newest reply's server time plus the local time since
 //! it arrived (before the first reply of a connection, the server's `TIME` read when
 //! connecting): it never runs ahead of the store's clock, so an operation the client gave up on
-//! (timed out) never takes effect later, when a hung server resumes.
+//! (timed out) never takes effect later, when a hung server resumes. `valid_until` is
+//! exclusive: the script runs an operation only in a server millisecond *before* it, since the
+//! estimate is floored to the millisecond while the client gives up at the exact timeout (a run
+//! in the millisecond equal to `valid_until` may come after the client gave up). A call whose
+//! every item answers `expired` is a failed operation, as its timeout would have been: the
+//! store's breaker counts it, and a reconciliation after a fault that failed or expired is made
+//! again with the next flush.
 //!
 //! # Reconciled after every store fault
 //! Every answer is checked against this replica's view of the breaker (`plan.rs`): a word
@@ -285,6 +291,7 @@ impl Store {
             early_pending: false,
             fresh: Vec::new(),
             unsent_trips: Vec::new(),
+            reconcile_again: false,
             sweep: Vec::new(),
             rng: rand::rngs::SmallRng::from_entropy(),
             server: None,
@@ -650,6 +657,18 @@ enum What {
     Cas(Vec<CasJob>),
 }
 
+impl What {
+    /// The operation's name in errors.
+    fn op(&self) -> &'static str {
+        match self {
+            What::Flush { .. } => "flush",
+            What::Read { .. } => "read",
+            What::Vote { .. } => "vote",
+            What::Cas(_) => "cas",
+        }
+    }
+}
+
 /// One compare-and-set and what it was for.
 struct CasJob {
     /// The registered breaker (`None`: an unregistered one, forced by an operator).
@@ -716,6 +735,9 @@ struct Coordinator {
     /// Local trips the store never received (the operation failed while the store was not
     /// degraded): sent again at the next flush.
     unsent_trips: Vec<(u32, TransitionReason)>,
+    /// The reconciliation after a fault failed (or expired): every breaker is read again with
+    /// the next flush.
+    reconcile_again: bool,
     /// The breakers still to visit in the current sweep for unused ones (see
     /// [`SharedBreaker::release_if_unused`]), refilled when empty.
     sweep: Vec<u32>,

@@ -15,6 +15,11 @@ fn tells(code: Code) -> bool {
     !matches!(code, Code::Expired | Code::Bad)
 }
 
+/// Whether every item of `reply` answers `expired` (the call ran after its `valid_until`).
+fn all_expired(reply: &Reply) -> bool {
+    !reply.items.is_empty() && reply.items.iter().all(|it| it.code == Code::Expired)
+}
+
 /// How many times a compare-and-set that lost to another replica's is decided again on the
 /// word that won.
 const MAX_TRIES: u8 = 3;
@@ -230,6 +235,9 @@ impl Coordinator {
         }
         for (idx, reason) in std::mem::take(&mut self.unsent_trips) {
             self.trip(idx, reason);
+        }
+        if std::mem::take(&mut self.reconcile_again) {
+            self.reconcile_all();
         }
         idxs.extend(fresh.iter().copied());
         idxs.extend(self.watched.iter().copied());
@@ -474,12 +482,23 @@ impl Coordinator {
         add(&self.stats.operations, d.calls);
         add(&self.stats.round_trips, d.round_trips);
         let recv = self.cfg.clock.now_nanos();
-        let (replies, error) = d.result;
+        let (mut replies, mut error) = d.result;
         if !replies.is_empty() {
             self.rtt(d.sent.elapsed());
         }
         for r in &replies {
             self.observe_clock(r.server_now_ms, recv);
+        }
+        // A call whose every item answers `expired` ran after its `valid_until`: the store was
+        // slower than the timeout, and the call is a failed operation as its timeout would
+        // have been (the rest of the operation is not taken either). Taken as a success, the
+        // write it did not make was forgotten and nothing reconciled (model finding F3).
+        if let Some(k) = replies.iter().position(all_expired) {
+            replies.truncate(k);
+            error.get_or_insert(StoreError::Timeout {
+                op: d.what.op(),
+                after: self.cfg.op_timeout,
+            });
         }
         let reconciling = matches!(
             d.what,
@@ -542,6 +561,10 @@ impl Coordinator {
             What::Cas(jobs) => self.cas_done(jobs, replies.first(), error.as_ref(), recv),
         }
         if let Some(e) = &error {
+            if reconciling {
+                // The reconciliation after a fault did not answer: read everything again.
+                self.reconcile_again = true;
+            }
             self.record_failure(e);
         }
     }
@@ -850,9 +873,21 @@ impl Coordinator {
                     ..job
                 })
             }
-            // A trip of a period that has ended is late; a reconciliation's write that lost is
-            // settled by the word that won (adopted above).
-            CasKind::Trip | CasKind::Reconcile => None,
+            // A trip that lost to a write of the same closed period trips the word that won; a
+            // trip of a period that has ended is late.
+            CasKind::Trip => {
+                let policy = self.entries.get(&job.idx?)?.breaker.upgrade()?.policy();
+                let cooldown = self.cooldown_ms(&policy);
+                let write = plan::plan_retrip(&job.write, won?, cooldown)?;
+                Some(CasJob {
+                    write,
+                    tries,
+                    ..job
+                })
+            }
+            // A reconciliation's write that lost is settled by the word that won (adopted
+            // above).
+            CasKind::Reconcile => None,
         }
     }
 

@@ -567,6 +567,15 @@ async fn after_the_store_restarted_empty_every_rule_works_again_within_a_flush()
         })
         .await;
     }
+    let lost: Vec<(u32, u32)> = fleet
+        .iter()
+        .map(|(_, a, b)| {
+            (
+                a.shared.fleet_view().generation,
+                b.shared.fleet_view().generation,
+            )
+        })
+        .collect();
     // The store dies; the replicas recover on their own (local probes, healthy dependency).
     s.kill();
     for (st, a, b) in &fleet {
@@ -589,11 +598,13 @@ async fn after_the_store_restarted_empty_every_rule_works_again_within_a_flush()
     }
     // Back, empty. Every replica reconciles (a new epoch, the words missing).
     s.restart();
-    for (st, a, b) in &fleet {
+    for ((st, a, b), (ga, gb)) in fleet.iter().zip(&lost) {
+        // Reconciled: the view has left the generation the store lost (a view taken before
+        // the fault is `known` too).
         eventually("healthy and reconciled", || {
             st.status() == StoreStatus::Healthy
-                && a.shared.fleet_view().known
-                && b.shared.fleet_view().known
+                && a.shared.fleet_view().generation != *ga
+                && b.shared.fleet_view().generation != *gb
         })
         .await;
         assert_eq!(
@@ -721,6 +732,61 @@ async fn a_store_hung_past_the_cooldown_costs_no_call_and_grants_no_late_lease()
         .await;
     }
     eprintln!("issue 26 fault 2: {calls} calls after SIGCONT, none rejected");
+}
+
+/// The server's clock, ms (`TIME`).
+fn server_ms(s: &crate::common::Server) -> u64 {
+    let t: Vec<u64> = s.cmd(&["TIME"]);
+    t[0] * 1_000 + t[1] / 1_000
+}
+
+/// A call that the store ran after its `valid_until` (every item answers `expired`) is a
+/// failed operation, as its timeout would have been (model finding F3): the store's breaker
+/// counts it, and here (one failure degrades) the store is degraded, so the next look is the
+/// reconciliation after a fault. Taken as a success, the write it did not make was forgotten.
+/// The replica's clock is a `ManualClock` never advanced, so its estimate of the store's clock
+/// stays at its last reply while the store's runs on: once the store's clock is past that
+/// reply by more than the operation timeout, every call runs past its `valid_until`, yet is
+/// answered at once.
+#[tokio::test]
+async fn a_call_the_store_ran_past_its_valid_until_is_a_failed_operation() {
+    let s = server!();
+    let ns = unique_ns("faults-expired");
+    let frozen = breaker_core::clock::ManualClock::new();
+    let cfg = config(&s.url(), &ns, "r0", Clock::manual(&frozen))
+        .op_timeout(Duration::from_millis(100))
+        .store_breaker(1, Duration::from_secs(30), Duration::from_secs(30));
+    let st = Store::connect(cfg).await.unwrap();
+    let r = dep(&st);
+    st.sync().await.unwrap();
+    st.flush_now().await.unwrap();
+    assert_eq!(st.status(), StoreStatus::Healthy);
+    let last = server_ms(&s);
+    let start = Instant::now();
+    while server_ms(&s) < last + 150 {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "the server's clock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    touch(&r);
+    let sent = Instant::now();
+    let e = st.flush_now().await.unwrap_err();
+    assert!(
+        sent.elapsed() < Duration::from_millis(100),
+        "answered before the timeout: {e}"
+    );
+    assert!(
+        matches!(e, StoreError::Timeout { op: "flush", .. }),
+        "{e:?}"
+    );
+    assert_eq!(st.stats().errors, 1);
+    assert_eq!(
+        st.status(),
+        StoreStatus::DegradedLocal,
+        "the store's breaker counted it"
+    );
 }
 
 /// Management calls are not queued behind a hung flush (issue 26 item 5): with the store hung,

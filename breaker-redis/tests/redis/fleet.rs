@@ -124,6 +124,48 @@ async fn a_trip_on_one_replica_is_seen_by_the_others_with_its_origin() {
     );
 }
 
+/// A local trip that races another replica's first write of the same closed period is not lost
+/// (model finding F2). The store starts empty: r1's view never knew a word, so its trip expects
+/// none; r0's flush created the breaker first (closed, generation 0, no transition). The trip's
+/// compare-and-set loses to that word, which is still the closed period r1 tripped in: it is
+/// decided again on it and the whole fleet opens (it used to be dropped as a late trip, leaving
+/// r1 open alone for its cooldown and the fleet closed).
+#[tokio::test]
+async fn a_trip_racing_another_replicas_first_write_of_the_same_period_opens_the_fleet() {
+    let s = server!();
+    let ns = unique_ns("fleet-trip-race");
+    let fleet = fleet(
+        &s.url(),
+        &ns,
+        2,
+        &policy(Duration::from_secs(30), Duration::from_secs(5)),
+    )
+    .await;
+    assert!(
+        !fleet[1].shared.fleet_view().known,
+        "the store holds no word yet"
+    );
+    fleet[0].shared.try_acquire().unwrap().success();
+    fleet[0].store.flush_now().await.unwrap();
+    assert!(fleet[0].shared.fleet_view().known, "r0's flush created it");
+    assert!(!fleet[1].shared.fleet_view().known, "r1 has not read it");
+    trip(&fleet[1]);
+    fleet[1].store.sync().await.unwrap();
+    let view = fleet[1].shared.fleet_view();
+    assert_eq!(
+        (view.state, view.generation, view.reason),
+        (State::Open, 1, TransitionReason::ConsecutiveFailures),
+        "the trip applied to the word that won"
+    );
+    eventually("r0 open by r1's trip", || {
+        fleet[0].shared.state() == State::Open
+    })
+    .await;
+    let seen = fleet[0].seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].origin.as_deref(), Some("r1"));
+}
+
 /// Admits on `b` until the call is a fleet probe holding a lease (bounded: 3 s).
 async fn probe<'a>(b: &'a SharedCircuitBreaker, st: &Store) -> SharedPermit<'a> {
     let start = Instant::now();
