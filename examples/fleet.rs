@@ -19,9 +19,21 @@
 //! time; and ends with a line CI checks, such as
 //! `fleet check: shared max_probes=1 local max_probes=8`.
 //!
+//! **`--fault kill|flush|hang`** adds a store fault to the shared run, across the service's
+//! recovery (from 400 ms before it to 400 ms after it): `kill` SIGKILLs the `redis-server`
+//! and restarts it empty on the same port, `flush` sends it `FLUSHALL` (at the start of that
+//! span), `hang` stops it with SIGSTOP and resumes it with SIGCONT. The run goes on 4 s past
+//! the recovery, every replica prints its breaker's transitions as they happen (with the
+//! replica that caused each one), the coordinator prints the fault's steps, and a second
+//! table tells what the fault cost each scope: calls rejected while the service was healthy
+//! (after the breaker's cooldown and the store's own failure detection: those are the
+//! store's doing), and the time from the fault's end until every replica's breaker closed
+//! for good. The SVG marks the fault.
+//!
 //! ```text
 //! cargo run --release --example fleet                  # 8 replicas, about 20 s
 //! cargo run --release --example fleet -- --quick       # 6 replicas, about 8 s
+//! cargo run --release --example fleet -- --quick --fault hang
 //! cargo run --release --example fleet -- --redis redis://127.0.0.1:6379/ --replicas 12
 //! ```
 //!
@@ -45,30 +57,97 @@ use tokio::net::TcpListener;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The phases, from the common start: healthy until `OUTAGE_AT`, outage until `RECOVER_AT`.
+/// A store fault during the shared run (`--fault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL, restarted empty on the same port when the fault ends.
+    Kill,
+    /// `FLUSHALL` when the fault starts.
+    Flush,
+    /// SIGSTOP, SIGCONT when the fault ends.
+    Hang,
+}
+
+impl Fault {
+    fn parse(s: &str) -> Result<Fault, String> {
+        match s {
+            "kill" => Ok(Fault::Kill),
+            "flush" => Ok(Fault::Flush),
+            "hang" => Ok(Fault::Hang),
+            other => Err(format!(
+                "unknown --fault `{other}`; expected one of `kill`, `flush`, `hang`"
+            )),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Flush => "flush",
+            Fault::Hang => "hang",
+        }
+    }
+}
+
+/// How long a store fault lasts on each side of the service's recovery.
+const FAULT_SPAN: Duration = Duration::from_millis(400);
+/// How long a run with a fault goes on after the service's recovery.
+const FAULT_AFTERMATH: Duration = Duration::from_secs(4);
+
+/// The phases, from the common start: healthy until `OUTAGE_AT`, outage until `RECOVER_AT`;
+/// with a fault, the store fails from `fault_at` until `fault_end`.
 #[derive(Clone, Copy, Debug)]
 struct Schedule {
     outage_at: Duration,
     recover_at: Duration,
     end: Duration,
+    fault: Option<Fault>,
+    fault_at: Duration,
+    fault_end: Duration,
 }
 
 impl Schedule {
-    fn new(quick: bool) -> Schedule {
-        if quick {
-            Schedule {
-                outage_at: Duration::from_millis(800),
-                recover_at: Duration::from_millis(2800),
-                end: Duration::from_millis(3600),
-            }
+    fn new(quick: bool, fault: Option<Fault>) -> Schedule {
+        let (outage_at, recover_at, end) = if quick {
+            (
+                Duration::from_millis(800),
+                Duration::from_millis(2800),
+                Duration::from_millis(3600),
+            )
         } else {
-            Schedule {
-                outage_at: Duration::from_secs(2),
-                recover_at: Duration::from_secs(7),
-                end: Duration::from_secs(9),
-            }
+            (
+                Duration::from_secs(2),
+                Duration::from_secs(7),
+                Duration::from_secs(9),
+            )
+        };
+        Schedule {
+            outage_at,
+            recover_at,
+            end: if fault.is_some() {
+                recover_at + FAULT_AFTERMATH
+            } else {
+                end
+            },
+            fault,
+            fault_at: recover_at - FAULT_SPAN,
+            fault_end: recover_at + FAULT_SPAN,
         }
     }
+
+    /// From here every call the service answers is answered well (a call made in the outage
+    /// is answered by then): a replica whose breaker closes after this has seen the service
+    /// healthy, and every rejection of that replica afterwards is the store's doing.
+    fn healthy_from(&self) -> Duration {
+        self.recover_at + OUTAGE_LATENCY
+    }
+}
+
+fn parse_fault(args: &[String]) -> Result<Option<Fault>, BoxError> {
+    Ok(match arg(args, "--fault") {
+        Some(f) => Some(Fault::parse(&f)?),
+        None => None,
+    })
 }
 
 const OUTAGE_LATENCY: Duration = Duration::from_millis(150);
@@ -137,6 +216,8 @@ fn main() -> Result<(), BoxError> {
 struct Report {
     calls: u64,
     rejected: u64,
+    /// Rejections after the breaker closed with the service healthy ([`Schedule::healthy_from`]).
+    rejected_healthy: u64,
     store_ops: u64,
     /// Its first rejection after the outage began, nanoseconds from the start.
     first_reject_ns: Option<u64>,
@@ -152,14 +233,42 @@ async fn replica(args: &[String]) -> Result<(), BoxError> {
     let service: SocketAddr = arg(args, "--service").ok_or("--service")?.parse()?;
     let epoch: u64 = arg(args, "--epoch").ok_or("--epoch")?.parse()?;
     let quick = args.iter().any(|a| a == "--quick");
-    let schedule = Schedule::new(quick);
+    let fault = parse_fault(args)?;
+    let schedule = Schedule::new(quick, fault);
     let start = start_instant(epoch);
     let since = move || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let transitions: Arc<Mutex<Vec<(u64, State)>>> = Arc::default();
     let sink = Arc::clone(&transitions);
+    let me = id.clone();
+    let live = fault.is_some() && scope == "shared";
+    // When the breaker first closed with the service healthy (ns from the start).
+    let healthy_from = u64::try_from(schedule.healthy_from().as_nanos()).unwrap_or(0);
+    let closed_healthy = Arc::new(AtomicU64::new(u64::MAX));
+    let closed = Arc::clone(&closed_healthy);
     let breaker = CircuitBreaker::builder(policy())
         .name("checkout")
-        .on_transition(move |t| sink.lock().unwrap().push((since(), t.to)))
+        .on_transition(move |t| {
+            let at = since();
+            sink.lock().unwrap().push((at, t.to));
+            if t.to == State::Closed && at >= healthy_from {
+                closed.fetch_min(at, Ordering::AcqRel);
+            }
+            if live {
+                // The recovery, live: every replica's transitions as they happen.
+                let origin = t
+                    .origin
+                    .as_deref()
+                    .map_or(String::new(), |o| format!(" (from {o})"));
+                // One write per line, so the replicas' lines do not interleave.
+                let line = format!(
+                    "{:>8.3} s  {me:<4} {} -> {}{origin}\n",
+                    at as f64 / 1e9,
+                    t.from.as_str(),
+                    t.to.as_str()
+                );
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            }
+        })
         .build()?;
     let mut store = None;
     let shared = if scope == "shared" {
@@ -190,6 +299,7 @@ async fn replica(args: &[String]) -> Result<(), BoxError> {
     let callers = if id == "r0" { CALLERS } else { 1 };
     for _ in 0..callers {
         let (client, report, breaker) = (client.clone(), Arc::clone(&report), breaker.clone());
+        let closed_healthy = Arc::clone(&closed_healthy);
         let url = format!("http://{service}/call");
         let scope = scope.clone();
         tasks.push(tokio::spawn(async move {
@@ -221,6 +331,10 @@ async fn replica(args: &[String]) -> Result<(), BoxError> {
                         None => {
                             r.buckets[b][2] += 1;
                             r.rejected += 1;
+                            let at_ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+                            if at_ns >= closed_healthy.load(Ordering::Acquire) {
+                                r.rejected_healthy += 1;
+                            }
                             if at >= schedule.outage_at && r.first_reject_ns.is_none() {
                                 r.first_reject_ns = Some(u64::try_from(at.as_nanos()).unwrap_or(0));
                             }
@@ -250,6 +364,7 @@ async fn replica(args: &[String]) -> Result<(), BoxError> {
         "id": id,
         "calls": r.calls,
         "rejected": r.rejected,
+        "rejected_healthy": r.rejected_healthy,
         "store_ops": r.store_ops,
         "first_reject_ns": r.first_reject_ns,
         "first_open_ns": r.first_open_ns,
@@ -338,41 +453,127 @@ async fn serve(listener: TcpListener, service: Arc<Service>) {
 // ---------------------------------------------------------------------------------------------
 // The coordinator
 
-/// A `redis-server` child process, killed on drop.
-struct RedisServer(Child);
+/// A `redis-server` child process on a loopback port (no persistence), killed on drop.
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        // A stopped server is resumed first, so it is reaped at once.
+        let _ = signal(&self.child, "-CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
+}
+
+impl RedisServer {
+    fn spawn(port: u16) -> Result<RedisServer, BoxError> {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start redis-server ({e}): install it, or pass --redis redis://host:port/"
+                )
+            })?;
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(server);
+            }
+            if Instant::now() > deadline {
+                return Err("redis-server did not start within 5 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, then a fresh, empty server on the same port.
+    fn restart(&mut self) -> Result<(), BoxError> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        *self = RedisServer::spawn(self.port)?;
+        Ok(())
+    }
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`) to `child`.
+fn signal(child: &Child, sig: &str) -> Result<(), BoxError> {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()?;
+    if !status.success() {
+        return Err(format!("kill {sig} {} failed", child.id()).into());
+    }
+    Ok(())
 }
 
 fn start_redis() -> Result<(RedisServer, String), BoxError> {
     let port = StdListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start redis-server ({e}): install it, or pass --redis redis://host:port/"
-            )
-        })?;
-    let server = RedisServer(child);
-    let url = format!("redis://127.0.0.1:{port}/");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok((server, url));
-        }
-        if Instant::now() > deadline {
-            return Err("redis-server did not start within 5 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let server = RedisServer::spawn(port)?;
+    Ok((server, format!("redis://127.0.0.1:{port}/")))
+}
+
+/// `FLUSHALL` on the server at `127.0.0.1:port`, in the protocol's own words.
+fn flushall(port: u16) -> Result<(), BoxError> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n")?;
+    let mut reply = [0u8; 5];
+    conn.read_exact(&mut reply)?;
+    if &reply != b"+OK\r\n" {
+        return Err(format!("FLUSHALL answered {:?}", String::from_utf8_lossy(&reply)).into());
     }
+    Ok(())
+}
+
+/// Causes `fault` on `server` during the shared run (times from the common start `start`),
+/// printing each step; gives the server back when the fault is over.
+fn cause(
+    fault: Fault,
+    mut server: RedisServer,
+    schedule: Schedule,
+    start: Instant,
+) -> Result<RedisServer, BoxError> {
+    // `start` may still be ahead: the replicas start together at the common start.
+    let wait_until = |at: Duration| {
+        let target = start + at;
+        let now = Instant::now();
+        if target > now {
+            std::thread::sleep(target - now);
+        }
+    };
+    let say = |what: &str| eprintln!("{:>8.3} s  store {what}", start.elapsed().as_secs_f64());
+    wait_until(schedule.fault_at);
+    match fault {
+        Fault::Flush => {
+            flushall(server.port)?;
+            say("FLUSHALL: every key gone");
+        }
+        Fault::Kill => {
+            let _ = server.child.kill();
+            let _ = server.child.wait();
+            say("killed (SIGKILL)");
+            wait_until(schedule.fault_end);
+            server.restart()?;
+            say(&format!("restarted empty on port {}", server.port));
+        }
+        Fault::Hang => {
+            signal(&server.child, "-STOP")?;
+            say("hung (SIGSTOP)");
+            wait_until(schedule.fault_end);
+            signal(&server.child, "-CONT")?;
+            say("resumed (SIGCONT)");
+        }
+    }
+    Ok(server)
 }
 
 /// One run's measurements.
@@ -384,18 +585,25 @@ struct Run {
     calls: u64,
     store_ops: u64,
     panels: Vec<Panel>,
+    /// Calls rejected by a replica whose breaker had closed with the service healthy (see
+    /// [`Schedule::healthy_from`]): the store's doing.
+    rejected_healthy: u64,
+    /// From the fault's end until every replica's breaker closed for good (`None`: some
+    /// replica's last state is not closed; `Some(None)`: all had closed before it ended).
+    all_closed_after_fault: Option<Option<Duration>>,
 }
 
 async fn run(
     scope: &'static str,
     replicas: usize,
     quick: bool,
-    redis: &str,
+    (redis, server): (&str, &mut Option<RedisServer>),
     service: &Arc<Service>,
     addr: SocketAddr,
 ) -> Result<Run, BoxError> {
     let schedule = service.schedule;
     let epoch = unix_ms() + 1500;
+    let fault = schedule.fault.filter(|_| scope == "shared");
     let ns = format!("fleet-{}-{scope}", std::process::id());
     let exe = std::env::current_exe()?;
     let mut children = Vec::new();
@@ -421,9 +629,24 @@ async fn run(
         if quick {
             cmd.arg("--quick");
         }
+        if let Some(f) = schedule.fault {
+            cmd.args(["--fault", f.name()]);
+        }
         children.push(Kill(Some(cmd.spawn()?)));
     }
     *service.start.lock().unwrap() = Some(start_instant(epoch));
+    let faulty = match (fault, server.take()) {
+        (Some(f), Some(own)) => {
+            let start = start_instant(epoch);
+            Some(tokio::task::spawn_blocking(move || {
+                cause(f, own, schedule, start)
+            }))
+        }
+        (_, own) => {
+            *server = own;
+            None
+        }
+    };
     let mut reports = Vec::new();
     for mut c in children {
         let child = c.0.take().expect("spawned");
@@ -434,6 +657,9 @@ async fn run(
         let line = String::from_utf8_lossy(&out.stdout);
         let v: serde_json::Value = serde_json::from_str(line.trim())?;
         reports.push(v);
+    }
+    if let Some(task) = faulty {
+        *server = Some(task.await??);
     }
     let c = &service.counters[usize::from(scope == "shared")];
     let u = |v: &serde_json::Value, k: &str| v[k].as_u64();
@@ -447,7 +673,7 @@ async fn run(
         (Some(a), Some(b)) => Some(Duration::from_nanos(b.saturating_sub(a))),
         _ => None,
     };
-    let panels = reports
+    let panels: Vec<Panel> = reports
         .iter()
         .map(|r| Panel {
             label: format!("{scope} {}", r["id"].as_str().unwrap_or("?")),
@@ -485,7 +711,25 @@ async fn run(
             bucket_ns: u64::try_from(BUCKET.as_nanos()).unwrap_or(0),
         })
         .collect();
-    let _ = schedule;
+    let rejected_healthy = reports
+        .iter()
+        .filter_map(|r| u(r, "rejected_healthy"))
+        .sum();
+    let fault_end = u64::try_from(schedule.fault_end.as_nanos()).unwrap_or(0);
+    let all_closed_after_fault = panels
+        .iter()
+        .map(|p| match p.states.as_deref().and_then(<[_]>::last) {
+            Some((at, State::Closed)) => Some(*at),
+            _ => None,
+        })
+        .collect::<Option<Vec<u64>>>()
+        .map(|v| {
+            v.into_iter()
+                .max()
+                .unwrap_or(0)
+                .checked_sub(fault_end)
+                .map(Duration::from_nanos)
+        });
     Ok(Run {
         scope,
         outage_requests: c.outage_requests.load(Ordering::Acquire),
@@ -494,6 +738,8 @@ async fn run(
         calls: reports.iter().filter_map(|r| u(r, "calls")).sum(),
         store_ops: reports.iter().filter_map(|r| u(r, "store_ops")).sum(),
         panels,
+        rejected_healthy,
+        all_closed_after_fault,
     })
 }
 
@@ -520,14 +766,22 @@ async fn coordinator(args: &[String]) -> Result<(), BoxError> {
         return Err("--replicas must be in 1..=64".into());
     }
     let svg = arg(args, "--svg").unwrap_or_else(|| "target/fleet.svg".to_owned());
-    let (_server, redis) = match arg(args, "--redis") {
+    let fault = parse_fault(args)?;
+    let (mut own_server, redis) = match arg(args, "--redis") {
+        Some(_) if fault.is_some() => {
+            return Err(
+                "--fault kills, flushes or stops the example's own redis-server: \
+                        leave out --redis"
+                    .into(),
+            )
+        }
         Some(url) => (None, url),
         None => {
             let (s, url) = start_redis()?;
             (Some(s), url)
         }
     };
-    let schedule = Schedule::new(quick);
+    let schedule = Schedule::new(quick, fault);
     let mut runs = Vec::new();
     for scope in ["local", "shared"] {
         // A fresh service per run, so the counters and the phases are the run's own.
@@ -540,7 +794,15 @@ async fn coordinator(args: &[String]) -> Result<(), BoxError> {
         let addr = listener.local_addr()?;
         let server = tokio::spawn(serve(listener, Arc::clone(&service)));
         println!("running {replicas} replicas with {scope} breakers...");
-        let r = run(scope, replicas, quick, &redis, &service, addr).await;
+        let r = run(
+            scope,
+            replicas,
+            quick,
+            (&redis, &mut own_server),
+            &service,
+            addr,
+        )
+        .await;
         server.abort();
         runs.push(r?);
     }
@@ -567,21 +829,62 @@ async fn coordinator(args: &[String]) -> Result<(), BoxError> {
             r.scope, r.outage_requests, r.max_probes, all, ops
         );
     }
+    if let Some(f) = fault {
+        println!();
+        println!(
+            "store fault `{}` in the shared run from {:?} to {:?}; the service healthy from {:?}: \
+             a rejection by a replica whose breaker had closed after {:?} is the store's doing",
+            f.name(),
+            schedule.fault_at,
+            schedule.fault_end,
+            schedule.recover_at,
+            schedule.healthy_from()
+        );
+        println!(
+            "| scope  | calls rejected, service healthy | fault's end to every replica closed |"
+        );
+        println!("|---|---|---|");
+        for r in &runs {
+            let closed = match r.all_closed_after_fault {
+                None => "never".to_owned(),
+                Some(None) => "closed before it ended".to_owned(),
+                Some(Some(d)) => format!("{:.0} ms", d.as_secs_f64() * 1e3),
+            };
+            println!(
+                "| {:<6} | {:>31} | {:>35} |",
+                r.scope, r.rejected_healthy, closed
+            );
+        }
+    }
     let end_ns = u64::try_from(schedule.end.as_nanos()).unwrap_or(0);
-    let chart = Chart {
-        title: format!("fleet: {replicas} replicas' breaker states, local then shared"),
-        end_ns,
-        phases: vec![
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(0);
+    let phases = match fault {
+        None => vec![
             ("healthy".into(), 0),
-            (
-                "outage".into(),
-                u64::try_from(schedule.outage_at.as_nanos()).unwrap_or(0),
-            ),
-            (
-                "recovery".into(),
-                u64::try_from(schedule.recover_at.as_nanos()).unwrap_or(0),
-            ),
+            ("outage".into(), ns(schedule.outage_at)),
+            ("recovery".into(), ns(schedule.recover_at)),
         ],
+        Some(f) => vec![
+            ("healthy".into(), 0),
+            ("outage".into(), ns(schedule.outage_at)),
+            (format!("outage, store {}", f.name()), ns(schedule.fault_at)),
+            (
+                format!("recovery, store {}", f.name()),
+                ns(schedule.recover_at),
+            ),
+            ("recovery, store back".into(), ns(schedule.fault_end)),
+        ],
+    };
+    let chart = Chart {
+        title: match fault {
+            None => format!("fleet: {replicas} replicas' breaker states, local then shared"),
+            Some(f) => format!(
+                "fleet: {replicas} replicas' breaker states, local then shared (store fault `{}`)",
+                f.name()
+            ),
+        },
+        end_ns,
+        phases,
         panels: runs.iter().flat_map(|r| r.panels.iter().cloned()).collect(),
     };
     let path = std::path::Path::new(&svg);
