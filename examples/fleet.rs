@@ -28,7 +28,8 @@
 //! table tells what the fault cost each scope: calls rejected while the service was healthy
 //! (after the breaker's cooldown and the store's own failure detection: those are the
 //! store's doing), and the time from the fault's end until every replica's breaker closed
-//! for good. The SVG marks the fault.
+//! for good. The SVG marks the fault. A last line CI checks says whether the shared fleet
+//! survived it: `fleet fault check: hang shared rejected_healthy=0 every_replica_closed=yes`.
 //!
 //! ```text
 //! cargo run --release --example fleet                  # 8 replicas, about 20 s
@@ -902,5 +903,19 @@ async fn coordinator(args: &[String]) -> Result<(), BoxError> {
         .find(|r| r.scope == "shared")
         .map_or(0, |r| r.max_probes);
     println!("fleet check: shared max_probes={shared} local max_probes={local}");
+    if let Some(f) = fault {
+        if let Some(r) = runs.iter().find(|r| r.scope == "shared") {
+            let closed = if r.all_closed_after_fault.is_some() {
+                "yes"
+            } else {
+                "no"
+            };
+            println!(
+                "fleet fault check: {} shared rejected_healthy={} every_replica_closed={closed}",
+                f.name(),
+                r.rejected_healthy
+            );
+        }
+    }
     Ok(())
 }
