@@ -753,6 +753,7 @@ impl Model {
     fn adopt(&self, w: &mut World, r: usize, view: Vw, apply: bool) {
         let rep = &mut w.reps[r];
         let new_period = !rep.hview.known || rep.hview.word().generation != view.word().generation;
+        let first = !rep.hview.known;
         rep.hview = view;
         if new_period {
             let g = view.word().generation;
@@ -760,7 +761,14 @@ impl Model {
             if !matches!(view.word().state, State::HalfOpen | State::Open) {
                 rep.requested = false;
             }
-            rep.counts = (0, 0);
+            // Counts the local breaker recorded closed go to the closed period the store
+            // holds: on the first answer, and when the fleet is closed again while the local
+            // breaker already is; others belong to a period that ended.
+            let keep =
+                view.word().state == State::Closed && (first || rep.local().state == State::Closed);
+            if !keep {
+                rep.counts = (0, 0);
+            }
         }
         if !apply {
             // A look that finds the local breaker where the store is: it has not moved on its
