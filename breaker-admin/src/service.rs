@@ -903,8 +903,13 @@ async fn act_on(
     let before = breaker.state();
     // A shared breaker's action goes to the fleet (through its store); the local breaker
     // follows the fleet's decision.
-    let fleet = match (&item.fleet, key) {
-        (Some(f), None) => match f.act(action).await {
+    let shared = match key {
+        None => item.fleet.clone(),
+        // A key's breaker of a shared keyed group is shared on its own.
+        Some(_) => inner.sources().fleet_of(&breaker),
+    };
+    let fleet = match shared {
+        Some(f) => match f.act(action).await {
             Ok(view) => Some(view),
             Err(e) => {
                 tracing::warn!(
