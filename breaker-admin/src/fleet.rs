@@ -7,7 +7,43 @@
 //! unreachable. An admin action on such a breaker must go to the store, or the next fleet
 //! update would undo it here and it would never reach the other replicas. [`Shared`] is what
 //! the admin needs of a fleet backend for that; `breaker-redis`'s `SharedCircuitBreaker` is
-//! the one this project ships.
+//! the one this project ships (the `redis` feature).
+//!
+//! # With `breaker-redis` (the `redis` feature)
+//! Nothing to add for a breaker shared through the
+//! [installed](https://docs.rs/breaker-redis/latest/breaker_redis/fn.installed.html) store:
+//! every row whose breaker is shared there (a `#[circuit_breaker(scope = "shared")]`
+//! function's, a config policy of a shared scope, one shared with `Store::share`) gets the
+//! fleet's view beside its local state, whoever shared it, and a breaker shared there that no
+//! other source shows gets a row of its own (kind `shared`). Another store is searched once
+//! added with `AdminBuilder::store`; a `SharedCircuitBreaker` may also be given by hand with
+//! [`AdminBuilder::shared`](crate::AdminBuilder::shared). A key of a shared keyed group is
+//! acted on fleet-wide too.
+//!
+//! The fleet view (`fleet` in the JSON) of such a breaker:
+//!
+//! | field | what |
+//! |---|---|
+//! | `id` | the shared id (the name, and the escaped key of a keyed breaker) |
+//! | `state` | the fleet's state: `closed`, `open`, `half-open`, `forced-open`, `forced-closed` |
+//! | `generation` | the fleet's transitions so far (24 bits, wrapping); not the local breaker's |
+//! | `streak` | consecutive openings since the fleet's breaker last closed |
+//! | `probe_successes` | half-open: successful probes so far in this period |
+//! | `probes_in_flight` | half-open: unexpired probe leases across the fleet, as of the last answer |
+//! | `retry_after_ms` | open: milliseconds until the fleet's deadline, rounded up (`null` otherwise) |
+//! | `caused_by` | the replica whose write made the last transition (`null`: unknown) |
+//! | `reason` | why (`consecutive_failures`, `failure_rate`, `manual`, ...) |
+//! | `known` | whether the store has been seen holding it (`false`: nothing written yet) |
+//! | `store` | this replica's store: `healthy`, `degraded-local`, `degraded-ignore-shared`, `degraded-reject-all` |
+//! | `replica` | this replica's id |
+//!
+//! It is the view as last told to this replica (pushed at once, or read at the next flush),
+//! so it may lag the store by that much, and more while the store is unreachable (`store`
+//! says so). Admin actions are carried out by the store (`SharedCircuitBreaker::force_open`,
+//! `force_closed` for `force-closed` and `disable`, `reset`), guarded and audited as any
+//! action (the audit line has `fleet=true`): every replica follows, at once by push or at its
+//! next flush. A store that fails the action answers `502` naming the error, and nothing
+//! changed anywhere.
 
 use crate::admin::Action;
 use breaker_core::breaker::CircuitBreaker;
@@ -59,28 +95,7 @@ pub(crate) fn indexes(added: &[Arc<dyn Index>]) -> Vec<Arc<dyn Index>> {
     all
 }
 
-/// Sharing through `breaker-redis`: a [`SharedCircuitBreaker`](breaker_redis::SharedCircuitBreaker)
-/// is a [`Shared`], and a [`Store`](breaker_redis::Store) finds every breaker shared through it.
-///
-/// The fleet view (`fleet` in the JSON) of such a breaker:
-///
-/// | field | what |
-/// |---|---|
-/// | `id` | the shared id (the name, and the escaped key of a keyed breaker) |
-/// | `state` | the fleet's state: `closed`, `open`, `half-open`, `forced-open`, `forced-closed` |
-/// | `generation` | the fleet's transitions so far (24 bits, wrapping); not the local breaker's |
-/// | `streak` | consecutive openings since the fleet's breaker last closed |
-/// | `probe_successes`, `probes_in_flight` | half-open: successful probes, unexpired leases fleet-wide |
-/// | `retry_after_ms` | open: milliseconds until the fleet's deadline (`null` otherwise) |
-/// | `caused_by` | the replica whose write made the last transition (`null`: unknown) |
-/// | `reason` | why (`consecutive_failures`, `failure_rate`, `manual`, ...) |
-/// | `known` | whether the store has been seen holding it (`false`: nothing written yet) |
-/// | `store` | this replica's store health: `healthy`, `degraded-local`, `degraded-ignore-shared`, `degraded-reject-all` |
-/// | `replica` | this replica's id |
-///
-/// Admin actions go to the store ([`SharedCircuitBreaker::force_open`](breaker_redis::SharedCircuitBreaker::force_open),
-/// `force_closed` for `force-closed` and `disable`, `reset`): every replica follows (at once
-/// by push, or at its next flush).
+/// Sharing through `breaker-redis`: see the [module docs](self).
 #[cfg(feature = "redis")]
 mod redis {
     use super::{Index, Shared};
