@@ -323,6 +323,16 @@ async fn checkout(fail: bool) -> Result<u32, std::io::Error> {
     }
 }
 
+#[circuit_breaker(name = "admin_fleet_hosts", threshold = 3, cooldown = "30s", key = host, scope = "shared")]
+async fn by_host(host: &str, fail: bool) -> Result<u32, std::io::Error> {
+    let _ = host;
+    if fail {
+        Err(std::io::Error::other("down"))
+    } else {
+        Ok(2)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_breaker_the_library_shared_shows_its_fleet_view_in_its_own_row() {
     logged();
@@ -336,7 +346,13 @@ async fn a_breaker_the_library_shared_shows_its_fleet_view_in_its_own_row() {
     // shared with the installed store at its first call.
     breaker_redis::install(store_a.clone()).unwrap();
     assert_eq!(checkout(false).await.unwrap(), 1);
+    assert_eq!(by_host("eu", false).await.unwrap(), 2);
     let b = shared(&store_b, "admin_fleet_checkout");
+    let b_hosts = CircuitBreaker::builder(policy())
+        .name("admin_fleet_hosts")
+        .build_factory()
+        .unwrap();
+    let b_eu = store_b.share(&b_hosts.create_keyed("eu")).unwrap();
     store_a.sync().await.unwrap();
     store_b.sync().await.unwrap();
 
@@ -388,5 +404,32 @@ async fn a_breaker_the_library_shared_shows_its_fleet_view_in_its_own_row() {
         checkout(true).await.unwrap_err();
     }
     assert_eq!(checkout(false).await.unwrap(), 1);
+
+    // A key of a shared keyed group: B trips its `eu`; A's key view shows the fleet open, and
+    // a `reset` of that key through A's API closes B's.
+    for _ in 0..3 {
+        b_eu.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b_eu.state(), State::Open);
+    let key = "/api/v1/breakers/admin_fleet_hosts/keys/eu";
+    let view = poll(addr, key, |k| {
+        k["fleet"]["state"] == "open" && k["state"] == "open"
+    })
+    .await;
+    assert_eq!(view["fleet"]["caused_by"], "replica-b", "{view}");
+    assert_eq!(view["fleet"]["id"], b_eu.id().as_str(), "{view}");
+    let (status, body) = post(
+        addr,
+        &format!("{key}/actions"),
+        Some(TOKEN),
+        r#"{"action":"reset"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["fleet"]["state"], "closed", "{body}");
+    eventually("B's key closed by A's reset", || {
+        b_eu.state() == State::Closed
+    })
+    .await;
     drop(listening);
 }
