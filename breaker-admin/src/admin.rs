@@ -366,6 +366,17 @@ impl AdminBuilder {
         self
     }
 
+    /// Searches `store` for shared breakers too (the
+    /// [installed](breaker_redis::installed) store is searched without this): each row whose
+    /// breaker is shared through it shows the fleet's view beside the local one, its admin
+    /// actions are carried out fleet-wide, and a breaker shared through it that no other
+    /// source shows gets a row of its own (see [`fleet`](crate::fleet)).
+    #[cfg(feature = "redis")]
+    pub fn store(mut self, store: &breaker_redis::Store) -> Self {
+        self.sources.stores.push(Arc::new(store.clone()));
+        self
+    }
+
     /// Shows the breakers of every named policy of `registry` (the
     /// [installed](breaker_core::config::install) registry is shown without this), with their
     /// policy's file and reload generation; `POST /api/v1/reload` reloads it.

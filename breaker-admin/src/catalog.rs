@@ -7,7 +7,12 @@
 //! 2. the `#[circuit_breaker]` functions ([`annotated::functions`]): a `policy = ".."`
 //!    function is a user of its policy's row; a function with its policy in the attribute is
 //!    a row of its own once called; a `key = ..` function is a keyed group;
-//! 3. pipelines, plain breakers and keyed registries added to the builder.
+//! 3. pipelines, plain breakers and keyed registries added to the builder;
+//! 4. breakers shared through a fleet backend (with the `redis` feature: the
+//!    [installed](https://docs.rs/breaker-redis/latest/breaker_redis/fn.installed.html) store
+//!    and those added with `AdminBuilder::store`) that no source above shows. A row above
+//!    whose breaker is shared there (an attribute's `scope = "shared"`, a config policy's
+//!    scope) gets the fleet's view beside its own, whoever shared it.
 
 use breaker_core::annotated;
 use breaker_core::breaker::CircuitBreaker;
@@ -146,6 +151,8 @@ pub(crate) struct Sources {
     pub(crate) breakers: Vec<(String, CircuitBreaker)>,
     pub(crate) keyed: Vec<(String, Arc<dyn Keys>)>,
     pub(crate) shared: Vec<(String, Arc<dyn crate::fleet::Shared>)>,
+    /// Fleet backends searched for shared breakers besides the installed one.
+    pub(crate) stores: Vec<Arc<dyn crate::fleet::Index>>,
 }
 
 /// Rows under construction, with unique ids.
@@ -303,7 +310,66 @@ impl Sources {
                 name,
             );
         }
+        self.attach_fleet(&mut rows);
         rows.items
+    }
+
+    /// The fleet side of `breaker` (a keyed group's key, say), from the fleet backends.
+    pub(crate) fn fleet_of(
+        &self,
+        breaker: &CircuitBreaker,
+    ) -> Option<Arc<dyn crate::fleet::Shared>> {
+        if !breaker.has_fleet_hook() {
+            return None;
+        }
+        crate::fleet::indexes(&self.stores)
+            .iter()
+            .find_map(|ix| ix.of(breaker))
+    }
+
+    /// Gives every row whose breaker a fleet backend shares its fleet side, and adds a row
+    /// for each breaker shared there that no source shows (shared by the program with
+    /// `Store::share` and not added, say). Keyed breakers stay in their groups.
+    fn attach_fleet(&self, rows: &mut Rows) {
+        let indexes = crate::fleet::indexes(&self.stores);
+        if indexes.is_empty() {
+            return;
+        }
+        let mut by_name: std::collections::BTreeMap<String, Arc<dyn crate::fleet::Shared>> =
+            std::collections::BTreeMap::new();
+        for ix in &indexes {
+            for shared in ix.all() {
+                by_name
+                    .entry(shared.local().name().to_owned())
+                    .or_insert(shared);
+            }
+        }
+        for row in &mut rows.items {
+            let Some(breaker) = &row.breaker else {
+                continue;
+            };
+            if row.fleet.is_some() {
+                by_name.remove(breaker.name());
+            } else if breaker.has_fleet_hook() {
+                row.fleet = by_name.remove(breaker.name());
+            }
+        }
+        for (name, shared) in by_name {
+            rows.push(
+                Item {
+                    id: name.clone(),
+                    kind: Kind::Shared,
+                    breaker: Some(shared.local().clone()),
+                    keys: None,
+                    policy: None,
+                    source: Source::Code,
+                    layers: Vec::new(),
+                    used_by: Vec::new(),
+                    fleet: Some(shared),
+                },
+                &name,
+            );
+        }
     }
 
     fn function(&self, rows: &mut Rows, f: annotated::Function) {

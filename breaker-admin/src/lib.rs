@@ -17,7 +17,11 @@
 //! - every `#[circuit_breaker]` function ([`breaker_core::annotated::functions`]): its own
 //!   breaker once called, its keys' breakers (`key = ..`) as a keyed group, or the row of the
 //!   named policy it uses;
-//! - breakers, pipelines and keyed registries added to the builder.
+//! - breakers, pipelines and keyed registries added to the builder;
+//! - with the `redis` feature, breakers shared by a fleet through `breaker-redis`: the fleet's
+//!   view beside the local state of every breaker shared through the installed store (or one
+//!   added with `AdminBuilder::store`), however it was shared, and admin actions on it carried
+//!   out fleet-wide ([`fleet`]).
 //!
 //! For each: state, time in state, the open breaker's time to its next probe, consecutive
 //! failures, the window's calls and failure rate, probes in flight, lifetime totals, the policy

@@ -8,12 +8,15 @@
 //! | GET | `/api/v1/breakers[?history=true]` | every breaker row |
 //! | GET | `/api/v1/breakers/{id}` | one row, with its history |
 //! | GET | `/api/v1/breakers/{id}/keys[?offset=0&limit=50&state=open]` | a keyed group's keys, busiest first |
-//! | GET | `/api/v1/breakers/{id}/keys/{key}` | one key's breaker |
+//! | GET | `/api/v1/breakers/{id}/keys/{key}` | one key's breaker (and its `fleet` view, when the key is shared by a fleet) |
 //! | GET | `/api/v1/functions` | the `#[circuit_breaker]` functions, called or not |
 //! | GET | `/api/v1/events` | server-sent events (see [`events`](crate::events)) |
 //! | POST | `/api/v1/breakers/{id}/actions` | an admin action: `{"action": "force-open"}` |
 //! | POST | `/api/v1/breakers/{id}/keys/{key}/actions` | an admin action on one key |
 //! | POST | `/api/v1/reload` | reload the policy registries' files |
+//!
+//! An action on a breaker (or key) shared by a fleet is carried out by the fleet's store, and
+//! its answer has the fleet's view after it (`fleet`; see [`fleet`](crate::fleet)).
 //!
 //! `{id}` and `{key}` are percent-encoded path segments.
 //!
@@ -27,7 +30,9 @@
 //!   a wrong token: `401` with `error="invalid_token"`;
 //! - an unknown breaker or key: `404`; a malformed body or query: `400`; an unknown action:
 //!   `400` listing the actions;
-//! - too many event-stream readers: `503`.
+//! - too many event-stream readers: `503`;
+//! - an action on a shared breaker that the fleet's store did not carry out: `502`, naming
+//!   the store's error (nothing changed, here or elsewhere).
 //!
 //! Every body is JSON (`{"error": "...", "status": N}` for errors), except the dashboard's.
 
@@ -608,6 +613,7 @@ fn key_of(inner: &Inner, id: &str, key: &str) -> Response<Body> {
             &view::KeyJson {
                 key: key.to_owned(),
                 state: view::StateJson::of(&b, &b.snapshot()),
+                fleet: inner.sources().fleet_of(&b).map(|f| f.fleet_view()),
             },
         ),
         None => unknown_key(id, key),
@@ -903,8 +909,13 @@ async fn act_on(
     let before = breaker.state();
     // A shared breaker's action goes to the fleet (through its store); the local breaker
     // follows the fleet's decision.
-    let fleet = match (&item.fleet, key) {
-        (Some(f), None) => match f.act(action).await {
+    let shared = match key {
+        None => item.fleet.clone(),
+        // A key's breaker of a shared keyed group is shared on its own.
+        Some(_) => inner.sources().fleet_of(&breaker),
+    };
+    let fleet = match shared {
+        Some(f) => match f.act(action).await {
             Ok(view) => Some(view),
             Err(e) => {
                 tracing::warn!(

@@ -284,6 +284,10 @@ pub(crate) struct KeyJson {
     pub(crate) key: String,
     #[serde(flatten)]
     pub(crate) state: StateJson,
+    /// The fleet's view of a key shared by a fleet (`GET /api/v1/breakers/{id}/keys/{key}`
+    /// only); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) fleet: Option<serde_json::Value>,
 }
 
 /// A page of a keyed group's keys, busiest first.
@@ -388,6 +392,7 @@ pub(crate) fn keys_page(
         .map(|r| KeyJson {
             state: StateJson::of(&r.breaker, &r.snap),
             key: r.key,
+            fleet: None,
         })
         .collect();
     KeysPage {

@@ -1,8 +1,10 @@
 //! The dashboard in a real browser: headless Chromium (Debian's `chromium` package) driven
 //! over the DevTools protocol, against a real server on loopback. One browser start for every
 //! check: the page loads with no console error, shows every breaker, turns a row open within
-//! a second of a trip (at the default sampling interval), filters and sorts, and an admin
-//! action works with the token and is refused without it.
+//! a second of a trip (at the default sampling interval), filters and sorts, shows a shared
+//! breaker's fleet state in the fleet column (and only then shows that column) with its
+//! actions sent to the fleet, and an admin action works with the token and is refused
+//! without it.
 //!
 //! Without a browser the test says so and passes, unless `REQUIRE_BROWSER=1` (CI sets it):
 //! then it fails. The browser is found at `$CHROME`, else as `chromium`, `chromium-browser`,
@@ -15,7 +17,7 @@ use breaker::breaker::{BreakerPolicy, CircuitBreaker, State};
 use breaker::config::{Format, Loader, PolicyRegistry};
 use breaker::registry::Registry;
 use breaker::{circuit_breaker, Pipeline};
-use breaker_admin::Admin;
+use breaker_admin::{Action, Admin, Shared};
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::log::{EventEntryAdded, LogEntryLevel};
 use chromiumoxide::cdp::js_protocol::runtime::{
@@ -28,6 +30,32 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "browser-test-token-0123456789";
+
+/// A shared breaker's fleet, standing in for a store (the real one is `tests/fleet_redis.rs`'s):
+/// the fleet is open, tripped by another replica; actions are recorded.
+struct Fleet {
+    local: CircuitBreaker,
+    asked: Arc<Mutex<Vec<Action>>>,
+}
+
+impl Shared for Fleet {
+    fn local(&self) -> &CircuitBreaker {
+        &self.local
+    }
+    fn fleet_view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "state": "open", "caused_by": "replica-b", "retry_after_ms": 12_000,
+            "known": true, "store": "healthy",
+        })
+    }
+    fn act(
+        &self,
+        action: Action,
+    ) -> futures_util::future::BoxFuture<'static, Result<serde_json::Value, String>> {
+        self.asked.lock().unwrap().push(action);
+        Box::pin(async { Ok(serde_json::json!({ "state": "forced-open" })) })
+    }
+}
 
 /// The browser to drive, if this machine has one.
 fn chromium() -> Option<PathBuf> {
@@ -145,7 +173,19 @@ async fn the_dashboard_in_headless_chromium() {
         .name("search")
         .build()
         .unwrap();
+    let orders = CircuitBreaker::builder(BreakerPolicy::default())
+        .name("orders")
+        .build()
+        .unwrap();
+    let asked = Arc::new(Mutex::new(Vec::new()));
     let admin = Admin::builder()
+        .shared(
+            "orders",
+            Fleet {
+                local: orders.clone(),
+                asked: Arc::clone(&asked),
+            },
+        )
         .policies(&registry)
         .pipeline("search", &search)
         .breaker(&inventory)
@@ -167,6 +207,7 @@ async fn the_dashboard_in_headless_chromium() {
         "dashboard_stock",
         "inventory",
         "ledger",
+        "orders",
         "payments",
         "search",
         "tenants",
@@ -247,6 +288,28 @@ async fn the_dashboard_in_headless_chromium() {
         "live"
     );
 
+    // The fleet column: shown (a shared breaker is listed), the fleet's state and who made it.
+    let fleet =
+        "(() => { const td = document.querySelector('tbody tr[data-id=\"orders\"] td.fleet'); \
+                 return td ? [td.dataset.fleetState, td.textContent] : null; })()";
+    assert_eq!(
+        eval(&page, fleet).await,
+        serde_json::json!(["open", "openby replica-b · 12s left"])
+    );
+    assert_eq!(
+        eval(&page, "document.querySelector('th.fleet-col').hidden").await,
+        false
+    );
+    assert_eq!(
+        eval(
+            &page,
+            "document.querySelector('tbody tr[data-id=\"inventory\"] td.fleet').textContent"
+        )
+        .await,
+        "",
+        "a local breaker's fleet cell is empty"
+    );
+
     // A trip shows within a second, at the default sampling interval (250 ms).
     inventory.try_acquire().unwrap().failure();
     inventory.try_acquire().unwrap().failure();
@@ -313,6 +376,13 @@ async fn the_dashboard_in_headless_chromium() {
         Duration::from_secs(5),
     )
     .await;
+    // A shared breaker's button goes to its fleet.
+    page.evaluate("document.querySelector('#notice').dataset.status = ''")
+        .await
+        .unwrap();
+    click(&page, &button("orders", "force-open")).await;
+    wait_for(&page, notice, "200".into(), Duration::from_secs(5)).await;
+    assert_eq!(*asked.lock().unwrap(), [Action::ForceOpen]);
     assert!(
         errors.lock().unwrap().is_empty(),
         "console errors: {:?}",

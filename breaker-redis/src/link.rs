@@ -126,6 +126,14 @@ pub(crate) trait SharedBreaker: Send + Sync + 'static {
     /// lets go of the local breaker if nothing but this holds it, and says whether it did
     /// (the registration then ends with the breaker).
     fn release_if_unused(&self) -> bool;
+
+    /// A handle of this registration's breaker shared with `store`, for
+    /// [`Store::shared_breakers`](crate::Store::shared_breakers); `None` once the breaker has
+    /// been let go.
+    fn handle(self: Arc<Self>, store: &crate::Store) -> Option<crate::SharedCircuitBreaker> {
+        let _ = store;
+        None
+    }
 }
 
 pub(crate) enum Urgent {

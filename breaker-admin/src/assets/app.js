@@ -12,6 +12,7 @@
 
   let rows = [];
   let admin = false;
+  let fleetOn = false;
   let sortKey = 'id';
   let sortDir = 1;
   let filter = '';
@@ -34,6 +35,7 @@
   function sortValue(b, key) {
     switch (key) {
       case 'state': return SEVERITY[stateOf(b)];
+      case 'fleet': return b.fleet ? SEVERITY[b.fleet.state] : -1;
       case 'time': return b.time_in_state_ms || 0;
       case 'calls': return rate(b, 'calls_per_s') || 0;
       case 'failures': return rate(b, 'failures_per_s') || 0;
@@ -101,6 +103,24 @@
     return td;
   }
 
+  // A shared breaker's state in the fleet's store (what every replica follows), who made its
+  // last transition, its deadline, and this replica's store health when it is not healthy.
+  function fleetCell(f) {
+    const td = el('td', { class: 'fleet-col fleet' });
+    td.hidden = !fleetOn;
+    if (!f) return td;
+    const state = f.state || '?';
+    td.dataset.fleetState = state;
+    const notes = [];
+    if (f.caused_by) notes.push('by ' + f.caused_by);
+    if (f.retry_after_ms != null) notes.push(fmtMs(f.retry_after_ms) + ' left');
+    if (f.known === false) notes.push('not in the store yet');
+    if (f.store && f.store !== 'healthy') notes.push('store ' + f.store);
+    td.append(el('span', { class: 'state ' + state, text: state }));
+    if (notes.length) td.append(el('div', { class: 'fleet-notes', text: notes.join(' · ') }));
+    return td;
+  }
+
   function row(b) {
     const state = stateOf(b);
     const tr = el('tr', { 'data-id': b.id, 'data-state': state, 'data-kind': b.kind });
@@ -118,8 +138,8 @@
     }
     tr.append(
       name,
-      el('td', {}, el('span', { class: 'state ' + state, text: state }),
-        b.fleet ? el('div', { class: 'fleet', 'data-fleet-state': b.fleet.state || '', text: 'fleet: ' + (b.fleet.state || '?') }) : null),
+      el('td', {}, el('span', { class: 'state ' + state, text: state })),
+      fleetCell(b.fleet),
       el('td', { class: 'num', text: fmtMs(b.time_in_state_ms) }),
       el('td', {}, band(b.history)),
       el('td', { class: 'num', text: fmtRate(rate(b, 'calls_per_s')) }),
@@ -145,6 +165,7 @@
     tr.append(
       el('td', { text: k.key }),
       el('td', {}, el('span', { class: 'state ' + k.state, text: k.state })),
+      fleetCell(null),
       el('td', { class: 'num', text: fmtMs(k.time_in_state_ms) }),
       el('td'), el('td'), el('td'), el('td'),
       el('td', { class: 'num', text: k.window.failure_rate_percent.toFixed(1) + '%' }),
@@ -155,6 +176,7 @@
   }
 
   function render() {
+    fleetOn = rows.some((b) => b.fleet);
     const shown = rows
       .filter((b) => b.id.toLowerCase().includes(filter))
       .sort((a, b) => {
@@ -170,6 +192,7 @@
     }
     tbody.replaceChildren(...out);
     for (const th of document.querySelectorAll('.admin-col')) th.hidden = !admin;
+    for (const th of document.querySelectorAll('th.fleet-col')) th.hidden = !fleetOn;
     $('#admin-controls').hidden = !admin;
     $('#empty').hidden = rows.length > 0;
     const open = rows.filter((b) => stateOf(b) !== 'closed').length;

@@ -117,6 +117,7 @@ use std::sync::{Arc, Mutex};
 mod calls;
 mod hook;
 mod install;
+mod lookup;
 /// The fleet's decisions (a leaf module at the crate's root; this path kept for the model
 /// checker).
 #[allow(unused_imports)]
@@ -447,6 +448,10 @@ impl SharedBreaker for Core {
         };
         // Dropped outside the lock: the breaker drops its hook (this) and the link with it.
         released.is_some()
+    }
+
+    fn handle(self: Arc<Self>, store: &Store) -> Option<SharedCircuitBreaker> {
+        lookup::handle(self, store)
     }
 }
 

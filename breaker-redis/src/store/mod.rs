@@ -374,6 +374,20 @@ impl Store {
         Ok(Link { state, id })
     }
 
+    /// The live registrations' fleet sides, by id (see `fleet/lookup.rs`).
+    pub(crate) fn registered(&self) -> Vec<(BreakerId, Arc<dyn SharedBreaker>)> {
+        let ids = self.inner.ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.iter()
+            .filter_map(|(id, (_, b))| Some((id.clone(), b.upgrade()?)))
+            .collect()
+    }
+
+    /// The live registration of `id`'s fleet side.
+    pub(crate) fn registered_as(&self, id: &BreakerId) -> Option<Arc<dyn SharedBreaker>> {
+        let ids = self.inner.ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.get(id).and_then(|(_, b)| b.upgrade())
+    }
+
     /// Flushes now (instead of waiting for the timer): the number of breakers sent, 0 when no
     /// breaker was active. A flush in flight is waited for, then another one is sent.
     ///
