@@ -217,6 +217,19 @@ impl Clock {
         }
     }
 
+    /// The coarse clock's reading alone (nanoseconds), for a caller that already knows there
+    /// is one ([`Clock::coarse`] returned `Some` for this clock before: the open state's hint,
+    /// which is left only then); `None` for a kind without a coarse source. Without the
+    /// resolution's check, so the rejection path reads one field fewer.
+    #[inline(always)]
+    pub(crate) fn coarse_now(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::System(_) => Some(coarse::now()),
+            Kind::WithCoarse(w) => Some(w.coarse.now_nanos()),
+            _ => None,
+        }
+    }
+
     /// The current reading, in nanoseconds since this clock's origin.
     #[inline]
     pub fn now_nanos(&self) -> u64 {

@@ -245,18 +245,22 @@ impl CircuitBreaker {
     }
 
     /// [`try_acquire`](Self::try_acquire) of a word that is not closed: an open breaker's
-    /// rejection by its hint is answered here, the rest by the update loop (a tail call).
+    /// rejection by its hint is answered here, the rest by the update loop.
     #[inline(never)]
     fn try_acquire_other(&self, raw: u64) -> Result<Permit<'_>, Rejected> {
         if let Some(left) = self.inner.open_by_hint(raw) {
             return Err(self.inner.reject_open(left));
         }
-        self.try_acquire_slow(raw)
+        self.try_acquire_slow()
     }
 
+    /// The update loop's admission, from a fresh reading of the word (any reading will do:
+    /// the loop decides on the word it swaps against). Not passed `raw`, so that the
+    /// rejection by the hint keeps no register for it across the coarse clock's call.
     #[cold]
     #[inline(never)]
-    fn try_acquire_slow(&self, raw: u64) -> Result<Permit<'_>, Rejected> {
+    fn try_acquire_slow(&self) -> Result<Permit<'_>, Rejected> {
+        let raw = self.inner.state.load(Ordering::Acquire);
         let ticket = self.inner.acquire_slow(raw)?;
         Ok(Permit {
             inner: &self.inner,

@@ -31,7 +31,7 @@
 use super::event::TransitionReason;
 use super::policy::BreakerPolicy;
 use super::rejected::RejectReason;
-use super::state::{newer, pack_count, span, unpack_count, State, Word, MAX_IN_FLIGHT};
+use super::state::{ahead, newer, pack_count, span, unpack_count, State, Word, MAX_IN_FLIGHT};
 use super::window::WindowCounts;
 use std::time::Duration;
 
@@ -163,8 +163,7 @@ pub fn admit_open(w: Word, until: u64, now: u64) -> Admit {
 /// without decoding it.)
 #[inline(always)]
 pub fn open_left(until: u64, now: u64) -> Option<u64> {
-    let left = span(now, until);
-    (left > 0).then_some(left as u64)
+    ahead(now, until)
 }
 
 /// [`admit`] for a half-open word whose newest probe was admitted at `newest`: a free slot is

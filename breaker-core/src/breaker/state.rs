@@ -197,6 +197,16 @@ pub(crate) fn span(from: u64, to: u64) -> i64 {
     }
 }
 
+/// `to - from` in microseconds on the 48-bit circle when `to` is after `from` (the span is
+/// positive), else `None`: `span(from, to) > 0` without the sign's arithmetic (the open
+/// state's rule runs on every rejection).
+#[inline(always)]
+pub(crate) fn ahead(from: u64, to: u64) -> Option<u64> {
+    let d = to.wrapping_sub(from) & MICROS_MASK;
+    // `d` in 1..=MAX_SPAN_MICROS; `d == 0` wraps to `u64::MAX`.
+    (d.wrapping_sub(1) < MAX_SPAN_MICROS).then_some(d)
+}
+
 /// `at + by` microseconds on the 48-bit circle (`by` capped at [`MAX_SPAN_MICROS`], so the
 /// result is always after `at`).
 #[inline]
@@ -241,4 +251,45 @@ pub(crate) fn unpack_count(w: u64) -> (u32, u32) {
 pub fn newer(a: u32, b: u32) -> bool {
     let d = a.wrapping_sub(b) & GEN_MASK;
     d != 0 && d < (1 << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `ahead` is `span > 0` on the edges of the circle: equal, one either side, the longest
+    /// span each way, and across the wrap.
+    #[test]
+    fn ahead_is_a_positive_span_at_the_edges() {
+        let half = MAX_SPAN_MICROS;
+        let cases = [
+            (0, 0, None),
+            (5, 6, Some(1)),
+            (6, 5, None),
+            (0, half, Some(half)),
+            (0, half + 1, None),
+            (half + 1, 0, None),
+            (half + 2, 0, Some(half)),
+            (MICROS_MASK, 0, Some(1)),
+            (0, MICROS_MASK, None),
+            (MICROS_MASK - 2, 3, Some(6)),
+        ];
+        for (from, to, want) in cases {
+            assert_eq!(ahead(from, to), want, "ahead({from}, {to})");
+            assert_eq!(
+                ahead(from, to).is_some(),
+                span(from, to) > 0,
+                "span({from}, {to})"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn ahead_agrees_with_span(from in 0..=MICROS_MASK, to in 0..=MICROS_MASK) {
+            let s = span(from, to);
+            prop_assert_eq!(ahead(from, to), (s > 0).then_some(s as u64));
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! its hint (`hint.rs`) while the cooldown has well over a tick to go; every other call is
 //! decided by `rules::admit` and its parts through the update loop.
 
-use super::{duration_micros, Inner, Write, NO_LIMITS};
+use super::{duration_micros, Heavy, Inner, Write, NO_LIMITS};
 use crate::breaker::event::Cause;
 use crate::breaker::permit::{Kind, Ticket};
 use crate::breaker::rejected::{RejectReason, Rejected};
@@ -10,6 +10,7 @@ use crate::breaker::rules::{self, Admit, Decision, Limits};
 use crate::breaker::state::{later, micros, unpack_stamp, State, Word};
 use crate::breaker::totals::Counter;
 use crate::sync::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Inner {
@@ -54,20 +55,26 @@ impl Inner {
     /// the open state's path, which has it in no other form.
     #[inline(always)]
     fn reject_nanos(&self, reason: RejectReason, retry_after: u64) -> Rejected {
-        // The optional parts read once: the totals' count and the key.
+        // The optional parts, out of line: the totals' count and the key.
         let key = match &self.heavy {
             None => None,
-            Some(h) => {
-                if let Some(totals) = &h.totals {
-                    totals.add(Counter::Rejected);
-                }
-                h.key.clone()
-            }
+            Some(h) => Self::heavy_rejection(h),
         };
         if tracing::level_enabled!(tracing::Level::DEBUG) {
             self.trace_rejection(reason, retry_after);
         }
         Rejected::from_nanos(reason, retry_after, self.shared.name, key)
+    }
+
+    /// A rejection's part of [`Heavy`]: the totals' count, and the key it names. Out of line,
+    /// so that the default breaker's rejection (no `Heavy`) saves no register for it.
+    #[cold]
+    #[inline(never)]
+    fn heavy_rejection(h: &Heavy) -> Option<Arc<str>> {
+        if let Some(totals) = &h.totals {
+            totals.add(Counter::Rejected);
+        }
+        h.key.clone()
     }
 
     /// The `tracing` event of a rejection, out of line: the rejection path keeps no frame for

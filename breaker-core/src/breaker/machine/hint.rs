@@ -46,10 +46,12 @@ impl Inner {
         if !Word::raw_is_open(raw) {
             return None;
         }
-        let coarse = self.shared.clock.coarse()?;
         let hint = self.hint.load(Ordering::Acquire);
         let until = unpack_stamp(hint, Word::raw_generation(raw))?;
-        match rules::admit_open(Word::decode(raw), until, hint_units(coarse.now)) {
+        // A hint of this generation was left, so this clock has a coarse source
+        // (`leave_hint`): read it without asking again.
+        let coarse = self.shared.clock.coarse_now()?;
+        match rules::admit_open(Word::decode(raw), until, hint_units(coarse)) {
             Admit::Reject {
                 retry_after: Some(left),
                 ..
