@@ -3,6 +3,7 @@
 use crate::trace::Phase;
 use breaker_core::breaker::State;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// The counters of a replay in progress.
@@ -21,6 +22,35 @@ pub(crate) struct Counts {
     pub succeeded: u64,
     pub failed: u64,
     pub cancelled: u64,
+    pub hedges: u64,
+    /// The answered calls' latencies: microseconds (rounded down) and how many calls took
+    /// that long.
+    pub latencies: BTreeMap<u64, u64>,
+}
+
+impl Counts {
+    /// Counts an answered call that took `ns`.
+    pub(crate) fn latency(&mut self, ns: u64) {
+        *self.latencies.entry(ns / 1_000).or_insert(0) += 1;
+    }
+
+    /// The nearest-rank `per_mille`/1000 quantile of the answered calls' latencies, in
+    /// milliseconds: the least latency that at least that share of them did not exceed.
+    fn quantile_ms(&self, per_mille: u64) -> Option<f64> {
+        let n: u64 = self.latencies.values().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = (n * per_mille).div_ceil(1000).max(1);
+        let mut seen = 0;
+        for (&us, &count) in &self.latencies {
+            seen += count;
+            if seen >= rank {
+                return Some(us as f64 / 1e3);
+            }
+        }
+        None
+    }
 }
 
 /// What one policy did with a trace. The JSON form (`breaker simulate --json`, one object per
@@ -72,6 +102,16 @@ pub struct Report {
     pub failed: u64,
     /// Calls their caller dropped (`cancelled` lines).
     pub cancelled: u64,
+    /// Hedges started (attempts a hedge layer sent beyond each attempt's first, whether or
+    /// not a layer inside hedge then refused them).
+    pub hedges: u64,
+    /// The median latency of the calls that succeeded or failed (not those rejected locally
+    /// nor those cancelled), from arrival to result, retries and backoff included: the
+    /// nearest-rank percentile, to the microsecond; `null` when no call was answered.
+    pub p50_ms: Option<f64>,
+    /// The 99th percentile of the same latencies (nearest rank): the least latency that at
+    /// least 99% of those calls did not exceed.
+    pub p99_ms: Option<f64>,
     /// For a sweep point: the swept keys and their values.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub params: Vec<(String, String)>,
@@ -114,6 +154,9 @@ impl Report {
             succeeded: c.succeeded,
             failed: c.failed,
             cancelled: c.cancelled,
+            hedges: c.hedges,
+            p50_ms: c.quantile_ms(500),
+            p99_ms: c.quantile_ms(990),
             params,
             rank: None,
             pareto: None,
@@ -142,7 +185,7 @@ fn cell_ms(v: Option<f64>) -> String {
 }
 
 /// The columns of the table, in order.
-const COLUMNS: [&str; 14] = [
+const COLUMNS: [&str; 17] = [
     "policy",
     "calls",
     "admitted",
@@ -157,6 +200,9 @@ const COLUMNS: [&str; 14] = [
     "first_open_ms",
     "detect_ms",
     "recover_ms",
+    "hedges",
+    "p50_ms",
+    "p99_ms",
 ];
 
 /// The reports as a text table, one row per report, with the JSON field names as headers; a
@@ -185,6 +231,9 @@ pub fn table(reports: &[Report]) -> String {
             cell_ms(r.first_open_ms),
             cell_ms(r.detect_ms),
             cell_ms(r.recover_ms),
+            r.hedges.to_string(),
+            cell_ms(r.p50_ms),
+            cell_ms(r.p99_ms),
         ];
         if sweep {
             let mark = if r.pareto == Some(true) { "*" } else { "" };
