@@ -10,11 +10,12 @@
 //! # The rules
 //! - **Arrival.** Each trace line with `attempt` 1 is a logical call arriving at `t_ms`. The
 //!   layers are entered in the policy's order at that instant, as the live pipeline does (the
-//!   layers outside retry once per call, those inside it once per attempt): a breaker decides
+//!   layers outside retry once per call, those inside it once per attempt, those inside hedge
+//!   once per attempt and hedge): a breaker decides
 //!   at arrival, a bulkhead takes a slot, a timeout or deadline starts its limit.
 //! - **An attempt** that passes every layer *reaches* the dependency. Its answer is the
 //!   dependency's behaviour at the attempt's start: for a call's first attempt, its own line;
-//!   otherwise (a retry, or a `rejected` line, whose outcome says nothing about the
+//!   for a hedge, the next line's (see **Hedging** below); otherwise (a retry, or a `rejected` line, whose outcome says nothing about the
 //!   dependency) the **known answer nearest in time** among the lines with one
 //!   (`success`, `failure`, `ignored`, `timeout`), the retries of the recording caller
 //!   (`attempt > 1`) included: the latest at or before that instant, or the first after it
@@ -30,8 +31,8 @@
 //!   where the outage's start was a hang). Taking the nearest answer keeps the replay of the
 //!   recording's own policy on the recorded cycle instead of drifting a timeout per probe.
 //! - **Limits.** An attempt ends at the earliest of its answer and its limits (the policy's
-//!   timeout from the attempt's start; a timeout outside retry and the deadline from the
-//!   arrival). An answer due exactly at a limit wins. A limit reached first is a timeout: a
+//!   timeout from the instant its layer is entered: inside hedge, per attempt and hedge;
+//!   inside retry, per attempt; outside retry, and the deadline, from the arrival). An answer due exactly at a limit wins. A limit reached first is a timeout: a
 //!   breaker failure. A hang without any limit fails at `t_ms + latency_ms` (where the
 //!   trace's knowledge ends).
 //! - **Outcomes are recorded when they happen**: at the attempt's end, on the manual clock
@@ -44,14 +45,45 @@
 //!   retried. The next attempt starts after the backoff delay (jitter drawn from a generator
 //!   seeded with the replay's seed and the call's index), unless that delay would end past
 //!   the limit outside retry. `Retry-After` hints are not in traces.
-//! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
-//!   replayed.
 //! - **Adaptive throttling** (`throttle`) is the library's own `Throttler` on the replay's
 //!   clock, its draws seeded with the replay's seed: an attempt it sheds is a local rejection
 //!   (the dependency is not reached), and what the dependency answered (not a local refusal, not
 //!   a cancellation) goes into its window. So `breaker simulate` compares a policy with and
-//!   without throttling on one trace. The `rate`, `hedge` and `adaptive` layers are not
-//!   replayed yet: a policy with them replays as without them.
+//!   without throttling on one trace.
+//! - **Rate limit** (`rate`) is the library's own `RateLimiter` (GCRA) on the replay's clock:
+//!   a call over the rate is a local rejection. With a `max_wait`, the call waits for its
+//!   permit's instant when that comes within the wait and before every enclosing limit (the
+//!   deadline, a timeout outside the rate layer), and is refused at once otherwise, as the
+//!   live layer does; a waiter is not queued, so a call arriving at that instant may take the
+//!   permit first, and the waiter then waits again within what is left of its wait.
+//! - **Adaptive limit** (`adaptive`) is the library's own `AdaptiveLimiter` on the replay's
+//!   clock: a call over the limit is a local rejection; each admitted attempt's end gives the
+//!   algorithm its sample (the replayed latency, from its admission to its end, and whether
+//!   it failed or timed out), a refusal by a layer inside it and a cancellation none. So the
+//!   limit falls and rises with the replayed latencies, as it would have live.
+//! - **Hedging** (`hedge`) follows the live hedged call, with the library's own `Hedge` (its
+//!   delay, fixed or a percentile of the latencies the replay records in it). The layers
+//!   inside the hedge layer run once per *leg* (the first attempt and each hedge), those
+//!   between retry and hedge once per attempt. After the delay from the latest leg's start
+//!   without an answer, a hedge starts, up to `max_hedges`; a failed leg (a failure answer or
+//!   a timeout, or a refusal by a layer inside hedge) starts the next at once. The first
+//!   acceptable answer (a success, or an answer the classifier ignores) ends the attempt and
+//!   the other legs are dropped: their permits are released as cancellations. With no leg
+//!   left running, the attempt ends with the last failure (a refusal only when nothing
+//!   failed). No hedge starts at or after an enclosing limit.
+//!
+//!   **A hedge's answer is the next line's**: the dependency's answer to the first line with
+//!   a known answer arriving at or after the hedge's start (within [`LOOK_AHEAD`]; past it,
+//!   the behaviour rule above). Why: a hedge is another request, sent at that instant; the
+//!   trace's next request is the closest recorded evidence of how the dependency answered a
+//!   request sent then. A call's own line is never its hedge's answer (its latency is the
+//!   bad luck the hedge bets against; a slow line would make hedging useless by
+//!   construction), nor is a line before the hedge's start (which would let a hedge read the
+//!   past), and unlike a draw from recent latencies it needs no generator: the answer can be
+//!   checked against the trace by hand, and it follows the trace through an outage (a hedge
+//!   sent into an outage fails as the recorded calls did).
+//! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
+//!   replayed.
 //! - **Cancelled lines.** A line recorded as `cancelled` is dropped by its caller at
 //!   `t_ms + latency_ms`: every permit it holds is released as a cancellation.
 //! - **Ties.** Events at the same instant run in this order: trace lines first, in file order,
@@ -60,7 +92,8 @@
 //! # What is counted
 //! See [`crate::report::Report`]: calls and how they ended, attempts that reached the
 //! dependency, failures among them, rejected calls that would have succeeded, and the
-//! breaker's transitions.
+//! breaker's transitions, hedges sent, and the median and 99th percentile of the answered
+//! calls' latencies.
 
 mod call;
 
