@@ -73,15 +73,17 @@
 //!   failed). No hedge starts at or after an enclosing limit.
 //!
 //!   **A hedge's answer is the next line's**: the dependency's answer to the first line with
-//!   a known answer arriving at or after the hedge's start (within [`LOOK_AHEAD`]; past it,
-//!   the behaviour rule above). Why: a hedge is another request, sent at that instant; the
-//!   trace's next request is the closest recorded evidence of how the dependency answered a
-//!   request sent then. A call's own line is never its hedge's answer (its latency is the
-//!   bad luck the hedge bets against; a slow line would make hedging useless by
-//!   construction), nor is a line before the hedge's start (which would let a hedge read the
-//!   past), and unlike a draw from recent latencies it needs no generator: the answer can be
-//!   checked against the trace by hand, and it follows the trace through an outage (a hedge
-//!   sent into an outage fails as the recorded calls did).
+//!   a known answer arriving at or after the hedge's start, within [`LOOK_AHEAD`] (with none,
+//!   at a gap or the trace's end, the behaviour rule above, which may then be the call's own
+//!   line). Why: a hedge is another request, sent at that instant, and the trace's next
+//!   request is the closest recorded evidence of how the dependency answered a request sent
+//!   then. Not the call's own line (its latency is the bad luck the hedge bets against: a
+//!   slow line would make every hedge as slow, and hedging useless by construction), not a
+//!   line before the start (a hedge would read the past), and not a draw from recent
+//!   latencies (which needs a generator, mixes in answers from before an outage began, and
+//!   cannot be checked against the trace by hand): the next line follows the trace through
+//!   an outage (a hedge sent into one fails as the recorded calls did) and each hedge's
+//!   answer can be pointed at in the file.
 //! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
 //!   replayed.
 //! - **Cancelled lines.** A line recorded as `cancelled` is dropped by its caller at
