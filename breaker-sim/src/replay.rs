@@ -84,6 +84,10 @@
 //!   cannot be checked against the trace by hand): the next line follows the trace through
 //!   an outage (a hedge sent into one fails as the recorded calls did) and each hedge's
 //!   answer can be pointed at in the file.
+//!
+//!   A trace recorded through a pipeline with a hedge layer has one line per hedged group
+//!   (the group's answer and latency, as retry sees it), not one per hedge: it tells what the
+//!   callers got with hedging, so compare hedging on and off on a trace recorded without it.
 //! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
 //!   replayed.
 //! - **Cancelled lines.** A line recorded as `cancelled` is dropped by its caller at
