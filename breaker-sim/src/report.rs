@@ -141,7 +141,8 @@ pub struct Report {
     pub rejected: u64,
     /// Attempts that reached the dependency (retries included): with retry above `calls`.
     pub reached: u64,
-    /// Of those, attempts that failed: a failure answer or a timeout.
+    /// Of those, attempts that failed: a failure answer or a timeout (not an attempt dropped
+    /// before its end: a hedge's loser, a cancelled call's).
     pub failures_reached: u64,
     /// Calls the breaker refused that would have succeeded (their line, or the dependency's
     /// behaviour at their arrival, is a success): the availability the breaker cost.

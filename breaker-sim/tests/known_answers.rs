@@ -671,3 +671,43 @@ fn the_adaptive_limit_moves_with_the_replayed_latencies_as_computed_by_hand() {
     // A refusal by the adaptive limit is no breaker's: no success counted as refused by one.
     assert_eq!(limited.successes_rejected, 0);
 }
+
+/// Hedging under a timeout outside it (`timeout > hedge`: one limit for the group, and no
+/// hedge at or after it), `2x after 20ms`, on three calls: 200 ms at 0 and 20, 5 ms at 40.
+/// - Timeout 50 ms. The call at 0 hedges at 20 ms (the line at 20: 200 ms) and again at 40 ms
+///   (the line at 40: 5 ms), which answers at 45 ms; the two slow attempts are dropped before
+///   their timeout, so they are no failures. The call at 20 hedges at 40 ms (the line at 40)
+///   and answers at 45 ms. 6 attempts, 3 hedges, no failure; latencies 45, 25 and 5 ms.
+/// - Timeout 40 ms. The call at 0 hedges at 20 ms; its second hedge would be due at 40 ms, at
+///   the limit: none. Both attempts time out at 40 ms: the call fails there, 2 failures. The
+///   call at 20 (limit 60 ms) hedges at 40 ms and answers at 45 ms. 5 attempts, 2 hedges;
+///   latencies 40, 25 and 5 ms.
+#[test]
+fn no_hedge_starts_at_the_groups_limit_and_dropped_attempts_are_no_failures() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 200, "outcome": "success"}
+{"t_ms": 20, "latency_ms": 200, "outcome": "success"}
+{"t_ms": 40, "latency_ms": 5, "outcome": "success"}
+"#;
+    let policy = |timeout: u64| Policy {
+        timeout: Some(Duration::from_millis(timeout)),
+        order: Some(vec![Layer::Timeout, Layer::Hedge]),
+        ..hedged("2x after 20ms")
+    };
+    let [wide, tight] = <[Report; 2]>::try_from(replay(
+        trace,
+        &[named("50ms", policy(50)), named("40ms", policy(40))],
+    ))
+    .unwrap();
+    assert_eq!(
+        (wide.reached, wide.hedges, wide.failures_reached),
+        (6, 3, 0)
+    );
+    assert_eq!((wide.succeeded, wide.failed), (3, 0));
+    assert_eq!((wide.p50_ms, wide.p99_ms), (Some(25.0), Some(45.0)));
+    assert_eq!(
+        (tight.reached, tight.hedges, tight.failures_reached),
+        (5, 2, 2)
+    );
+    assert_eq!((tight.succeeded, tight.failed), (2, 1));
+    assert_eq!((tight.p50_ms, tight.p99_ms), (Some(25.0), Some(40.0)));
+}

@@ -321,6 +321,14 @@ impl Sim {
                 },
             )
         };
+        self.slots[slot as usize].legs[usize::from(k)].ending = ending;
+        self.schedule(end, slot, Kind::LegEnd(k));
+    }
+
+    /// Leg `k` of `slot` ends as it was due to: a failure reached the dependency (not for a
+    /// leg dropped before, a hedge's loser or a cancelled call's).
+    pub(super) fn leg_end(&mut self, slot: u32, k: u16) {
+        let ending = self.slots[slot as usize].legs[usize::from(k)].ending;
         if matches!(
             ending,
             Ending::Timeout
@@ -331,12 +339,6 @@ impl Sim {
         ) {
             self.counts.failures_reached += 1;
         }
-        self.slots[slot as usize].legs[usize::from(k)].ending = ending;
-        self.schedule(end, slot, Kind::LegEnd(k));
-    }
-
-    pub(super) fn leg_end(&mut self, slot: u32, k: u16) {
-        let ending = self.slots[slot as usize].legs[usize::from(k)].ending;
         self.leg_done(slot, k, ending);
     }
 
