@@ -128,6 +128,9 @@ fn generate_and_simulate_give_byte_identical_output_twice() {
         "succeeded",
         "failed",
         "cancelled",
+        "hedges",
+        "p50_ms",
+        "p99_ms",
     ];
     let at: Vec<usize> = fields
         .iter()
@@ -140,6 +143,65 @@ fn generate_and_simulate_give_byte_identical_output_twice() {
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{first}");
     assert_eq!(lines[0].as_object().unwrap().len(), fields.len());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `examples/slow-tail.jsonl` (a call every 10 ms, 5 ms each but every 20th, from the 8th,
+/// 300 ms: 10 of 200) through `examples/hedging.toml`, by hand:
+/// - `plain`: 200 attempts; the p99 (the 198th of 200 latencies, nearest rank) is 300 ms.
+/// - `fixed` (`after 20ms`): each slow call hedges 20 ms after it arrives; the hedge's answer
+///   is the line arriving then (5 ms), so the call takes 25 ms: 10 hedges, 210 attempts, p99
+///   25 ms.
+/// - `p90` (`after p90 in 10ms..100ms`): until 64 attempts have answered the delay is the
+///   range's maximum, 100 ms: the slow calls at 70, 270 and 470 ms take 105 ms. The 64th
+///   answer (the call at 630 ms, at 635 ms) sets the 90th percentile of the answers so far,
+///   5 ms, clamped to 10 ms: the 7 slow calls from 670 ms take 15 ms. p99 (the 198th of 5 ms
+///   ×190, 15 ms ×7, 105 ms ×3) is 105 ms.
+#[test]
+fn simulate_compares_hedging_on_and_off_on_one_trace() {
+    let (code, stdout, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        "examples/slow-tail.jsonl",
+        "--config",
+        "examples/hedging.toml",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = |name: &str| {
+        let r = rows
+            .iter()
+            .find(|r| r["policy"] == name)
+            .unwrap_or_else(|| panic!("{name}: {stdout}"));
+        (
+            r["calls"].as_u64().unwrap(),
+            r["reached"].as_u64().unwrap(),
+            r["hedges"].as_u64().unwrap(),
+            r["p50_ms"].as_f64().unwrap(),
+            r["p99_ms"].as_f64().unwrap(),
+        )
+    };
+    assert_eq!(row("plain"), (200, 200, 0, 5.0, 300.0));
+    assert_eq!(row("fixed"), (200, 210, 10, 5.0, 25.0));
+    assert_eq!(row("p90"), (200, 210, 10, 5.0, 105.0));
+    // The table has the same columns.
+    let (_, table, _) = breaker(&[
+        "simulate",
+        "--trace",
+        "examples/slow-tail.jsonl",
+        "--config",
+        "examples/hedging.toml",
+        "--policy",
+        "fixed",
+    ]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header[header.len() - 3..], ["hedges", "p50_ms", "p99_ms"]);
+    let fixed: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(fixed[fixed.len() - 3..], ["10", "5", "25"], "{table}");
 }
 
 #[test]

@@ -10,11 +10,12 @@
 //! # The rules
 //! - **Arrival.** Each trace line with `attempt` 1 is a logical call arriving at `t_ms`. The
 //!   layers are entered in the policy's order at that instant, as the live pipeline does (the
-//!   layers outside retry once per call, those inside it once per attempt): a breaker decides
+//!   layers outside retry once per call, those inside it once per attempt, those inside hedge
+//!   once per attempt and hedge): a breaker decides
 //!   at arrival, a bulkhead takes a slot, a timeout or deadline starts its limit.
 //! - **An attempt** that passes every layer *reaches* the dependency. Its answer is the
 //!   dependency's behaviour at the attempt's start: for a call's first attempt, its own line;
-//!   otherwise (a retry, or a `rejected` line, whose outcome says nothing about the
+//!   for a hedge, the next line's (see **Hedging** below); otherwise (a retry, or a `rejected` line, whose outcome says nothing about the
 //!   dependency) the **known answer nearest in time** among the lines with one
 //!   (`success`, `failure`, `ignored`, `timeout`), the retries of the recording caller
 //!   (`attempt > 1`) included: the latest at or before that instant, or the first after it
@@ -30,8 +31,8 @@
 //!   where the outage's start was a hang). Taking the nearest answer keeps the replay of the
 //!   recording's own policy on the recorded cycle instead of drifting a timeout per probe.
 //! - **Limits.** An attempt ends at the earliest of its answer and its limits (the policy's
-//!   timeout from the attempt's start; a timeout outside retry and the deadline from the
-//!   arrival). An answer due exactly at a limit wins. A limit reached first is a timeout: a
+//!   timeout from the instant its layer is entered: inside hedge, per attempt and hedge;
+//!   inside retry, per attempt; outside retry, and the deadline, from the arrival). An answer due exactly at a limit wins. A limit reached first is a timeout: a
 //!   breaker failure. A hang without any limit fails at `t_ms + latency_ms` (where the
 //!   trace's knowledge ends).
 //! - **Outcomes are recorded when they happen**: at the attempt's end, on the manual clock
@@ -44,14 +45,51 @@
 //!   retried. The next attempt starts after the backoff delay (jitter drawn from a generator
 //!   seeded with the replay's seed and the call's index), unless that delay would end past
 //!   the limit outside retry. `Retry-After` hints are not in traces.
-//! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
-//!   replayed.
 //! - **Adaptive throttling** (`throttle`) is the library's own `Throttler` on the replay's
 //!   clock, its draws seeded with the replay's seed: an attempt it sheds is a local rejection
 //!   (the dependency is not reached), and what the dependency answered (not a local refusal, not
 //!   a cancellation) goes into its window. So `breaker simulate` compares a policy with and
-//!   without throttling on one trace. The `rate`, `hedge` and `adaptive` layers are not
-//!   replayed yet: a policy with them replays as without them.
+//!   without throttling on one trace.
+//! - **Rate limit** (`rate`) is the library's own `RateLimiter` (GCRA) on the replay's clock:
+//!   a call over the rate is a local rejection. With a `max_wait`, the call waits for its
+//!   permit's instant when that comes within the wait and before every enclosing limit (the
+//!   deadline, a timeout outside the rate layer), and is refused at once otherwise, as the
+//!   live layer does; a waiter is not queued, so a call arriving at that instant may take the
+//!   permit first, and the waiter then waits again within what is left of its wait.
+//! - **Adaptive limit** (`adaptive`) is the library's own `AdaptiveLimiter` on the replay's
+//!   clock: a call over the limit is a local rejection; each admitted attempt's end gives the
+//!   algorithm its sample (the replayed latency, from its admission to its end, and whether
+//!   it failed or timed out), a refusal by a layer inside it and a cancellation none. So the
+//!   limit falls and rises with the replayed latencies, as it would have live.
+//! - **Hedging** (`hedge`) follows the live hedged call, with the library's own `Hedge` (its
+//!   delay, fixed or a percentile of the latencies the replay records in it). The layers
+//!   inside the hedge layer run once per *leg* (the first attempt and each hedge), those
+//!   between retry and hedge once per attempt. After the delay from the latest leg's start
+//!   without an answer, a hedge starts, up to `max_hedges`; a failed leg (a failure answer or
+//!   a timeout, or a refusal by a layer inside hedge) starts the next at once. The first
+//!   acceptable answer (a success, or an answer the classifier ignores) ends the attempt and
+//!   the other legs are dropped: their permits are released as cancellations. With no leg
+//!   left running, the attempt ends with the last failure (a refusal only when nothing
+//!   failed). No hedge starts at or after an enclosing limit.
+//!
+//!   **A hedge's answer is the next line's**: the dependency's answer to the first line with
+//!   a known answer arriving at or after the hedge's start, within [`LOOK_AHEAD`] (with none,
+//!   at a gap or the trace's end, the behaviour rule above, which may then be the call's own
+//!   line). Why: a hedge is another request, sent at that instant, and the trace's next
+//!   request is the closest recorded evidence of how the dependency answered a request sent
+//!   then. Not the call's own line (its latency is the bad luck the hedge bets against: a
+//!   slow line would make every hedge as slow, and hedging useless by construction), not a
+//!   line before the start (a hedge would read the past), and not a draw from recent
+//!   latencies (which needs a generator, mixes in answers from before an outage began, and
+//!   cannot be checked against the trace by hand): the next line follows the trace through
+//!   an outage (a hedge sent into one fails as the recorded calls did) and each hedge's
+//!   answer can be pointed at in the file.
+//!
+//!   A trace recorded through a pipeline with a hedge layer has one line per hedged group
+//!   (the group's answer and latency, as retry sees it), not one per hedge: it tells what the
+//!   callers got with hedging, so compare hedging on and off on a trace recorded without it.
+//! - **Bulkhead.** A full bulkhead rejects at once; waiting for a slot (`max_wait`) is not
+//!   replayed.
 //! - **Cancelled lines.** A line recorded as `cancelled` is dropped by its caller at
 //!   `t_ms + latency_ms`: every permit it holds is released as a cancellation.
 //! - **Ties.** Events at the same instant run in this order: trace lines first, in file order,
@@ -60,17 +98,21 @@
 //! # What is counted
 //! See [`crate::report::Report`]: calls and how they ended, attempts that reached the
 //! dependency, failures among them, rejected calls that would have succeeded, and the
-//! breaker's transitions.
+//! breaker's transitions, hedges sent, and the median and 99th percentile of the answered
+//! calls' latencies.
 
 mod call;
 
 use crate::report::{ms, Counts, Report, Timeline};
 use crate::trace::{Call, CallOutcome, Phase};
+use breaker_core::adaptive::{AdaptiveLimiter, OwnedAdaptivePermit};
 use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, OwnedPermit, State};
 use breaker_core::classify::Outcome;
 use breaker_core::clock::{Clock, ManualClock};
+use breaker_core::hedge::Hedge;
 use breaker_core::layer::Layer;
 use breaker_core::policy::Policy;
+use breaker_core::ratelimit::RateLimiter;
 use breaker_core::retry::{Delays, RetryPolicy};
 use breaker_core::throttle::{OwnedThrottlePermit, Throttler};
 use rand::rngs::SmallRng;
@@ -147,15 +189,30 @@ struct Sink {
     list: Mutex<Vec<(u64, State)>>,
 }
 
+/// A run of layers: the call's (the layers outside retry, once per call), an attempt's (from
+/// retry to hedge, once per attempt) or a leg's (inside hedge: the first attempt of a hedged
+/// group and each hedge; without a hedge layer, each attempt has one leg and no layers in it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Call,
+    Attempt,
+    Leg(u16),
+}
+
 /// What an event does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
-    /// The attempt in flight ends.
-    AttemptEnd,
+    /// The leg in flight ends.
+    LegEnd(u16),
     /// The next attempt starts, after its backoff.
     Retry,
     /// The caller drops the call.
     Cancel,
+    /// The hedge delay has passed since the leg before this one started: this one starts,
+    /// unless another started meanwhile.
+    Hedge(u16),
+    /// A rate-limit wait is over: the run goes on at the rate layer (its index in the order).
+    Resume(Level, u16),
 }
 
 /// An event in the queue: ordered by time, then by when it was scheduled.
@@ -166,6 +223,8 @@ struct Event {
     slot: u32,
     /// The slot's token when scheduled: a stale event (its call ended) is skipped.
     token: u32,
+    /// The call's attempt when scheduled: an event of an attempt that ended is skipped.
+    attempt: u32,
     kind: Kind,
 }
 
@@ -180,7 +239,8 @@ enum Ending {
     },
     /// A limit passed first.
     Timeout,
-    /// Refused by a breaker (`true`) or a bulkhead.
+    /// Refused by a breaker (`true`) or another layer (bulkhead, throttle, rate limit,
+    /// adaptive limit).
     Rejected(bool),
 }
 
@@ -198,6 +258,43 @@ const SUCCESS_AT_ONCE: Answer = Answer {
     transient: false,
 };
 
+/// What a run of layers holds, and its limits.
+struct Held {
+    permit: Option<OwnedPermit>,
+    bulkhead: bool,
+    throttle: Option<OwnedThrottlePermit>,
+    adaptive: Option<OwnedAdaptivePermit>,
+    /// The earliest limit set in this run (a timeout layer in it; the deadline for the call's
+    /// run), `NEVER` for none.
+    limit: u64,
+    /// When the rate-limit wait in progress in this run began, `NEVER` for none.
+    wait_since: u64,
+}
+
+impl Held {
+    const fn new(limit: u64) -> Held {
+        Held {
+            permit: None,
+            bulkhead: false,
+            throttle: None,
+            adaptive: None,
+            limit,
+            wait_since: NEVER,
+        }
+    }
+}
+
+/// A leg: the first attempt of a hedged group, or a hedge.
+struct Leg {
+    held: Held,
+    /// When it started (its hedge delay and its latency are measured from there).
+    start: u64,
+    /// Still running: entering its layers or waiting for its answer.
+    running: bool,
+    /// Once it reached the dependency: how it ends.
+    ending: Ending,
+}
+
 /// A logical call in flight.
 struct Slot {
     token: u32,
@@ -207,18 +304,15 @@ struct Slot {
     own: Option<Answer>,
     /// Whether the call would have succeeded (its own answer, or the behaviour at arrival).
     would_succeed: bool,
-    /// The limit outside retry (deadline, outer timeout), `NEVER` for none.
-    outer_limit: u64,
-    outer_permit: Option<OwnedPermit>,
-    outer_slot: bool,
-    inner_permit: Option<OwnedPermit>,
-    inner_slot: bool,
-    /// The throttling layer's admissions, outside retry and of the attempt in flight.
-    outer_throttle: Option<OwnedThrottlePermit>,
-    inner_throttle: Option<OwnedThrottlePermit>,
+    call: Held,
+    attempt: Held,
+    /// Whether an attempt is in progress (not between attempts).
+    in_attempt: bool,
+    /// The legs of the attempt in progress.
+    legs: Vec<Leg>,
+    /// The result kept for the hedged group while another leg may still answer.
+    kept: Option<Ending>,
     attempts: u32,
-    /// The attempt in flight: when it ends and how.
-    ending: Ending,
     delays: Option<Box<Delays<SmallRng>>>,
 }
 
@@ -235,14 +329,20 @@ pub struct Sim {
     inner: usize,
     has_retry: bool,
     timeout: Option<u64>,
-    /// Whether the timeout layer is inside retry (a limit per attempt) rather than outside.
-    timeout_inner: bool,
     deadline: Option<u64>,
     bulkhead: Option<u32>,
     bulkhead_in_use: u32,
     /// The policy's adaptive throttling: the library's own `Throttler`, on the replay's clock,
     /// its draws seeded with the replay's seed.
     throttle: Option<Throttler>,
+    /// The policy's rate limit, adaptive limit and hedging: the library's own types, the first
+    /// two on the replay's clock.
+    rate: Option<RateLimiter>,
+    adaptive: Option<AdaptiveLimiter>,
+    hedge: Option<Hedge>,
+    /// Where the hedge layer is in the order (the order's length without one): the legs'
+    /// layers follow it.
+    hedge_at: usize,
     max_attempts: u32,
     retry: RetryPolicy,
     seed: u64,
@@ -291,16 +391,33 @@ impl Sim {
                     .seeded(options.seed),
             ),
         };
+        let err = |e: &dyn std::fmt::Display| format!("policy `{}`: {e}", policy.name);
+        let rate = match p.rate_limit {
+            None => None,
+            Some(r) => {
+                Some(RateLimiter::with_clock(r, Clock::manual(&clock)).map_err(|e| err(&e))?)
+            }
+        };
+        let adaptive = match p.adaptive {
+            None => None,
+            Some(a) => {
+                Some(AdaptiveLimiter::with_clock(a, Clock::manual(&clock)).map_err(|e| err(&e))?)
+            }
+        };
+        let hedge = match p.hedge {
+            None => None,
+            Some(h) => Some(Hedge::new(h).map_err(|e| err(&e))?),
+        };
         let layers = p.effective_order();
         let retry_at = layers.iter().position(|l| *l == Layer::Retry);
         let (outer, inner) = match retry_at {
             Some(i) => (i, i + 1),
             None => (0, 0),
         };
-        let timeout_inner = layers
+        let hedge_at = layers
             .iter()
-            .position(|l| *l == Layer::Timeout)
-            .is_some_and(|i| i >= inner);
+            .position(|l| *l == Layer::Hedge)
+            .unwrap_or(layers.len());
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(NEVER);
         let retry = p.retry.unwrap_or(RetryPolicy::NONE);
         Ok(Sim {
@@ -313,12 +430,15 @@ impl Sim {
             outer,
             inner,
             has_retry: retry_at.is_some(),
-            timeout_inner,
             timeout: p.timeout.map(nanos),
             deadline: p.deadline.map(nanos),
             bulkhead: p.bulkhead.map(|b| b.max_concurrent),
             bulkhead_in_use: 0,
             throttle,
+            rate,
+            adaptive,
+            hedge,
+            hedge_at,
             max_attempts: if p.idempotent {
                 retry.max_attempts.max(1)
             } else {
@@ -485,28 +605,49 @@ impl Sim {
                 break;
             }
             self.queue.pop();
-            if self.slots[e.slot as usize].token != e.token {
+            if !self.live(&e) {
                 continue;
             }
             self.set_now(e.at);
             match e.kind {
-                Kind::AttemptEnd => self.attempt_end(e.slot),
-                Kind::Retry => self.attempt(e.slot),
+                Kind::LegEnd(leg) => self.leg_end(e.slot, leg),
+                Kind::Retry => self.start_attempt(e.slot),
                 Kind::Cancel => self.cancel(e.slot),
+                Kind::Hedge(leg) => self.start_leg(e.slot, leg),
+                Kind::Resume(level, at) => self.proceed(e.slot, level, usize::from(at)),
             }
         }
     }
 
     fn schedule(&mut self, at: u64, slot: u32, kind: Kind) {
         self.seq += 1;
-        let token = self.slots[slot as usize].token;
+        let s = &self.slots[slot as usize];
         self.queue.push(Reverse(Event {
             at,
             seq: self.seq,
             slot,
-            token,
+            token: s.token,
+            attempt: s.attempts,
             kind,
         }));
+    }
+
+    /// Whether an event still applies: its call, attempt and leg are the ones it was
+    /// scheduled for.
+    fn live(&self, e: &Event) -> bool {
+        let s = &self.slots[e.slot as usize];
+        if s.token != e.token {
+            return false;
+        }
+        let this_attempt = s.in_attempt && s.attempts == e.attempt;
+        match e.kind {
+            Kind::Retry | Kind::Cancel | Kind::Resume(Level::Call, _) => true,
+            Kind::Resume(Level::Attempt, _) => this_attempt,
+            Kind::LegEnd(leg) | Kind::Resume(Level::Leg(leg), _) => {
+                this_attempt && s.legs.get(usize::from(leg)).is_some_and(|l| l.running)
+            }
+            Kind::Hedge(leg) => this_attempt && s.legs.len() == usize::from(leg),
+        }
     }
 
     /// Applies the transitions the breaker made since the last look.
@@ -579,35 +720,26 @@ impl Sim {
         if let Some(t) = &mut self.timeline {
             t.reserve(self.now);
         }
+        let deadline = self.deadline.map_or(NEVER, |d| self.now.saturating_add(d));
         let slot = self.alloc(Slot {
             token: 0,
             arrival: self.now,
             index,
             own,
             would_succeed,
-            outer_limit: NEVER,
-            outer_permit: None,
-            outer_slot: false,
-            inner_permit: None,
-            inner_slot: false,
-            outer_throttle: None,
-            inner_throttle: None,
+            call: Held::new(deadline),
+            attempt: Held::new(NEVER),
+            in_attempt: false,
+            legs: Vec::new(),
+            kept: None,
             attempts: 0,
-            ending: Ending::Ok,
             delays: None,
         });
         if call.outcome == CallOutcome::Cancelled {
             self.schedule(self.now.saturating_add(call.latency_ns), slot, Kind::Cancel);
         }
-        if let Some(d) = self.deadline {
-            self.slots[slot as usize].outer_limit = self.now.saturating_add(d);
-        }
         // The layers outside retry, once per call.
-        if let Err(r) = self.enter(slot, 0, self.outer) {
-            self.finish_call(slot, r);
-            return;
-        }
-        self.attempt(slot);
+        self.proceed(slot, Level::Call, 0);
     }
 }
 

@@ -489,3 +489,225 @@ fn adaptive_throttling_sheds_an_overloaded_dependencys_calls_on_the_same_trace()
         (throttled.reached, throttled.rejected)
     );
 }
+
+/// Ten calls 10 ms apart, 5 ms each but for two 300 ms ones (at 10 and 50 ms): the slow tail.
+const SLOW_TAIL: &str = r#"{"t_ms": 0, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 10, "latency_ms": 300, "outcome": "success"}
+{"t_ms": 20, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 30, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 40, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 50, "latency_ms": 300, "outcome": "success"}
+{"t_ms": 60, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 70, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 80, "latency_ms": 5, "outcome": "success"}
+{"t_ms": 90, "latency_ms": 5, "outcome": "success"}
+"#;
+
+fn hedged(hedge: &str) -> Policy {
+    Policy {
+        hedge: Some(hedge.parse().unwrap()),
+        idempotent: true,
+        ..Policy::default()
+    }
+}
+
+/// Hedging on and off on one trace. Off: eight calls take 5 ms and two 300 ms; the p99 (the
+/// 10th of 10 by nearest rank) is 300 ms, the median (the 5th) 5 ms; 10 attempts. On (`after
+/// 20ms`): the fast calls answer before their hedge is due and send none. The call at 10 ms
+/// hedges at 30 ms; the hedge's answer is the next line's at or after 30 ms, the line at
+/// 30 ms (5 ms): it answers at 35 ms, 25 ms after arrival, and the first attempt is dropped.
+/// Likewise the call at 50 ms: hedge at 70 ms, the line at 70 ms, done at 75 ms. So p99 25 ms,
+/// median 5 ms, 2 hedges, 12 attempts reached the dependency.
+#[test]
+fn hedging_cuts_the_p99_of_a_slow_tail_as_computed_by_hand() {
+    let [off, on] = <[Report; 2]>::try_from(replay(
+        SLOW_TAIL,
+        &[
+            named("off", Policy::default()),
+            named("on", hedged("after 20ms")),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        (off.calls, off.succeeded, off.reached, off.hedges),
+        (10, 10, 10, 0)
+    );
+    assert_eq!((off.p50_ms, off.p99_ms), (Some(5.0), Some(300.0)));
+    assert_eq!(
+        (on.calls, on.succeeded, on.reached, on.hedges),
+        (10, 10, 12, 2)
+    );
+    assert_eq!((on.p50_ms, on.p99_ms), (Some(5.0), Some(25.0)));
+    assert_eq!((on.failures_reached, on.rejected), (0, 0));
+}
+
+/// A failed attempt sends the next hedge at once, and the declared order says what the
+/// breaker sees. The call at 0 fails (503) at 5 ms.
+/// - `breaker > hedge` (the default): the hedge goes out at 5 ms; its answer is the next
+///   line's, the success at 10 ms (5 ms): the call succeeds at 10 ms and the breaker sees one
+///   success for the group; "1 consecutive" never opens. 3 attempts, 1 hedge, latencies
+///   10 ms and 5 ms (median 5, p99 10).
+/// - `hedge > breaker`: each attempt has its own permit. The first attempt's failure opens
+///   the breaker at 5 ms; the hedge sent then is refused by it; the failure, not the refusal,
+///   is the call's result. The call at 10 ms is refused by the open breaker, though its line
+///   succeeded; a refused attempt is a failed one for the hedge layer (as live), so its hedge
+///   goes out at once and is refused too. 1 attempt reached, 2 hedges started (both refused).
+#[test]
+fn a_failed_attempt_hedges_at_once_and_the_order_says_what_the_breaker_sees() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 5, "outcome": "failure", "status": 503}
+{"t_ms": 10, "latency_ms": 5, "outcome": "success"}
+"#;
+    let policy = |order: Vec<Layer>| Policy {
+        breaker: Some("1 consecutive, open 1s".parse().unwrap()),
+        order: Some(order),
+        ..hedged("after 50ms")
+    };
+    let [inside, outside] = <[Report; 2]>::try_from(replay(
+        trace,
+        &[
+            named(
+                "breaker > hedge",
+                policy(vec![Layer::Breaker, Layer::Hedge]),
+            ),
+            named(
+                "hedge > breaker",
+                policy(vec![Layer::Hedge, Layer::Breaker]),
+            ),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        (inside.reached, inside.hedges, inside.failures_reached),
+        (3, 1, 1)
+    );
+    assert_eq!((inside.succeeded, inside.failed, inside.opens), (2, 0, 0));
+    assert_eq!((inside.p50_ms, inside.p99_ms), (Some(5.0), Some(10.0)));
+    assert_eq!((outside.reached, outside.hedges, outside.opens), (1, 2, 1));
+    assert_eq!(
+        (outside.failed, outside.rejected, outside.succeeded),
+        (1, 1, 0)
+    );
+    assert_eq!(outside.successes_rejected, 1);
+    assert_eq!(outside.first_open_ms, Some(5.0));
+}
+
+/// The rate limit `2/100ms burst 1`: one permit every 50 ms (GCRA), none saved up. Six calls
+/// of 5 ms at 0, 10, 20, 60, 100 and 110 ms.
+/// - No wait: 0 passes (the next permit at 50), 10 and 20 are refused, 60 passes (next at
+///   110), 100 is refused, 110 passes: 3 reached, 3 rejected.
+/// - `wait 35ms`: 10 would wait 40 ms, over the bound: refused at once. 20 waits 30 ms, takes
+///   the permit at 50 (next at 100) and answers at 55 ms, 35 ms after arrival. 60 would wait
+///   40 ms: refused. 100 passes (next at 150); 110 would wait 40: refused. 3 reached, 3
+///   rejected, latencies 5, 35, 5: median 5, p99 35.
+#[test]
+fn the_rate_limit_refuses_and_waits_on_the_replays_clock_as_computed_by_hand() {
+    let trace: String = [0, 10, 20, 60, 100, 110]
+        .iter()
+        .map(|t| format!("{{\"t_ms\": {t}, \"latency_ms\": 5, \"outcome\": \"success\"}}\n"))
+        .collect();
+    let rate = |r: &str| Policy {
+        rate_limit: Some(r.parse().unwrap()),
+        ..Policy::default()
+    };
+    let [refuse, wait] = <[Report; 2]>::try_from(replay(
+        &trace,
+        &[
+            named("refuse", rate("2/100ms burst 1")),
+            named("wait", rate("2/100ms burst 1 wait 35ms")),
+        ],
+    ))
+    .unwrap();
+    assert_eq!((refuse.calls, refuse.reached, refuse.rejected), (6, 3, 3));
+    assert_eq!((refuse.p50_ms, refuse.p99_ms), (Some(5.0), Some(5.0)));
+    assert_eq!((wait.calls, wait.reached, wait.rejected), (6, 3, 3));
+    assert_eq!((wait.succeeded, wait.successes_rejected), (3, 0));
+    assert_eq!((wait.p50_ms, wait.p99_ms), (Some(5.0), Some(35.0)));
+}
+
+/// The adaptive limit `aimd 1..4 from 2` (AIMD: +1 after a call that ran with at least half
+/// the limit in use, ×0.9 rounded down after a failure), on the replayed latencies:
+/// - 0 and 10 (100 ms each) take the two slots; 20 finds 2 in flight: refused.
+/// - 100: the call at 0 succeeds, having run with 1 in flight (1 × 2 >= 2): limit 3.
+/// - 105 (a failure, 100 ms) is admitted (1 in flight < 3), running with 2.
+/// - 110: the call at 10 succeeds, having run with 2 (2 × 2 >= 3): limit 4, the ceiling.
+/// - 205: the failure: 4 × 0.9 = 3.6, limit 3.
+/// - 210, 211, 212 (50 ms) take three slots; 213 finds 3 in flight: refused.
+///
+/// 8 calls, 2 refused, 6 reached, 1 failure. Without the limit every call reaches it.
+#[test]
+fn the_adaptive_limit_moves_with_the_replayed_latencies_as_computed_by_hand() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 100, "outcome": "success"}
+{"t_ms": 10, "latency_ms": 100, "outcome": "success"}
+{"t_ms": 20, "latency_ms": 100, "outcome": "success"}
+{"t_ms": 105, "latency_ms": 100, "outcome": "failure"}
+{"t_ms": 210, "latency_ms": 50, "outcome": "success"}
+{"t_ms": 211, "latency_ms": 50, "outcome": "success"}
+{"t_ms": 212, "latency_ms": 50, "outcome": "success"}
+{"t_ms": 213, "latency_ms": 50, "outcome": "success"}
+"#;
+    let [plain, limited] = <[Report; 2]>::try_from(replay(
+        trace,
+        &[
+            named("plain", Policy::default()),
+            named(
+                "adaptive",
+                Policy {
+                    adaptive: Some("aimd 1..4 from 2".parse().unwrap()),
+                    ..Policy::default()
+                },
+            ),
+        ],
+    ))
+    .unwrap();
+    assert_eq!((plain.reached, plain.rejected), (8, 0));
+    assert_eq!(
+        (limited.calls, limited.reached, limited.rejected),
+        (8, 6, 2)
+    );
+    assert_eq!(
+        (limited.failures_reached, limited.succeeded, limited.failed),
+        (1, 5, 1)
+    );
+    // A refusal by the adaptive limit is no breaker's: no success counted as refused by one.
+    assert_eq!(limited.successes_rejected, 0);
+}
+
+/// Hedging under a timeout outside it (`timeout > hedge`: one limit for the group, and no
+/// hedge at or after it), `2x after 20ms`, on three calls: 200 ms at 0 and 20, 5 ms at 40.
+/// - Timeout 50 ms. The call at 0 hedges at 20 ms (the line at 20: 200 ms) and again at 40 ms
+///   (the line at 40: 5 ms), which answers at 45 ms; the two slow attempts are dropped before
+///   their timeout, so they are no failures. The call at 20 hedges at 40 ms (the line at 40)
+///   and answers at 45 ms. 6 attempts, 3 hedges, no failure; latencies 45, 25 and 5 ms.
+/// - Timeout 40 ms. The call at 0 hedges at 20 ms; its second hedge would be due at 40 ms, at
+///   the limit: none. Both attempts time out at 40 ms: the call fails there, 2 failures. The
+///   call at 20 (limit 60 ms) hedges at 40 ms and answers at 45 ms. 5 attempts, 2 hedges;
+///   latencies 40, 25 and 5 ms.
+#[test]
+fn no_hedge_starts_at_the_groups_limit_and_dropped_attempts_are_no_failures() {
+    let trace = r#"{"t_ms": 0, "latency_ms": 200, "outcome": "success"}
+{"t_ms": 20, "latency_ms": 200, "outcome": "success"}
+{"t_ms": 40, "latency_ms": 5, "outcome": "success"}
+"#;
+    let policy = |timeout: u64| Policy {
+        timeout: Some(Duration::from_millis(timeout)),
+        order: Some(vec![Layer::Timeout, Layer::Hedge]),
+        ..hedged("2x after 20ms")
+    };
+    let [wide, tight] = <[Report; 2]>::try_from(replay(
+        trace,
+        &[named("50ms", policy(50)), named("40ms", policy(40))],
+    ))
+    .unwrap();
+    assert_eq!(
+        (wide.reached, wide.hedges, wide.failures_reached),
+        (6, 3, 0)
+    );
+    assert_eq!((wide.succeeded, wide.failed), (3, 0));
+    assert_eq!((wide.p50_ms, wide.p99_ms), (Some(25.0), Some(45.0)));
+    assert_eq!(
+        (tight.reached, tight.hedges, tight.failures_reached),
+        (5, 2, 2)
+    );
+    assert_eq!((tight.succeeded, tight.failed), (2, 1));
+    assert_eq!((tight.p50_ms, tight.p99_ms), (Some(25.0), Some(40.0)));
+}

@@ -58,7 +58,6 @@
 mod error;
 #[cfg(feature = "tokio")]
 mod future;
-#[cfg(feature = "tokio")]
 mod latency;
 mod policy;
 
@@ -67,16 +66,17 @@ pub use error::InvalidHedge;
 pub use future::Hedged;
 pub use policy::{HedgeDelay, HedgePolicy, MAX_HEDGES};
 
-#[cfg(feature = "tokio")]
 pub use runtime::{Hedge, Verdict};
 
-#[cfg(feature = "tokio")]
 mod runtime {
+    #[cfg(feature = "tokio")]
     use super::future::Hedged;
     use super::latency::Latencies;
     use super::{HedgeDelay, HedgePolicy, InvalidHedge};
+    #[cfg(feature = "tokio")]
     use crate::classify::{Classifier, Outcome};
     use std::fmt;
+    #[cfg(feature = "tokio")]
     use std::future::Future;
     use std::sync::Arc;
     use std::time::Duration;
@@ -146,6 +146,14 @@ mod runtime {
             self.inner.delay()
         }
 
+        /// Notes the latency of an acceptable attempt, measured from that attempt's own start,
+        /// for a percentile delay (what a hedged call does when an attempt answers; for a
+        /// caller that runs the attempts itself, such as `breaker-sim`'s replay). A fixed
+        /// delay ignores it.
+        pub fn record_latency(&self, latency: Duration) {
+            self.inner.record(latency);
+        }
+
         /// Runs `op` hedged, every `Ok` an answer and every `Err` a failure. `op` is called
         /// with the attempt's number (0 for the first, 1 for the first hedge, ...) and must
         /// return a fresh future each time.
@@ -155,6 +163,7 @@ mod runtime {
         ///
         /// # Panics
         /// If it must start a timer outside a tokio runtime with the time driver.
+        #[cfg(feature = "tokio")]
         pub fn run<T, E, F, Fut>(
             &self,
             op: F,
@@ -182,6 +191,7 @@ mod runtime {
         ///
         /// # Panics
         /// As [`run`](Self::run).
+        #[cfg(feature = "tokio")]
         pub fn run_with<'a, T, E, F, Fut, C>(
             &'a self,
             classifier: &'a C,
@@ -203,6 +213,7 @@ mod runtime {
             )
         }
 
+        #[cfg(feature = "tokio")]
         pub(crate) fn inner(&self) -> &Inner {
             &self.inner
         }
