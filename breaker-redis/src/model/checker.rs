@@ -894,6 +894,9 @@ impl Model {
             reason_code(write.reason).to_string(),
             FP.into(),
             TTL.to_string(),
+            // No nonce: the model's replicas number their leases (the coordinator's nonce,
+            // re-sent after a lost reply, is not modelled yet).
+            String::new(),
         ];
         self.send(w, r, What::Cas(jobs), "cas", item);
     }

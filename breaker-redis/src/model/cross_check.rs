@@ -311,7 +311,7 @@ fn cas_args(
     release: &str,
 ) -> Vec<String> {
     [
-        expect, next, tr, join, nb, cool, want, cap, lease, release, "7", "fp", "60000",
+        expect, next, tr, join, nb, cool, want, cap, lease, release, "7", "fp", "60000", "",
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -700,6 +700,8 @@ impl Gen {
                         self.rng.gen_range(0..=7u32).to_string(),
                         "fp".into(),
                         "60000".into(),
+                        // A lease request's nonce: none, or one of two (re-sent, released).
+                        self.pick(&["", "", "5", "6"]).into(),
                     ]
                 }
             };
@@ -725,7 +727,7 @@ fn check_grants(call: &Call, reply: &V) -> u32 {
     if call.op != "cas" {
         return 0;
     }
-    let per = 14;
+    let per = 15;
     for (i, it) in reply.list()[5..].iter().enumerate() {
         let it = it.list();
         if it[0].int() != APPLIED {

@@ -241,6 +241,14 @@ impl Keys {
         }
     }
 
+    pub(crate) fn zscore(&mut self, key: &str, member: &str, now: i64) -> Option<i64> {
+        match self.live(key, now).map(|e| &e.val) {
+            Some(Val::ZSet(z)) => z.get(member).copied(),
+            Some(other) => panic!("WRONGTYPE: {key} holds {other:?}"),
+            None => None,
+        }
+    }
+
     pub(crate) fn zcard(&mut self, key: &str, now: i64) -> i64 {
         match self.live(key, now).map(|e| &e.val) {
             Some(Val::ZSet(z)) => z.len() as i64,
@@ -396,6 +404,8 @@ enum Args {
         rs: i64,
         fp: String,
         ttl: i64,
+        /// The lease request's nonce (`''`: none).
+        nonce: Option<i64>,
     },
 }
 
@@ -405,7 +415,7 @@ pub(crate) fn arity(op: &str) -> Option<usize> {
         "read" => 0,
         "add" => 8,
         "vote" => VOTE_ARITY,
-        "cas" => 13,
+        "cas" => 14,
         _ => return None,
     })
 }
@@ -489,6 +499,12 @@ fn parse(op: &str, a: &[Option<&str>]) -> Option<Args> {
                 text(at(11), 64),
                 num(at(12)),
             );
+            let nonce_raw = at(13);
+            let nonce = if nonce_raw == Some("") {
+                None
+            } else {
+                Some(num(nonce_raw)?)
+            };
             let (
                 Some(expect),
                 Some(next),
@@ -534,6 +550,7 @@ fn parse(op: &str, a: &[Option<&str>]) -> Option<Args> {
                 rs,
                 fp,
                 ttl,
+                nonce,
             })
         }
         _ => None,
@@ -734,7 +751,22 @@ impl RefStore {
                 rs,
                 fp,
                 ttl,
+                nonce,
             } => {
+                // A nonce's lease `i`.
+                let member = |i: i64| {
+                    format!(
+                        "{}:{}:{}:{i}",
+                        nonce.unwrap_or_default(),
+                        ctx.epoch,
+                        ctx.replica
+                    )
+                };
+                if nonce.is_some() && *want == 0 {
+                    for i in 1..=i64::from(MAX_LEASES_PER_GRANT) {
+                        self.keys.zrem(&b.pkey, &member(i), now);
+                    }
+                }
                 let loaded = self.load(ctx, b);
                 let have = loaded.as_ref().map_or("", |l| l.w.as_str()).to_owned();
                 let joined = *join == 1 && loaded.is_some() && have == *next && have != *expect;
@@ -773,20 +805,36 @@ impl RefStore {
                     }
                 }
                 let mut granted = Vec::new();
-                if *want > 0 {
+                let mut exp = now + lease;
+                if *want > 0 && nonce.is_some() {
+                    // Granted before to this nonce (its reply was lost), still held: the same
+                    // leases.
+                    for i in 1..=*want {
+                        if let Some(score) = self.keys.zscore(&b.pkey, &member(i), now) {
+                            granted.push(s(member(i)));
+                            exp = exp.min(score);
+                        }
+                    }
+                }
+                if *want > 0 && granted.is_empty() {
                     let held = self.keys.zcard(&b.pkey, now);
                     let n = (*want).min((cap - held).max(0));
-                    let exp = now + lease;
-                    for _ in 0..n {
-                        let seq = self.keys.hincrby(&b.skey, "ls", 1, now);
-                        let member = format!("{seq}:{}:{}", ctx.epoch, ctx.replica);
-                        self.keys.zadd(&b.pkey, exp, &member, now);
-                        granted.push(s(member));
+                    for i in 1..=n {
+                        let m = if nonce.is_some() {
+                            member(i)
+                        } else {
+                            let seq = self.keys.hincrby(&b.skey, "ls", 1, now);
+                            format!("{seq}:{}:{}", ctx.epoch, ctx.replica)
+                        };
+                        self.keys.zadd(&b.pkey, exp, &m, now);
+                        granted.push(s(m));
                     }
                     if n > 0 {
                         self.keys.pexpire(&b.pkey, *ttl, now);
-                        granted.push(V::Int(exp));
                     }
+                }
+                if !granted.is_empty() {
+                    granted.push(V::Int(exp));
                 }
                 st.inflight = self.keys.zcard(&b.pkey, now);
                 self.keys.hset(
