@@ -22,7 +22,7 @@ use breaker_core::breaker::State;
 use futures_util::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 const NS: &str = "x";
@@ -720,9 +720,13 @@ impl Gen {
 }
 
 /// The grants of a random call's items that asked for leases, checked against the core's
-/// `free_slot` applied once per lease (the one rule the script keeps).
+/// `free_slot` applied once per lease (the one rule the script keeps). `held`: the leases
+/// held before the call (lease set key, lease) of every breaker it names. A lease request re-sent with its nonce
+/// gets back the leases granted to it before and still held, whatever the cap: such a grant
+/// names only leases held before (or granted by an earlier item of the call) and takes no
+/// new one, so it is checked for that instead.
 /// The leases granted.
-fn check_grants(call: &Call, reply: &V) -> u32 {
+fn check_grants(call: &Call, reply: &V, mut held: BTreeSet<(String, String)>) -> u32 {
     let mut total = 0;
     if call.op != "cas" {
         return 0;
@@ -733,6 +737,23 @@ fn check_grants(call: &Call, reply: &V) -> u32 {
         if it[0].int() != APPLIED {
             continue;
         }
+        // The granted leases, then their expiry (nothing when none was granted).
+        let members: Vec<&str> = match it.len() {
+            0..=8 => Vec::new(),
+            n => it[7..n - 1].iter().map(V::str).collect(),
+        };
+        let pkey = &call.keys[2 + 4 * i + 2];
+        let was_held = |m: &str| held.contains(&(pkey.clone(), m.to_owned()));
+        if !members.is_empty() && members.iter().all(|m| was_held(m)) {
+            let nonce = &call.args[6 + i * per + 14];
+            assert!(
+                !nonce.is_empty() && members.iter().all(|m| m.starts_with(&format!("{nonce}:"))),
+                "only a nonce's leases are granted again: {call:?}: item {i}: {it:?}"
+            );
+            total += members.len() as u32;
+            continue;
+        }
+        held.extend(members.iter().map(|m| (pkey.clone(), (*m).to_owned())));
         let a = &call.args[6 + i * per + 1..6 + (i + 1) * per];
         let (want, cap): (u32, u32) = (a[6].parse().unwrap(), a[7].parse().unwrap());
         if want == 0 {
@@ -761,7 +782,7 @@ fn check_grants(call: &Call, reply: &V) -> u32 {
         }
         assert_eq!(
             granted, core,
-            "cap {cap}, {held} held, {want} wanted: {call:?}"
+            "cap {cap}, {held} held, {want} wanted: {call:?}: item {i}: {it:?}"
         );
         total += granted;
     }
@@ -785,12 +806,20 @@ async fn random_sequences(seeds: std::ops::Range<u64>, calls: usize) {
         for k in 0..calls {
             let now = rig.now;
             let call = gen.call(&mut rig.model, now);
+            // The leases held before the call, of every breaker it names (`KEYS`: the
+            // namespace's two, then four a breaker, its lease set third).
+            let mut held = BTreeSet::new();
+            for k in call.keys[2..].chunks(4) {
+                for (m, _) in rig.model.keys.members(&k[2], now) {
+                    held.insert((k[2].clone(), m));
+                }
+            }
             match rig.call(&call).await {
                 Ok(reply) => {
                     for c in codes(&reply) {
                         seen[c as usize] += 1;
                     }
-                    granted += check_grants(&call, &reply);
+                    granted += check_grants(&call, &reply, held);
                 }
                 Err(_) => refused += 1,
             }

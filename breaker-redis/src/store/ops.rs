@@ -53,7 +53,11 @@ impl Coordinator {
         let Some(breaker) = e.breaker.upgrade() else {
             return;
         };
-        if let Some(s) = stored {
+        // An answer older than the view (a reply handled after a newer push) tells nothing,
+        // its policy neither: only the newest word says who made the fleet's last transition.
+        if let Some(s) =
+            stored.filter(|s| !decide::newer(e.view.word.generation, s.word.generation))
+        {
             let theirs = &s.fingerprint;
             let differs = !theirs.is_empty() && **theirs != *e.target.params.fingerprint;
             if differs && !e.mismatch {

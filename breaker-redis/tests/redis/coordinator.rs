@@ -561,7 +561,7 @@ async fn a_policy_mismatch_is_reported_once() {
         b.flush_now().await.unwrap();
     }
     let m = rb.shared.mismatches();
-    assert_eq!(m.len(), 1, "once, not per flush");
+    assert_eq!(m.len(), 1, "once, not per flush: {m:?}");
     assert_ne!(m[0].theirs, m[0].ours);
     assert!(ra.shared.mismatches().is_empty());
 }
