@@ -187,6 +187,7 @@ pub use window::WindowCounts;
 use crate::clock::Clock;
 use crate::sync::Ordering;
 use machine::{Heavy, Inner};
+use permit::Ticket;
 use state::Word;
 use std::fmt;
 use std::sync::Arc;
@@ -232,8 +233,11 @@ impl CircuitBreaker {
     /// taken, or forced open.
     #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
-        // The closed path inline (two loads); every other one out of line, so that the caller
-        // keeps no copy of a rejection on its closed path.
+        // The closed path inline (two loads). An open breaker's rejection by its hint is
+        // decided out of line with its answer in registers (`Inner::open_left`: no pointer to
+        // this result is kept across the coarse clock's call), and its `Rejected` is written
+        // here, field by field, so a caller that drops it unread writes none of them. Every
+        // other admission goes through the update loop, out of line.
         let raw = self.inner.state.load(Ordering::Acquire);
         if Word::raw_is_closed(raw) {
             return Ok(Permit {
@@ -241,31 +245,22 @@ impl CircuitBreaker {
                 ticket: self.inner.closed_ticket(raw),
             });
         }
-        self.try_acquire_other(raw)
-    }
-
-    /// [`try_acquire`](Self::try_acquire) of a word that is not closed: an open breaker's
-    /// rejection by its hint is answered here, the rest by the update loop.
-    #[inline(never)]
-    fn try_acquire_other(&self, raw: u64) -> Result<Permit<'_>, Rejected> {
-        if let Some(left) = self.inner.open_by_hint(raw) {
-            return Err(self.inner.reject_open(left));
+        match self.inner.open_left(raw) {
+            Some(left) => Err(self.inner.reject_open(left)),
+            None => self.try_acquire_slow().map(|ticket| Permit {
+                inner: &self.inner,
+                ticket,
+            }),
         }
-        self.try_acquire_slow()
     }
 
     /// The update loop's admission, from a fresh reading of the word (any reading will do:
-    /// the loop decides on the word it swaps against). Not passed `raw`, so that the
-    /// rejection by the hint keeps no register for it across the coarse clock's call.
+    /// the loop decides on the word it swaps against).
     #[cold]
     #[inline(never)]
-    fn try_acquire_slow(&self) -> Result<Permit<'_>, Rejected> {
+    fn try_acquire_slow(&self) -> Result<Ticket, Rejected> {
         let raw = self.inner.state.load(Ordering::Acquire);
-        let ticket = self.inner.acquire_slow(raw)?;
-        Ok(Permit {
-            inner: &self.inner,
-            ticket,
-        })
+        self.inner.acquire_slow(raw)
     }
 
     /// Like [`try_acquire`](Self::try_acquire), but the permit owns a handle to the breaker.

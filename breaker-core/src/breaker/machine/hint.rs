@@ -60,6 +60,13 @@ impl Inner {
         }
     }
 
+    /// [`Inner::open_by_hint`] out of line, for [`CircuitBreaker::try_acquire`](crate::breaker::CircuitBreaker::try_acquire):
+    /// its answer comes back in registers and the caller writes the rejection itself.
+    #[inline(never)]
+    pub(crate) fn open_left(&self, raw: u64) -> Option<u64> {
+        self.open_by_hint(raw)
+    }
+
     /// Leaves the hint of open generation `g`, whose deadline stamp in force is `until`
     /// (microseconds on the precise clock); see the module docs for the margin. Written like
     /// every stamp, fenced by the generation ([`Inner::stamp`]): not once the word has moved
