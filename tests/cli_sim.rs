@@ -118,6 +118,7 @@ fn generate_and_simulate_give_byte_identical_output_twice() {
         "reached",
         "failures_reached",
         "successes_rejected",
+        "successes_refused",
         "opens",
         "half_opens",
         "closes",
@@ -204,6 +205,62 @@ fn simulate_compares_hedging_on_and_off_on_one_trace() {
     assert_eq!(fixed[fixed.len() - 3..], ["10", "5", "25"], "{table}");
 }
 
+/// A user's report: on a healthy trace a tight rate limit refuses most calls, every one of
+/// which would have succeeded; a sweep ranked by the breaker's refusals alone put it on the
+/// Pareto front at no cost. Ranked by `successes_refused` (any layer's), it comes last.
+#[test]
+fn a_sweep_of_rate_limits_costs_the_good_calls_they_shed() {
+    let dir = temp_dir("sweep-rate");
+    let trace = dir.join("healthy.jsonl");
+    let trace = trace.to_str().unwrap();
+    let generated = breaker(&[
+        "trace",
+        "generate",
+        "healthy 10s",
+        "--seed",
+        "1",
+        "-o",
+        trace,
+    ]);
+    assert_eq!(generated.0, 0, "{}", generated.2);
+    let (code, stdout, stderr) = breaker(&[
+        "simulate",
+        "--trace",
+        trace,
+        "--breaker",
+        "5 consecutive, open 5s",
+        "--sweep",
+        "rate=10/s burst 1,1000/s",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let points: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let n = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
+    let [loose, tight] = <[serde_json::Value; 2]>::try_from(points).unwrap();
+    assert_eq!(loose["params"][0][1], "1000/s", "{loose}");
+    assert_eq!(tight["params"][0][1], "10/s burst 1", "{tight}");
+    // A healthy trace: every call refused would have succeeded, and no breaker refused any.
+    assert!(n(&tight, "rejected") > n(&tight, "calls") / 2, "{tight}");
+    assert_eq!(n(&tight, "successes_refused"), n(&tight, "rejected"));
+    assert_eq!(n(&tight, "successes_rejected"), 0);
+    assert_eq!(
+        (n(&loose, "rejected"), n(&loose, "successes_refused")),
+        (0, 0)
+    );
+    assert_eq!(
+        (n(&loose, "rank"), loose["pareto"].as_bool()),
+        (1, Some(true))
+    );
+    assert_eq!(
+        (n(&tight, "rank"), tight["pareto"].as_bool()),
+        (2, Some(false))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_sweep_is_ranked_with_its_pareto_front() {
     let dir = temp_dir("sweep");
@@ -234,7 +291,7 @@ fn a_sweep_is_ranked_with_its_pareto_front() {
     let ranks: Vec<u64> = points.iter().map(|p| p["rank"].as_u64().unwrap()).collect();
     assert_eq!(ranks, [1, 2, 3, 4, 5, 6]);
     let cost = |p: &serde_json::Value| {
-        p["failures_reached"].as_u64().unwrap() + p["successes_rejected"].as_u64().unwrap()
+        p["failures_reached"].as_u64().unwrap() + p["successes_refused"].as_u64().unwrap()
     };
     assert!(points.windows(2).all(|w| cost(&w[0]) <= cost(&w[1])));
     // The best point is never beaten on both counts: it is on the front.

@@ -273,7 +273,7 @@ fn nice_step(span: f64) -> f64 {
 }
 
 /// The scatter of a ranked sweep (see [`crate::sweep::rank`]): `failures_reached` across,
-/// `successes_rejected` up; the Pareto front in red, joined, labelled with its ranks.
+/// `successes_refused` up; the Pareto front in red, joined, labelled with its ranks.
 pub fn sweep_svg(title: &str, reports: &[Report]) -> String {
     let mut svg = String::new();
     {
@@ -295,7 +295,7 @@ fn draw_sweep(root: &Area<'_>, title: &str, reports: &[Report]) -> DrawResult {
         .max(1) as f64;
     let fy = reports
         .iter()
-        .map(|r| r.successes_rejected)
+        .map(|r| r.successes_refused)
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -308,10 +308,10 @@ fn draw_sweep(root: &Area<'_>, title: &str, reports: &[Report]) -> DrawResult {
     chart
         .configure_mesh()
         .x_desc("failures_reached (failed attempts that reached the dependency)")
-        .y_desc("successes_rejected (successful calls refused)")
+        .y_desc("successes_refused (successful calls refused by any layer)")
         .label_style(("sans-serif", 12))
         .draw()?;
-    let point = |r: &Report| (r.failures_reached as f64, r.successes_rejected as f64);
+    let point = |r: &Report| (r.failures_reached as f64, r.successes_refused as f64);
     chart.draw_series(
         reports
             .iter()
@@ -319,7 +319,7 @@ fn draw_sweep(root: &Area<'_>, title: &str, reports: &[Report]) -> DrawResult {
             .map(|r| Circle::new(point(r), 3, REJECTED.filled())),
     )?;
     let mut front: Vec<&Report> = reports.iter().filter(|r| r.pareto == Some(true)).collect();
-    front.sort_by_key(|r| (r.failures_reached, r.successes_rejected));
+    front.sort_by_key(|r| (r.failures_reached, r.successes_refused));
     chart.draw_series(std::iter::once(PathElement::new(
         front.iter().map(|r| point(r)).collect::<Vec<_>>(),
         FAILED.stroke_width(2),

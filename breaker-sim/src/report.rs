@@ -13,6 +13,7 @@ pub(crate) struct Counts {
     pub reached: u64,
     pub failures_reached: u64,
     pub successes_rejected: u64,
+    pub successes_refused: u64,
     pub opens: u64,
     pub half_opens: u64,
     pub closes: u64,
@@ -137,7 +138,8 @@ pub struct Report {
     pub calls: u64,
     /// Calls not rejected locally: `calls - rejected`.
     pub admitted: u64,
-    /// Calls whose result was a local rejection (the breaker's or the bulkhead's).
+    /// Calls whose result was a local rejection (by the breaker, bulkhead, rate limit,
+    /// adaptive limit or throttle).
     pub rejected: u64,
     /// Attempts that reached the dependency (retries included): with retry above `calls`.
     pub reached: u64,
@@ -145,8 +147,14 @@ pub struct Report {
     /// before its end: a hedge's loser, a cancelled call's).
     pub failures_reached: u64,
     /// Calls the breaker refused that would have succeeded (their line, or the dependency's
-    /// behaviour at their arrival, is a success): the availability the breaker cost.
+    /// behaviour at their arrival, is a success): the availability the breaker cost. Its
+    /// share of `successes_refused`.
     pub successes_rejected: u64,
+    /// Calls any local layer refused (breaker, bulkhead, rate limit, adaptive limit,
+    /// throttle) that would have succeeded: the availability the whole policy cost, what a
+    /// sweep ranks by. Equal to `successes_rejected` for a policy whose only refusing layer
+    /// is its breaker.
+    pub successes_refused: u64,
     /// Transitions to open.
     pub opens: u64,
     /// Transitions to half-open.
@@ -191,7 +199,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
     /// For a sweep point: whether it is on the Pareto front of `failures_reached` against
-    /// `successes_rejected`.
+    /// `successes_refused`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pareto: Option<bool>,
     /// The timeline, when asked for (not part of the JSON).
@@ -216,6 +224,7 @@ impl Report {
             reached: c.reached,
             failures_reached: c.failures_reached,
             successes_rejected: c.successes_rejected,
+            successes_refused: c.successes_refused,
             opens: c.opens,
             half_opens: c.half_opens,
             closes: c.closes,
@@ -257,7 +266,7 @@ fn cell_ms(v: Option<f64>) -> String {
 }
 
 /// The columns of the table, in order.
-const COLUMNS: [&str; 17] = [
+const COLUMNS: [&str; 18] = [
     "policy",
     "calls",
     "admitted",
@@ -265,6 +274,7 @@ const COLUMNS: [&str; 17] = [
     "reached",
     "failures_reached",
     "successes_rejected",
+    "successes_refused",
     "opens",
     "half_opens",
     "closes",
@@ -296,6 +306,7 @@ pub fn table(reports: &[Report]) -> String {
             r.reached.to_string(),
             r.failures_reached.to_string(),
             r.successes_rejected.to_string(),
+            r.successes_refused.to_string(),
             r.opens.to_string(),
             r.half_opens.to_string(),
             r.closes.to_string(),

@@ -17,11 +17,17 @@
 //! value whole).
 //!
 //! # Ranking
-//! Points are ranked by `failures_reached + successes_rejected` (the failed attempts the
-//! breaker let through plus the successful calls it refused, weighted equally), then by
-//! `failures_reached`, then in grid order. The **Pareto front** is the set of points that no
-//! other point beats on both `failures_reached` and `successes_rejected` (at least as good on
-//! both, better on one).
+//! Points are ranked by `failures_reached + successes_refused` (the failed attempts the
+//! policy let through plus the calls that would have succeeded and that any of its local
+//! layers refused, weighted equally), then by `failures_reached`, then in grid order. The
+//! **Pareto front** is the set of points that no other point beats on both `failures_reached`
+//! and `successes_refused` (at least as good on both, better on one).
+//!
+//! The cost side is `successes_refused`, not the breaker's own `successes_rejected`: a good
+//! call refused by a rate limit, an adaptive limit, a throttle or a bulkhead costs the same
+//! availability as one the breaker refused, so ranking by the breaker's share alone would put
+//! a policy that sheds most healthy traffic first (a `rate = "10/s burst 1"` refusing 428 of
+//! 513 good calls would cost nothing).
 
 use crate::replay::NamedPolicy;
 use crate::report::Report;
@@ -301,7 +307,7 @@ pub fn grid(base: &NamedPolicy, axes: &[Axis]) -> Result<Vec<NamedPolicy>, Strin
 /// them by rank.
 pub fn rank(reports: &mut Vec<Report>) {
     let n = reports.len();
-    let key = |r: &Report| (r.failures_reached, r.successes_rejected);
+    let key = |r: &Report| (r.failures_reached, r.successes_refused);
     // The Pareto front: sorted by (failures, refused), a point is beaten iff an earlier one
     // with fewer failures refused no more, or one with as many failures refused fewer.
     let mut order: Vec<usize> = (0..n).collect();
@@ -314,9 +320,9 @@ pub fn rank(reports: &mut Vec<Report>) {
         while j < n && reports[order[j]].failures_reached == f {
             j += 1;
         }
-        let group_min = reports[order[i]].successes_rejected;
+        let group_min = reports[order[i]].successes_refused;
         for &k in &order[i..j] {
-            let s = reports[k].successes_rejected;
+            let s = reports[k].successes_refused;
             reports[k].pareto = Some(s == group_min && s < best_below);
         }
         best_below = best_below.min(group_min);
@@ -325,7 +331,7 @@ pub fn rank(reports: &mut Vec<Report>) {
     let mut indexed: Vec<(usize, Report)> = reports.drain(..).enumerate().collect();
     indexed.sort_by_key(|(i, r)| {
         (
-            r.failures_reached + r.successes_rejected,
+            r.failures_reached + r.successes_refused,
             r.failures_reached,
             *i,
         )
@@ -480,7 +486,7 @@ mod tests {
             None,
         );
         r.failures_reached = f;
-        r.successes_rejected = s;
+        r.successes_refused = s;
         r
     }
 

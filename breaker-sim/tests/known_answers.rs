@@ -118,6 +118,8 @@ fn outcomes_are_recorded_when_calls_end_not_when_they_arrive() {
     let r = &replay(trace, &[dsl("2 consecutive, open 1s")])[0];
     assert_eq!(r.first_open_ms, Some(710.0));
     assert_eq!((r.rejected, r.successes_rejected, r.reached), (1, 1, 6));
+    // Only the breaker refuses here: both counts agree.
+    assert_eq!(r.successes_refused, 1);
 }
 
 /// A hanging outage under a 200 ms timeout: each hung call fails when its timeout passes, not
@@ -488,6 +490,12 @@ fn adaptive_throttling_sheds_an_overloaded_dependencys_calls_on_the_same_trace()
         (again[0].reached, again[0].rejected),
         (throttled.reached, throttled.rejected)
     );
+    // The trace holds 200 successes (every 10th line). A call that reached the dependency
+    // answered as its line did (5 ms, no timeout), so the 4 that succeeded are the successes
+    // that reached it, and the other 196 were shed: availability the throttle cost, though
+    // the breaker refused none of them.
+    assert_eq!(throttled.successes_refused, 200 - 4);
+    assert_eq!(plain.successes_refused, 0);
 }
 
 /// Ten calls 10 ms apart, 5 ms each but for two 300 ms ones (at 10 and 50 ms): the slow tail.
@@ -587,7 +595,10 @@ fn a_failed_attempt_hedges_at_once_and_the_order_says_what_the_breaker_sees() {
         (outside.failed, outside.rejected, outside.succeeded),
         (1, 1, 0)
     );
-    assert_eq!(outside.successes_rejected, 1);
+    assert_eq!(
+        (outside.successes_rejected, outside.successes_refused),
+        (1, 1)
+    );
     assert_eq!(outside.first_open_ms, Some(5.0));
 }
 
@@ -621,6 +632,13 @@ fn the_rate_limit_refuses_and_waits_on_the_replays_clock_as_computed_by_hand() {
     assert_eq!((refuse.p50_ms, refuse.p99_ms), (Some(5.0), Some(5.0)));
     assert_eq!((wait.calls, wait.reached, wait.rejected), (6, 3, 3));
     assert_eq!((wait.succeeded, wait.successes_rejected), (3, 0));
+    // Every line is a success: each refused call is a success refused (10, 20, 100 without
+    // the wait; 10, 60, 110 with it), though no breaker refused any.
+    assert_eq!(
+        (refuse.successes_refused, refuse.successes_rejected),
+        (3, 0)
+    );
+    assert_eq!(wait.successes_refused, 3);
     assert_eq!((wait.p50_ms, wait.p99_ms), (Some(5.0), Some(35.0)));
 }
 
@@ -670,6 +688,8 @@ fn the_adaptive_limit_moves_with_the_replayed_latencies_as_computed_by_hand() {
     );
     // A refusal by the adaptive limit is no breaker's: no success counted as refused by one.
     assert_eq!(limited.successes_rejected, 0);
+    // But both refused calls (20 and 213) were successes: availability the limit cost.
+    assert_eq!((limited.successes_refused, plain.successes_refused), (2, 0));
 }
 
 /// Hedging under a timeout outside it (`timeout > hedge`: one limit for the group, and no
@@ -710,4 +730,54 @@ fn no_hedge_starts_at_the_groups_limit_and_dropped_attempts_are_no_failures() {
     );
     assert_eq!((tight.succeeded, tight.failed), (2, 1));
     assert_eq!((tight.p50_ms, tight.p99_ms), (Some(25.0), Some(40.0)));
+}
+
+/// A sweep ranks by the availability every layer costs, not the breaker's alone: on a healthy
+/// trace (six successes of 5 ms, at 0, 10, 20, 60, 100 and 110 ms) a rate limit
+/// `2/100ms burst 1` refuses 10, 20 and 100 (see the rate limit's test above): 0 failures,
+/// 3 successes refused, cost 3. `20/100ms` (a permit every 5 ms, one saved up) and no limit at
+/// all refuse none: cost 0. The tight limit, first in grid order, must rank last and be off
+/// the Pareto front (beaten on both counts by either other point); the two others tie and are
+/// on it, ranked in grid order.
+#[test]
+fn a_sweep_ranks_a_load_shedding_layers_refused_successes_as_computed_by_hand() {
+    let trace: String = [0, 10, 20, 60, 100, 110]
+        .iter()
+        .map(|t| format!("{{\"t_ms\": {t}, \"latency_ms\": 5, \"outcome\": \"success\"}}\n"))
+        .collect();
+    let rate = |r: &str| Policy {
+        rate_limit: Some(r.parse().unwrap()),
+        ..Policy::default()
+    };
+    let mut reports = replay(
+        &trace,
+        &[
+            named("tight", rate("2/100ms burst 1")),
+            named("loose", rate("20/100ms")),
+            named("none", Policy::default()),
+        ],
+    );
+    breaker_sim::sweep::rank(&mut reports);
+    let got: Vec<_> = reports
+        .iter()
+        .map(|r| {
+            (
+                r.policy.as_str(),
+                r.failures_reached,
+                r.successes_refused,
+                r.rank,
+                r.pareto,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("loose", 0, 0, Some(1), Some(true)),
+            ("none", 0, 0, Some(2), Some(true)),
+            ("tight", 0, 3, Some(3), Some(false)),
+        ]
+    );
+    // The breaker's own figure stays the breaker's: none here.
+    assert!(reports.iter().all(|r| r.successes_rejected == 0));
 }

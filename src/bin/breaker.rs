@@ -59,7 +59,8 @@ enum Command {
     /// t_ms + latency_ms. Retry, timeout, bulkhead, rate limit, hedging (a hedge's answer is
     /// the next trace line's), adaptive limit, throttling and the layer order are replayed as
     /// in a live pipeline. Per policy it reports: policy, calls, admitted, rejected, reached,
-    /// failures_reached, successes_rejected, opens, half_opens, closes, time_open_ms,
+    /// failures_reached, successes_rejected (by the breaker), successes_refused (by any
+    /// layer: what a sweep ranks by), opens, half_opens, closes, time_open_ms,
     /// first_open_ms, detect_ms, recover_ms, hedges, p50_ms, p99_ms (and with --json also
     /// succeeded, failed, cancelled; for a sweep params, rank, pareto). The same trace, policies and seed give
     /// byte-identical output.

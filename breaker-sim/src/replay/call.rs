@@ -446,8 +446,13 @@ impl Sim {
             Ending::Ok => 0,
             Ending::Rejected(by_breaker) => {
                 self.counts.rejected += 1;
-                if by_breaker && s.would_succeed {
-                    self.counts.successes_rejected += 1;
+                // A good call refused by any local layer costs availability; the breaker's
+                // share is also counted on its own.
+                if s.would_succeed {
+                    self.counts.successes_refused += 1;
+                    if by_breaker {
+                        self.counts.successes_rejected += 1;
+                    }
                 }
                 2
             }
