@@ -7,7 +7,7 @@ use breaker_core::classify::Outcome;
 use breaker_core::clock::Clock;
 use breaker_core::pipeline::{classifier, FallbackOn, Pipeline};
 use breaker_core::retry::{Backoff, GiveUpReason, Jitter, RetryPolicy};
-use breaker_core::timeout::{Elapsed, TimeoutKind};
+use breaker_core::timeout::TimeoutKind;
 use breaker_core::{Error, Rejection};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -169,82 +169,76 @@ async fn br_34_retry_after_within_budget_is_honoured_beyond_max_delay() {
     assert_eq!(*starts.lock().unwrap(), [secs(0), ms(20_100)]);
 }
 
-/// BR-35: a non-idempotent operation is attempted once even with "3x exp" and a 1 s attempt
-/// timeout; the result is the timeout. Declaring it idempotent opts in to 3 attempts.
+/// BR-35: a non-idempotent operation is never retried. A pipeline with "3x exp" and a 1 s
+/// attempt timeout that is not declared idempotent is refused when built (it used to build
+/// and silently make one attempt); declaring it idempotent opts in to 3 attempts.
 #[tokio::test(start_paused = true)]
-async fn br_35_non_idempotent_attempted_once() {
-    for (idempotent, invocations) in [(false, 1), (true, 3)] {
-        let p = Pipeline::builder()
+async fn br_35_non_idempotent_is_never_retried() {
+    let builder = || {
+        Pipeline::builder()
             .retry(RetryPolicy {
                 max_attempts: 3,
                 ..RetryPolicy::default()
             })
-            .idempotent(idempotent)
             .timeout(secs(1))
             .seed(35)
-            .build()
-            .unwrap();
-        let calls = AtomicU32::new(0);
-        let start = Instant::now();
-        let e = p
-            .call(|| {
-                calls.fetch_add(1, Ordering::SeqCst);
-                async {
-                    tokio::time::sleep(secs(5)).await;
-                    Ok::<(), &str>(())
-                }
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(calls.load(Ordering::SeqCst), invocations);
-        if idempotent {
-            assert_eq!(e.give_up_reason(), Some(GiveUpReason::AttemptsExhausted));
-            assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
-        } else {
-            assert!(matches!(
-                e,
-                Error::Timeout(Elapsed {
-                    kind: TimeoutKind::Attempt,
-                    after
-                }) if after == secs(1)
-            ));
-            assert_eq!(start.elapsed(), secs(1));
-        }
-    }
+    };
+    let e = builder().idempotent(false).build().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid retry policy: `max_attempts`: 3 attempts, but only operations declared \
+         idempotent are retried and this pipeline is not; call `.idempotent(true)` on the \
+         builder, or remove the retry"
+    );
+    let p = builder().idempotent(true).build().unwrap();
+    let calls = AtomicU32::new(0);
+    let e = p
+        .call(|| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(secs(5)).await;
+                Ok::<(), &str>(())
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(e.give_up_reason(), Some(GiveUpReason::AttemptsExhausted));
+    assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
 }
 
-/// BR-35 on the plain builder: a retry whose operation was never declared idempotent or not
-/// makes one attempt, as above, and building it says so once (it reads like a retry); stating
-/// either `idempotent(true)` or `idempotent(false)` is a decision and builds quietly.
+/// BR-35 on the plain builder: a retry whose operation was never declared idempotent is
+/// refused like one declared not idempotent, as a config file refuses a retry without
+/// `idempotent = true` (it used to build, make one attempt per call and only log a warning).
+/// A retry of one attempt never runs again, so it needs no declaration.
 #[test]
-fn br_35_a_retry_never_declared_idempotent_or_not_is_warned_of() {
+fn br_35_a_retry_never_declared_idempotent_is_refused_not_warned_of() {
     let retry = RetryPolicy {
         max_attempts: 3,
         ..RetryPolicy::default()
     };
     let warnings = events::Capture::new(|m| *m.level() <= tracing::Level::WARN);
     tracing::subscriber::with_default(warnings.clone(), || {
-        Pipeline::builder()
+        let unstated = Pipeline::builder()
             .name("orders")
             .retry(retry)
             .build()
-            .unwrap();
-        assert_eq!(
-            warnings.take(),
-            [
-                "WARN a pipeline with a retry of 3 attempts whose operation is not declared \
-              idempotent makes one attempt per call: call `.idempotent(true)` on the builder to \
-              retry it, or `.idempotent(false)` to say that one attempt is meant \
-              pipeline=orders attempts=3"
-            ]
+            .unwrap_err();
+        let stated = Pipeline::builder()
+            .retry(retry)
+            .idempotent(false)
+            .build()
+            .unwrap_err();
+        assert_eq!(unstated.to_string(), stated.to_string());
+        assert!(
+            unstated.to_string().contains("call `.idempotent(true)`"),
+            "{unstated}"
         );
-        for stated in [false, true] {
-            Pipeline::builder()
-                .retry(retry)
-                .idempotent(stated)
-                .build()
-                .unwrap();
-        }
+        Pipeline::builder()
+            .retry(retry)
+            .idempotent(true)
+            .build()
+            .unwrap();
         Pipeline::builder()
             .retry(RetryPolicy {
                 max_attempts: 1,

@@ -211,20 +211,22 @@ async fn retry_after_of_an_ok_beyond_the_deadline_returns_it_at_once() {
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
 
-/// Without idempotency, a transient `Ok` is not retried either.
+/// Without idempotency a transient `Ok` is not retried either: the pipeline is refused when
+/// built (it used to build and make one attempt), and declared idempotent it retries the
+/// `Ok(503)` until its attempts run out.
 #[tokio::test(start_paused = true)]
 async fn a_non_idempotent_call_makes_one_attempt_for_an_ok_too() {
-    let p = Pipeline::builder()
-        .retry(fixed(3, Duration::from_millis(50)))
-        .build()
-        .unwrap();
+    let retry = || Pipeline::builder().retry(fixed(3, Duration::from_millis(50)));
+    let e = retry().build().unwrap_err();
+    assert!(e.to_string().contains("call `.idempotent(true)`"), "{e}");
+    let p = retry().idempotent(true).build().unwrap();
     let calls = AtomicU32::new(0);
     let r = p
         .call_with(&HttpClassifier, || scripted(&calls, DOWN))
         .await
         .unwrap();
     assert_eq!(r.status(), 503);
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
 /// `breaker > retry`: the breaker sees the loop's result, the last `Ok(503)`, as one failure.

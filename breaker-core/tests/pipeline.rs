@@ -162,6 +162,7 @@ async fn default_order_is_bulkhead_retry_breaker_timeout() {
         .timeout(secs(1))
         .breaker_policy(consecutive(5))
         .retry(no_delay(3))
+        .idempotent(true)
         .bulkhead_policy(BulkheadPolicy {
             max_concurrent: 2,
             max_wait: Duration::ZERO,
@@ -180,6 +181,7 @@ async fn default_order_is_bulkhead_retry_breaker_timeout() {
     let p = Pipeline::builder()
         .timeout(secs(1))
         .retry(no_delay(3))
+        .idempotent(true)
         .build()
         .unwrap();
     assert_eq!(p.order(), [Layer::Retry, Layer::Timeout]);
@@ -209,6 +211,7 @@ fn invalid_orders_are_errors() {
         Pipeline::builder()
             .breaker_policy(consecutive(5))
             .retry(no_delay(3))
+            .idempotent(true)
     };
     let e = base()
         .order([Layer::Retry, Layer::Breaker, Layer::Retry])
@@ -430,10 +433,7 @@ async fn bulkhead_rejects_when_full_and_waits_when_allowed() {
             let e = b.unwrap_err();
             assert!(matches!(e, Error::Rejected(Rejection::Bulkhead(_))));
             assert_eq!(e.rejection().unwrap().layer(), Layer::Bulkhead);
-            assert_eq!(
-                e.to_string(),
-                "bulkhead full: 1 calls in flight (waited 0ns)"
-            );
+            assert_eq!(e.to_string(), "bulkhead full: 1 calls in flight");
         }
         assert_eq!(bulkhead.available(), 1);
     }

@@ -114,12 +114,20 @@ async fn non_idempotent_policy_attempts_once() {
     assert!(refused
         .to_string()
         .contains("only operations declared idempotent"));
-    // ... and saying so on the builder makes one attempt.
-    let pipeline = breaker_core::pipeline::PipelineBuilder::from_policy(&policy)
+    // ... and so is it on the builder, even when `idempotent(false)` is said again ...
+    let restated = breaker_core::pipeline::PipelineBuilder::from_policy(&policy)
         .idempotent(false)
         .build()
-        .unwrap();
-    let layer = PolicyLayer::from_pipeline(pipeline);
+        .unwrap_err();
+    assert!(restated
+        .to_string()
+        .contains("call `.idempotent(true)` on the builder"));
+    // ... so a non-idempotent policy has no retry, and makes one attempt.
+    let once = Policy {
+        retry: None,
+        ..policy
+    };
+    let layer = PolicyLayer::new(&once).unwrap();
     let err = layer.layer(failing(&calls)).oneshot(1).await.unwrap_err();
     assert!(matches!(err, Error::Inner(ref e) if e == "down"), "{err:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);

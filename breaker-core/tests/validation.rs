@@ -76,9 +76,20 @@ fn br_35_from_policy_refuses_a_retry_that_could_never_retry() {
     );
     // `PipelineBuilder::from_policy` takes the policy whole, too.
     assert!(PipelineBuilder::from_policy(&policy).build().is_err());
-    // Saying so on the builder is a decision, not an omission: one attempt, as documented.
-    assert!(PipelineBuilder::from_policy(&policy)
+    // Restating it on the builder changes nothing: a retry that could never retry is refused,
+    // in the builder's words.
+    let e = PipelineBuilder::from_policy(&policy)
         .idempotent(false)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid retry policy: `max_attempts`: 3 attempts, but only operations declared \
+         idempotent are retried and this pipeline is not; call `.idempotent(true)` on the \
+         builder, or remove the retry"
+    );
+    assert!(PipelineBuilder::from_policy(&policy)
+        .idempotent(true)
         .build()
         .is_ok());
     let ok = Policy {

@@ -210,12 +210,10 @@ pub struct PipelineBuilder {
     order: Option<Vec<Layer>>,
     unknown: Option<String>,
     idempotent: bool,
-    /// Whether `idempotent` came with a whole [`Policy`] and was not restated: then a retry
-    /// that could never retry is an error, as for [`Policy::validate`].
+    /// Whether `idempotent` came with a whole [`Policy`] and was not restated: then the
+    /// error of a retry or hedge that could never run again speaks of the policy's keys, not
+    /// of the builder's methods.
     whole_policy: bool,
-    /// Whether [`idempotent`](Self::idempotent) was called: a retry that can never retry is
-    /// then a decision; unstated, [`build`](Self::build) warns of it.
-    idempotent_stated: bool,
     seed: Option<u64>,
     fallback_on: FallbackOn,
     recorder: Option<Recorder>,
@@ -226,8 +224,7 @@ impl PipelineBuilder {
     /// order and idempotency). Further calls may add to or override them.
     ///
     /// [`build`](Self::build) then checks everything [`Policy::validate`] checks, including
-    /// that a retry of more than one attempt is declared idempotent (case BR-35), unless
-    /// [`idempotent`](Self::idempotent) is called to state it anew.
+    /// that a retry of more than one attempt, or a hedge, is declared idempotent (case BR-35).
     pub fn from_policy(policy: &Policy) -> Self {
         PipelineBuilder {
             breaker: policy.breaker.clone().map(BreakerSource::Policy),
@@ -289,8 +286,9 @@ impl PipelineBuilder {
     }
 
     /// Retry with `policy`. Only operations declared [`idempotent`](Self::idempotent) are
-    /// retried; others are attempted once (case BR-35), and [`build`](Self::build) warns (a
-    /// `tracing` event) when a retry of more than one attempt was never told either way.
+    /// retried (case BR-35): [`build`](Self::build) refuses a retry of more than one attempt
+    /// unless `.idempotent(true)` is called, as a config file refuses one without
+    /// `idempotent = true` and the attribute one with `idempotent = false`.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = Some(policy);
         self
@@ -304,13 +302,13 @@ impl PipelineBuilder {
         self
     }
 
-    /// Whether the operation is idempotent (default `false`): only then does the retry layer
-    /// make more than one attempt. Stating it here is a decision, so a builder made
-    /// [`from_policy`](Self::from_policy) no longer refuses a non-idempotent retry after it.
+    /// Whether the operation is idempotent (default `false`, as in a [`Policy`]). Retry
+    /// (more than one attempt) and hedging send a call more than once, so
+    /// [`build`](Self::build) refuses either on a pipeline not declared idempotent: a retry or
+    /// hedge that could never run again would silently do nothing (case BR-35).
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
         self.whole_policy = false;
-        self.idempotent_stated = true;
         self
     }
 
@@ -480,8 +478,9 @@ impl PipelineBuilder {
     /// [`BuildError`]: an unknown layer name, a layer twice in the order, a layer in the order
     /// but not configured or configured but not in an explicit order, an invalid breaker,
     /// retry or bulkhead policy, a zero timeout or deadline, a deadline shorter than the
-    /// timeout; for a builder made [`from_policy`](Self::from_policy), also a retry of more
-    /// than one attempt in a policy not declared idempotent.
+    /// timeout; a retry of more than one attempt ([`BuildError::Retry`]) or a hedge
+    /// ([`BuildError::Policy`]) on a pipeline not declared [`idempotent`](Self::idempotent),
+    /// as [`Policy::validate`] refuses them in a config file.
     pub fn build(self) -> Result<Pipeline, BuildError> {
         if let Some(name) = self.unknown {
             return Err(BuildError::UnknownLayer(name));
@@ -489,12 +488,10 @@ impl PipelineBuilder {
         let policy = self.policy();
         let mut errors = policy_errors(&policy);
         if !self.whole_policy {
-            // `idempotent(false)`, or never saying, is how the builder asks for one attempt;
-            // never saying is warned of, since it reads like a retry.
-            if !self.idempotent_stated && errors.iter().any(|e| e.rule == Rule::Idempotent) {
-                warn_unstated_idempotency(self.name.as_deref(), &policy);
+            // The same rule as a config file's, in the builder's words.
+            for e in errors.iter_mut().filter(|e| e.rule == Rule::Idempotent) {
+                e.message = builder_idempotency_hint(e.field, policy.retry);
             }
-            errors.retain(|e| e.rule != Rule::Idempotent);
         }
         if !errors.is_empty() {
             return Err(BuildError::from_errors(errors, &policy));
@@ -608,25 +605,18 @@ impl std::fmt::Debug for PipelineBuilder {
     }
 }
 
-/// The warning of a retry that can never retry because the builder was not told whether the
-/// operation is idempotent (cold: once per pipeline built).
-#[cold]
-fn warn_unstated_idempotency(name: Option<&str>, policy: &Policy) {
-    let attempts = policy.retry.map_or(1, |r| r.max_attempts);
-    let (what, verb) = match (attempts > 1, policy.hedge.is_some()) {
-        (true, true) => (
-            format!("a retry of {attempts} attempts and a hedge"),
-            "retry and hedge",
+/// The builder's message for a retry or hedge on a pipeline not declared idempotent (the
+/// validator's speaks of config keys).
+fn builder_idempotency_hint(field: Field, retry: Option<RetryPolicy>) -> String {
+    match field {
+        Field::Hedge => "hedging sends a call more than once, but only operations declared \
+                         idempotent are hedged and this pipeline is not; call \
+                         `.idempotent(true)` on the builder, or remove the hedge"
+            .to_owned(),
+        _ => format!(
+            "{} attempts, but only operations declared idempotent are retried and this \
+             pipeline is not; call `.idempotent(true)` on the builder, or remove the retry",
+            retry.map_or(1, |r| r.max_attempts)
         ),
-        (true, false) => (format!("a retry of {attempts} attempts"), "retry"),
-        (false, _) => ("a hedge".to_owned(), "hedge"),
-    };
-    tracing::warn!(
-        target: "breaker",
-        pipeline = name.unwrap_or(""),
-        attempts,
-        "a pipeline with {what} whose operation is not declared idempotent makes one attempt \
-         per call: call `.idempotent(true)` on the builder to {verb} it, or \
-         `.idempotent(false)` to say that one attempt is meant"
-    );
+    }
 }

@@ -42,7 +42,7 @@
 //!   never outlasts an enclosing limit.
 //! - Hedging, like retry, only ever runs an operation declared
 //!   [idempotent](PipelineBuilder::idempotent) more than once (case BR-35); a [`Policy`]
-//!   that hedges one not declared idempotent is refused.
+//!   or a builder that hedges one not declared idempotent is refused.
 //!
 //! [`Policy`]: crate::policy::Policy
 //!
@@ -85,8 +85,9 @@
 //!
 //! # Retry rules
 //! - "3x" is 3 attempts in total. Attempts beyond the first happen only if the operation is
-//!   declared [idempotent](PipelineBuilder::idempotent) (case BR-35); a builder never told
-//!   either way warns at [`build`](PipelineBuilder::build).
+//!   declared [idempotent](PipelineBuilder::idempotent) (case BR-35), so
+//!   [`build`](PipelineBuilder::build) refuses a retry of more than one attempt, or a hedge,
+//!   on a pipeline not declared idempotent, as a config file or the attribute refuses it.
 //! - Retried: errors and `Ok` values the classifier calls
 //!   [transient](crate::classify::Classifier::retry_of), and the timeout layer's timeouts.
 //!   Never retried, and returned unchanged: non-transient results, local rejections (breaker
