@@ -58,8 +58,47 @@ use tokio::net::TcpListener;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The command line. `--role replica` and the options after it are how the coordinator
+/// starts its replicas (hidden from `--help`).
+#[derive(clap::Parser)]
+#[command(
+    name = "fleet",
+    bin_name = "fleet",
+    about = "A fleet of replicas through an outage: local breakers against one breaker shared \
+             through Redis"
+)]
+struct Args {
+    /// A short run: 6 replicas, about 8 s (default 8 replicas, about 20 s).
+    #[arg(long)]
+    quick: bool,
+    /// How many replica processes, 1 to 64 (default 8, or 6 with --quick).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=64))]
+    replicas: Option<u8>,
+    /// A store fault during the shared run, across the service's recovery.
+    #[arg(long, value_enum, value_name = "FAULT")]
+    fault: Option<Fault>,
+    /// Use this Redis server instead of starting one (not with --fault).
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// Where to write the SVG of every replica's state over time.
+    #[arg(long, value_name = "PATH", default_value = "target/fleet.svg")]
+    svg: String,
+    #[arg(long, hide = true)]
+    role: Option<String>,
+    #[arg(long, hide = true)]
+    scope: Option<String>,
+    #[arg(long, hide = true)]
+    id: Option<String>,
+    #[arg(long, hide = true)]
+    service: Option<SocketAddr>,
+    #[arg(long, hide = true)]
+    epoch: Option<u64>,
+    #[arg(long, hide = true)]
+    ns: Option<String>,
+}
+
 /// A store fault during the shared run (`--fault`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Fault {
     /// SIGKILL, restarted empty on the same port when the fault ends.
     Kill,
@@ -70,17 +109,6 @@ enum Fault {
 }
 
 impl Fault {
-    fn parse(s: &str) -> Result<Fault, String> {
-        match s {
-            "kill" => Ok(Fault::Kill),
-            "flush" => Ok(Fault::Flush),
-            "hang" => Ok(Fault::Hang),
-            other => Err(format!(
-                "unknown --fault `{other}`; expected one of `kill`, `flush`, `hang`"
-            )),
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Fault::Kill => "kill",
@@ -144,13 +172,6 @@ impl Schedule {
     }
 }
 
-fn parse_fault(args: &[String]) -> Result<Option<Fault>, BoxError> {
-    Ok(match arg(args, "--fault") {
-        Some(f) => Some(Fault::parse(&f)?),
-        None => None,
-    })
-}
-
 const OUTAGE_LATENCY: Duration = Duration::from_millis(150);
 const CALLERS: usize = 4;
 const PACE: Duration = Duration::from_millis(5);
@@ -191,22 +212,29 @@ fn start_instant(epoch_ms: u64) -> Instant {
     }
 }
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
+fn main() -> std::process::ExitCode {
+    // `--help` prints the usage and exits 0; an unknown argument or a bad value prints the
+    // error and the usage line and exits 2.
+    let args = <Args as clap::Parser>::parse();
+    let result = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
-    if arg(&args, "--role").as_deref() == Some("replica") {
-        return rt.block_on(replica(&args));
+        .build()
+        .map_err(BoxError::from)
+        .and_then(|rt| {
+            if args.role.as_deref() == Some("replica") {
+                rt.block_on(replica(&args))
+            } else {
+                rt.block_on(coordinator(&args))
+            }
+        });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fleet: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
     }
-    rt.block_on(coordinator(&args))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,13 +256,13 @@ struct Report {
     buckets: Vec<[u32; 4]>,
 }
 
-async fn replica(args: &[String]) -> Result<(), BoxError> {
-    let scope = arg(args, "--scope").ok_or("--scope")?;
-    let id = arg(args, "--id").ok_or("--id")?;
-    let service: SocketAddr = arg(args, "--service").ok_or("--service")?.parse()?;
-    let epoch: u64 = arg(args, "--epoch").ok_or("--epoch")?.parse()?;
-    let quick = args.iter().any(|a| a == "--quick");
-    let fault = parse_fault(args)?;
+async fn replica(args: &Args) -> Result<(), BoxError> {
+    let scope = args.scope.clone().ok_or("a replica needs --scope")?;
+    let id = args.id.clone().ok_or("a replica needs --id")?;
+    let service = args.service.ok_or("a replica needs --service")?;
+    let epoch = args.epoch.ok_or("a replica needs --epoch")?;
+    let quick = args.quick;
+    let fault = args.fault;
     let schedule = Schedule::new(quick, fault);
     let start = start_instant(epoch);
     let since = move || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -273,8 +301,8 @@ async fn replica(args: &[String]) -> Result<(), BoxError> {
         .build()?;
     let mut store = None;
     let shared = if scope == "shared" {
-        let url = arg(args, "--redis").ok_or("--redis")?;
-        let ns = arg(args, "--ns").ok_or("--ns")?;
+        let url = args.redis.clone().ok_or("a shared replica needs --redis")?;
+        let ns = args.ns.clone().ok_or("a shared replica needs --ns")?;
         let config = StoreConfig::new(&url, &ns)?
             .replica(ReplicaId::new(&id)?)
             .flush_interval(Duration::from_millis(100));
@@ -462,10 +490,13 @@ struct RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        // A stopped server is resumed first, so it is reaped at once.
-        let _ = signal(&self.child, "-CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // A stopped server is resumed first, so it is reaped at once; one already killed and
+        // reaped (`--fault kill`) is left alone, or `kill` would say it has no such process.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = signal(&self.child, "-CONT");
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -756,23 +787,17 @@ impl Drop for Kill {
     }
 }
 
-async fn coordinator(args: &[String]) -> Result<(), BoxError> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let replicas: usize = match arg(args, "--replicas") {
-        Some(n) => n.parse()?,
-        None if quick => 6,
-        None => 8,
-    };
-    if !(1..=64).contains(&replicas) {
-        return Err("--replicas must be in 1..=64".into());
-    }
-    let svg = arg(args, "--svg").unwrap_or_else(|| "target/fleet.svg".to_owned());
-    let fault = parse_fault(args)?;
-    let (mut own_server, redis) = match arg(args, "--redis") {
+async fn coordinator(args: &Args) -> Result<(), BoxError> {
+    let quick = args.quick;
+    let replicas = usize::from(args.replicas.unwrap_or(if quick { 6 } else { 8 }));
+    let svg = args.svg.clone();
+    let fault = args.fault;
+    let (mut own_server, redis) = match args.redis.clone() {
+        // (A replica is given both: the coordinator's fault and its server's URL.)
         Some(_) if fault.is_some() => {
             return Err(
                 "--fault kills, flushes or stops the example's own redis-server: \
-                        leave out --redis"
+                 leave out --redis"
                     .into(),
             )
         }
