@@ -192,7 +192,7 @@ fn br_18_min_calls_above_count_window_from_serde() {
     assert_eq!(
         err.to_string(),
         "2:11: policies.a.breaker: `min_calls`: min_calls (10) must be <= the count window size \
-         (5); the window can never hold more than 5 calls at 15..21 (in \"50% of 5 calls min 10\")"
+         (5) at 15..21; the window can never hold more than 5 calls (in \"50% of 5 calls min 10\")"
     );
     // Time windows have no such limit.
     config::load_str(
@@ -524,7 +524,7 @@ fn a_layer_string_is_checked_with_what_it_inherits() {
             "4:13: policies.a.breaker.min_calls: min_calls (30) must be <= the count window \
              size (20); the window can never hold more than 20 calls",
             "8:11: policies.c.breaker: `min_calls`: min_calls (30) must be <= the count window \
-             size (20); the window can never hold more than 20 calls at 16..22 (in \"50% of 20 \
+             size (20) at 16..22; the window can never hold more than 20 calls (in \"50% of 20 \
              calls min 30\")",
         ]
     );

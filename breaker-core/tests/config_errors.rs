@@ -174,20 +174,20 @@ fn a_file_that_is_not_well_formed_stops_at_its_first_syntax_error() {
     let one = |text: &str, format| errors(text, format, &[]);
     assert_eq!(
         one("[policies.a]\ntimeout = \"2s\nretry = 5\n", Format::Toml),
-        ["2:14: .: invalid basic string, expected `\"`"]
+        ["2:14: invalid basic string, expected `\"`"]
     );
     // The parser names line 3, past the end of the file: the end of the last line instead.
     assert_eq!(
         one("policies:\n  a: [1, 2\n", Format::Yaml),
-        ["2:11: .: while parsing a flow sequence, expected ',' or ']'"]
+        ["2:11: while parsing a flow sequence, expected ',' or ']'"]
     );
     assert_eq!(
         one("{\"policies\": {\"a\": {,}}}", Format::Json),
-        ["1:21: .: unexpected token in object"]
+        ["1:21: unexpected token in object"]
     );
     assert_eq!(
         one("", Format::Json),
-        ["1:1: .: expected a JSON object, got the end of the input"]
+        ["1:1: expected a JSON object, got the end of the input"]
     );
 }
 
@@ -212,7 +212,7 @@ fn a_lone_carriage_return_is_a_line_break_where_the_format_says_so() {
     // A syntax error after lone CRs: saphyr's own line and column (the `:` of line 3).
     assert_eq!(
         one("policies:\r  a: [1, 2\r  b: 3\r", Format::Yaml),
-        ["3:4: .: illegal placement of ':' indicator"]
+        ["3:4: illegal placement of ':' indicator"]
     );
     let json = "{\"default\":\r {\"breaker\":\r  {\"cooldwn\": \"30s\"}}}";
     let e = one(json, Format::Json);
@@ -629,7 +629,7 @@ fn a_duplicate_key_is_named_in_every_format() {
             Format::Toml,
             &[]
         ),
-        ["3:1: .: duplicate key `cooldown`"]
+        ["3:1: duplicate key `cooldown`"]
     );
     assert_eq!(
         errors(
@@ -637,7 +637,7 @@ fn a_duplicate_key_is_named_in_every_format() {
             Format::Toml,
             &[]
         ),
-        ["3:11: .: duplicate key `a`"]
+        ["3:11: duplicate key `a`"]
     );
     assert_eq!(
         errors(

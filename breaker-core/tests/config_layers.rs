@@ -114,8 +114,8 @@ order = "hedge > retry"
     assert_eq!(
         got,
         [
-            "2:8: policies.a.rate: a rate of 0 admits no call; to stop every call open the \
-             breaker instead at 0..1; expected at least 1 permit per period, such as `1/s` (in \
+            "2:8: policies.a.rate: a rate of 0 admits no call at 0..1; expected at least 1 \
+             permit per period, such as `1/s`; to stop every call, open the breaker instead (in \
              \"0/s\")",
             "3:12: policies.a.adaptive: the floor (50) is above the ceiling (10) at 5..11; \
              expected the floor first: `10..50` (in \"aimd 50..10\")",
@@ -124,8 +124,8 @@ order = "hedge > retry"
              declared idempotent are hedged and this policy is not; add `idempotent = true`, \
              or remove the hedge",
             "13:9: policies.c.order: layer `hedge` is outside `retry`: each hedge would run a \
-             retry loop of its own (up to attempts × hedges calls); put `hedge` inside `retry` \
-             (`retry > .. > hedge`), so each retry attempt is one hedged group at 0..5; `retry` \
+             retry loop of its own (up to attempts × hedges calls) at 0..5; put `hedge` inside \
+             `retry` (`retry > .. > hedge`), so each retry attempt is one hedged group; `retry` \
              is at 8..13 (in \"hedge > retry\")",
         ]
     );

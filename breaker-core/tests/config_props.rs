@@ -232,7 +232,7 @@ fn deep_nesting_is_refused_at_the_bound() {
     let err = Loader::text(at_bound, Format::Json).load().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "1:1: .: invalid type: sequence, expected a table of `default` and `policies`"
+        "1:1: invalid type: sequence, expected a table of `default` and `policies`"
     );
 }
 
@@ -244,7 +244,7 @@ fn input_over_the_size_bound_is_refused_before_parsing() {
         assert_eq!(
             err.to_string(),
             format!(
-                ".: the file is {} bytes; a config file may be at most {MAX_INPUT_BYTES} bytes \
+                "the file is {} bytes; a config file may be at most {MAX_INPUT_BYTES} bytes \
                  (1 MiB)",
                 big.len()
             )

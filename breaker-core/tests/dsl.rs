@@ -238,7 +238,7 @@ fn br_38_unknown_breaker_clause_and_layer_are_named() {
         dsl::parse_order("retry > breaker > retry").unwrap_err(),
         "retry",
         18..23,
-        "layer `retry` appears twice; each layer may appear at most once at 18..23; \
+        "layer `retry` appears twice at 18..23; each layer may appear at most once; \
          `retry` is already at 0..5",
     );
 }
@@ -291,8 +291,8 @@ fn br_18_min_calls_above_count_window_from_dsl() {
             .unwrap_err(),
         "min 10",
         15..21,
-        "`min_calls`: min_calls (10) must be <= the count window size (5); the window can \
-         never hold more than 5 calls at 15..21",
+        "`min_calls`: min_calls (10) must be <= the count window size (5) at 15..21; the \
+         window can never hold more than 5 calls",
     );
     // Inclusive bound: equal is fine; time windows have no such limit.
     let p: BreakerPolicy = "50% of 5 calls min 5".parse().unwrap();
@@ -481,10 +481,17 @@ fn order_and_bulkhead_forms() {
         "hedge",
         10..15,
         "layer `hedge` is outside `retry`: each hedge would run a retry loop of its own (up to \
-         attempts × hedges calls); put `hedge` inside `retry` (`retry > .. > hedge`), so each \
-         retry attempt is one hedged group at 10..15; `retry` is at 18..23",
+         attempts × hedges calls) at 10..15; put `hedge` inside `retry` (`retry > .. > \
+         hedge`), so each retry attempt is one hedged group; `retry` is at 18..23",
     );
-    assert_eq!(err.help.as_deref(), Some("`retry` is at 18..23"));
+    // The position follows what is wrong; the fix and the other layer's place are the help.
+    assert_eq!(
+        err.help.as_deref(),
+        Some(
+            "put `hedge` inside `retry` (`retry > .. > hedge`), so each retry attempt is one \
+             hedged group; `retry` is at 18..23"
+        )
+    );
     assert_eq!(
         dsl::parse_bulkhead("10 concurrent wait 100ms"),
         Ok(BulkheadPolicy {

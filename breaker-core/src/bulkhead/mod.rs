@@ -18,6 +18,7 @@
 mod error;
 pub(crate) mod policy;
 
+pub(crate) use error::waited_suffix;
 pub use error::{BulkheadFull, InvalidBulkhead};
 pub(crate) use policy::check_bulkhead;
 pub use policy::{BulkheadPolicy, MAX_CONCURRENT};

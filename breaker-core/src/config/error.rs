@@ -9,7 +9,9 @@ use std::path::PathBuf;
 /// position for a value that came from an environment variable:
 /// `breaker.toml:7:22: policies.inventory.breaker.consecutive_failures: ...`. An error about a
 /// file as a whole, with no position (it cannot be read, its format is unknown), reads
-/// `{file}: {message}`: `breaker.toml: cannot read the file: No such file or directory ...`.
+/// `{file}: {message}`: `breaker.toml: cannot read the file: No such file or directory ...`;
+/// an error about the document as a whole at a position (a syntax error) reads
+/// `{file}:{line}:{column}: {message}`: `my.json:1:22: unterminated object`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConfigError {
@@ -40,11 +42,8 @@ impl fmt::Display for ConfigError {
         if self.file.is_some() || self.env.is_some() || self.line.is_some() {
             f.write_str(" ")?;
         }
-        let whole_file = self.file.is_some()
-            && self.env.is_none()
-            && self.line.is_none()
-            && self.key_path == ".";
-        if whole_file {
+        // `.`, the whole document (a syntax error, a file too large), is no key to name.
+        if self.key_path == "." {
             f.write_str(&self.message)
         } else {
             write!(f, "{}: {}", self.key_path, self.message)

@@ -94,12 +94,9 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
     let count_span = t.span.start..t.span.start + count.len();
     let rate = int_in(src, count, count_span.clone(), "permit count")?;
     if rate == 0 {
-        return Err(value_error(
-            src,
-            count_span,
-            "a rate of 0 admits no call; to stop every call open the breaker instead",
-        )
-        .expected(["at least 1 permit per period, such as `1/s`".to_owned()]));
+        return Err(value_error(src, count_span, "a rate of 0 admits no call")
+            .expected(["at least 1 permit per period, such as `1/s`".to_owned()])
+            .help("to stop every call, open the breaker instead"));
     }
     let per_start = count_span.end + 1;
     // A bare unit is one of it: `s` is `1s`.
@@ -491,8 +488,8 @@ mod tests {
             (
                 "0".to_owned(),
                 0..1,
-                "a rate of 0 admits no call; to stop every call open the breaker instead at \
-                 0..1; expected at least 1 permit per period, such as `1/s`"
+                "a rate of 0 admits no call at 0..1; expected at least 1 permit per period, \
+                 such as `1/s`; to stop every call, open the breaker instead"
                     .to_owned()
             )
         );

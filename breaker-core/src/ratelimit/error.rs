@@ -5,9 +5,13 @@ use std::time::Duration;
 /// The rate limiter had no permit for the call (and none came within the allowed wait): the
 /// call was rejected locally and the dependency was not called.
 ///
-/// Displayed as `rate limited: next permit in 40ms (waited 0ns)`.
+/// Displayed as `rate limited: next permit in 40ms`, followed by ` (waited 35ms)` when the
+/// call waited for a permit first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("rate limited: next permit in {retry_after:?} (waited {waited:?})")]
+#[error(
+    "rate limited: next permit in {retry_after:?}{}",
+    crate::bulkhead::waited_suffix(*.waited)
+)]
 pub struct RateLimited {
     /// How long from the rejection until the limiter would grant a permit, if no other call
     /// takes it first: the GCRA's exact answer, never zero.

@@ -168,3 +168,29 @@ async fn concurrent_waiters_each_get_a_later_permit() {
     got.sort();
     assert_eq!(got, [ms(100), ms(200)]);
 }
+
+/// "waited 0ns" only said that no wait was configured: the wait is shown when there was one.
+#[test]
+fn a_rejection_shows_its_wait_only_when_it_waited() {
+    let at_once = RateLimited {
+        retry_after: Duration::from_micros(199_990),
+        waited: Duration::ZERO,
+    };
+    assert_eq!(at_once.to_string(), "rate limited: next permit in 199.99ms");
+    let after_a_wait = RateLimited {
+        retry_after: ms(5),
+        waited: ms(35),
+    };
+    assert_eq!(
+        after_a_wait.to_string(),
+        "rate limited: next permit in 5ms (waited 35ms)"
+    );
+    let full = crate::bulkhead::BulkheadFull {
+        max_concurrent: 8,
+        waited: ms(50),
+    };
+    assert_eq!(
+        full.to_string(),
+        "bulkhead full: 8 calls in flight (waited 50ms)"
+    );
+}

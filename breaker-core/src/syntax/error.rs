@@ -44,13 +44,23 @@ pub struct DslError {
 }
 
 impl DslError {
+    /// An error at `span` of `src`. A message of several clauses (`what is wrong; what to do
+    /// instead`, as the validator's and the order's messages are) keeps its first clause as
+    /// the message and the rest as the help, so the position follows what is wrong, as in
+    /// every other error, and not a hint.
     pub(crate) fn new(src: &str, span: Range<usize>, message: impl Into<String>) -> DslError {
+        let mut message = message.into();
+        let help = message.find("; ").map(|i| {
+            let rest = message[i + 2..].to_owned();
+            message.truncate(i);
+            rest
+        });
         DslError {
             fragment: src.get(span.clone()).unwrap_or_default().to_owned(),
             span,
             expected: Vec::new(),
-            message: message.into(),
-            help: None,
+            message,
+            help,
         }
     }
 
@@ -62,8 +72,13 @@ impl DslError {
         self
     }
 
+    /// Adds a suggestion, after the message's own hint if it has one.
     pub(crate) fn help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(help.into());
+        let help = help.into();
+        self.help = Some(match self.help.take() {
+            Some(first) => format!("{first}; {help}"),
+            None => help,
+        });
         self
     }
 
