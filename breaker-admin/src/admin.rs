@@ -6,7 +6,8 @@ use crate::events::{Bus, Event};
 use crate::latency::Histogram;
 use crate::sampler::{lock, Sampler};
 use crate::service::{AdminService, Body};
-use breaker_core::breaker::CircuitBreaker;
+use crate::transitions::Transitions;
+use breaker_core::breaker::{CircuitBreaker, Watch};
 use breaker_core::clock::Clock;
 use breaker_core::config::{LivePipeline, PolicyRegistry};
 use breaker_core::pipeline::Pipeline;
@@ -149,6 +150,10 @@ pub(crate) struct Inner {
     pub(crate) guard: Guard,
     pub(crate) sampler: Sampler,
     pub(crate) bus: Arc<Bus>,
+    /// The breakers' own transitions, queued until the sampler's task publishes them.
+    transitions: Arc<Transitions>,
+    /// Keeps the watcher that fills `transitions` registered while the admin lives.
+    _watch: Watch,
     started: tokio::time::Instant,
 }
 
@@ -174,9 +179,19 @@ impl Inner {
         self.bus.publish(event);
     }
 
+    /// Publishes the transitions queued since the last call, one event each, then what a
+    /// reading of every row shows; returns how many events it published.
     fn sample(&self) -> usize {
         let items = self.items();
-        self.sampler.tick(&items, &self.bus, self.now_ms())
+        self.transitions.show(self.sources().names(&items));
+        let now = self.now_ms();
+        self.transitions.forward(&items, &self.bus, now) + self.sampler.tick(&items, &self.bus, now)
+    }
+
+    /// Queues the transitions of every breaker shown now (after a breaker is added).
+    fn show_names(&self) {
+        let items = self.items();
+        self.transitions.show(self.sources().names(&items));
     }
 }
 
@@ -248,8 +263,9 @@ impl Admin {
             .to_sink(move |e| histogram.record(e))
     }
 
-    /// Reads every breaker now, as the sampler does every interval, and publishes what
-    /// changed; returns how many events it published.
+    /// Does now what the sampler does every interval: publishes the transitions the breakers
+    /// made since (one event each), then reads every breaker and publishes what changed
+    /// (rejections, keyed groups' counts); returns how many events it published.
     pub fn sample_now(&self) -> usize {
         self.inner.sample()
     }
@@ -266,6 +282,7 @@ impl Admin {
             .sources_mut()
             .breakers
             .push((name.into(), breaker.clone()));
+        self.inner.show_names();
     }
 
     /// Shows the breaker of `pipeline` as `name` from now on, as [`AdminBuilder::pipeline`]
@@ -275,6 +292,7 @@ impl Admin {
             .sources_mut()
             .pipelines
             .push((name.into(), PipelineRef::Fixed(Box::new(pipeline.clone()))));
+        self.inner.show_names();
     }
 
     /// Shows the breakers of a keyed registry as one group named `name` from now on, as
@@ -288,6 +306,7 @@ impl Admin {
             .sources_mut()
             .keyed
             .push((name.into(), Arc::new(registry.clone()) as Arc<dyn Keys>));
+        self.inner.show_names();
     }
 }
 
@@ -490,6 +509,9 @@ impl AdminBuilder {
             (None, true) => Guard::Off,
         };
         let slot = self.slot;
+        let started = tokio::time::Instant::now();
+        // Room for a burst of transitions between two ticks; more are dropped and counted.
+        let (transitions, watch) = Transitions::watch(self.buffer.max(1024), started);
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let _ = slot.set(weak.clone());
             Inner {
@@ -497,9 +519,12 @@ impl AdminBuilder {
                 guard,
                 sampler: Sampler::new(self.every, self.history),
                 bus: Arc::new(Bus::new(self.buffer, self.max_readers)),
-                started: tokio::time::Instant::now(),
+                transitions,
+                _watch: watch,
+                started,
             }
         });
+        inner.show_names();
         let weak = Arc::downgrade(&inner);
         let every = inner.sampler.every;
         tokio::spawn(async move {

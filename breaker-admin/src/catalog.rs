@@ -91,6 +91,8 @@ impl Item {
 
 /// The breakers of a keyed registry, whatever its key type.
 pub(crate) trait Keys: Send + Sync {
+    /// The name its breakers carry.
+    fn name(&self) -> String;
     /// The registry's bound.
     fn max_keys(&self) -> usize;
     /// Every key (rendered) and its breaker, without counting as a use.
@@ -114,6 +116,9 @@ where
     K: Hash + Eq + Clone + Send + Sync + Display + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
+    fn name(&self) -> String {
+        self.factory().name().to_owned()
+    }
     fn max_keys(&self) -> usize {
         Registry::max_keys(self)
     }
@@ -242,6 +247,9 @@ impl Sources {
                 if row.layers.is_empty() {
                     row.layers = layers;
                 }
+                if row.policy.is_none() {
+                    row.policy = Some(p.policy());
+                }
                 continue;
             }
             let breaker_name = breaker.name().to_owned();
@@ -251,7 +259,7 @@ impl Sources {
                     kind: Kind::Pipeline,
                     breaker: Some(breaker),
                     keys: None,
-                    policy: None,
+                    policy: Some(p.policy()),
                     source: Source::Code,
                     layers,
                     used_by: vec![name.clone()],
@@ -312,6 +320,33 @@ impl Sources {
         }
         self.attach_fleet(&mut rows);
         rows.items
+    }
+
+    /// The breaker names whose transitions `items` (this source's rows) show, and those of
+    /// rows not built yet: every annotated function (built on its first call) and every named
+    /// policy of the registries listed.
+    pub(crate) fn names(&self, items: &[Item]) -> std::collections::HashSet<String> {
+        let mut names = std::collections::HashSet::new();
+        for item in items {
+            if let Some(b) = &item.breaker {
+                names.insert(b.name().to_owned());
+            }
+            if let Some(k) = &item.keys {
+                names.insert(k.name());
+            }
+        }
+        if self.annotated {
+            for f in annotated::functions() {
+                names.insert(f.name().to_owned());
+                if let Some(policy) = f.policy() {
+                    names.insert(policy.to_owned());
+                }
+            }
+        }
+        for registry in self.all_registries() {
+            names.extend(registry.names());
+        }
+        names
     }
 
     /// The fleet side of `breaker` (a keyed group's key, say), from the fleet backends.

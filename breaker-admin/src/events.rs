@@ -1,14 +1,18 @@
 //! The event stream: transitions, rejections, keyed groups' states, admin actions and reloads,
 //! as server-sent events, with bounded buffering.
 //!
-//! # Why a broadcast ring, fed by the sampler
-//! Nothing here runs on a call's path. The [sampler](crate::sampler) finds what changed at each
-//! tick and publishes at most a few events per breaker into one ring of a fixed size
-//! ([`AdminBuilder::event_buffer`](crate::AdminBuilder::event_buffer)), shared by every reader.
-//! Publishing never waits for a reader. A reader that falls behind by more than the ring (its
-//! socket is slow, or it stopped reading) loses the oldest events it had not read, and is told
-//! so with a `dropped` event carrying the count; its memory is its connection's buffers and one
-//! cursor into the ring, whatever the number of events since.
+//! # Why a broadcast ring, fed by the breakers' own transitions
+//! Nothing here runs on a call's path. Each transition a breaker makes reaches the admin
+//! through [`watch_transitions`](breaker_core::breaker::watch_transitions), on the thread that
+//! made it: a push into a bounded queue (a transition, never a call; a full queue drops it and
+//! counts it). The [sampler](crate::sampler)'s task drains that queue at each tick, publishing
+//! one `transition` event per transition with the breaker's own from, to and reason, then adds
+//! what only a reading shows (rejection counts, keyed groups' counts by state). Events go into
+//! one ring of a fixed size ([`AdminBuilder::event_buffer`](crate::AdminBuilder::event_buffer)),
+//! shared by every reader. Publishing never waits for a reader. A reader that falls behind by
+//! more than the ring (its socket is slow, or it stopped reading) loses the oldest events it had
+//! not read, and is told so with a `dropped` event carrying the count; its memory is its
+//! connection's buffers and one cursor into the ring, whatever the number of events since.
 //!
 //! # The wire format
 //! ```text
@@ -17,9 +21,10 @@
 //! data: {"type":"transition","breaker":"inventory","from":"closed","to":"open",...}
 //!
 //! ```
-//! Event names: `hello` (the first, with the sampling interval), `transition`, `rejections`,
-//! `keys`, `action`, `reload`, `heartbeat` (every 15 s, so idle proxies keep the stream) and
-//! `dropped`.
+//! Event names: `hello` (the first, with the sampling interval), `transition` (one per
+//! transition), `rejections`, `keys`, `action`, `reload`, `heartbeat` (every 15 s, so idle
+//! proxies keep the stream) and `dropped` (this reader fell behind, or the transition queue was
+//! full).
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -36,18 +41,34 @@ use tokio_stream::wrappers::BroadcastStream;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Event {
-    /// A breaker's state changed between two samples.
+    /// One transition of one breaker, as the breaker made it (from its own transition
+    /// event, through [`watch_transitions`](breaker_core::breaker::watch_transitions)): one
+    /// event per transition, never merged.
     Transition {
+        /// The row's id.
         breaker: String,
+        /// The key, for a breaker of a keyed group; absent otherwise.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
         from: &'static str,
         to: &'static str,
-        /// The generation now.
+        /// Why, as the breaker said (`consecutive_failures`, `cooldown_elapsed`,
+        /// `probe_failed`, `probes_succeeded`, `manual`, ...).
+        reason: &'static str,
+        /// The generation entered (it counts transitions, wrapping at 2^24).
         generation: u32,
-        /// Transitions since the previous sample (more than one when the breaker moved faster
-        /// than the sampling interval).
-        transitions: u32,
-        /// Why, when the pair of states says it (`probe_failed` for half-open -> open, ...).
-        reason: Option<&'static str>,
+        /// The replica whose decision was applied, for a shared breaker's transition decided
+        /// elsewhere in the fleet; absent for one decided here.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
+        /// The admin clock's reading when the breaker made the transition.
+        at_ms: u64,
+    },
+    /// Transitions that the admin's queue had no room for (its readers are told, rather than
+    /// shown a jump from one state to another the breaker never made).
+    Dropped {
+        dropped: u64,
+        message: String,
         at_ms: u64,
     },
     /// Calls a breaker rejected since the previous sample (its lifetime totals must be on).
@@ -95,6 +116,7 @@ impl Event {
             Event::Action { .. } => "action",
             Event::Reload { .. } => "reload",
             Event::Heartbeat { .. } => "heartbeat",
+            Event::Dropped { .. } => "dropped",
         }
     }
 }

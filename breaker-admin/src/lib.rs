@@ -34,9 +34,11 @@
 //! # How, and what it costs calls: nothing
 //! A [sampler] task reads every breaker every 250 ms ([`AdminBuilder::sample_every`])
 //! through what the breaker already keeps (its state word and its striped totals); no call
-//! path has a hook, a lock or an extra atomic for it. The [event stream](events) is fed by the
-//! sampler into one ring of a fixed size that every reader shares: a slow reader loses the
-//! oldest events and is told how many, and never slows anyone. The status API reads each
+//! path has a hook, a lock or an extra atomic for it. The [event stream](events) gets each
+//! transition from the breaker itself, as it made it ([`transitions`]: from, to and reason,
+//! never merged), and rejection counts from the sampler, into one ring of a fixed size that
+//! every reader shares: a slow reader loses the oldest events and is told how many, and never
+//! slows anyone. The status API reads each
 //! breaker's [`Snapshot`](breaker_core::Snapshot) when asked, so its states and counts are the
 //! breakers' own at that moment.
 //!
@@ -74,12 +76,16 @@
 //! each breaker has `id` (its name in URLs), `name`, `kind` (`policy`, `function`, `pipeline`,
 //! `plain`, `keyed`), `state` (`closed`, `open`, `half-open`, `forced-open`, `forced-closed`),
 //! `generation`, `time_in_state_ms`, `retry_after_ms`, `consecutive_failures`, `window`
-//! (`calls`, `failures`, `slow`, `failure_rate_percent` 0..=100, `shape`), `probes_in_flight`,
-//! `probe_successes`, `totals` (or `null`), `policy` (DSL text per layer and `order`),
+//! (`calls`, `failures`, `slow`, `failure_rate_percent` 0..=100, `shape`: the trip rule's,
+//! `100 calls` or `1m` for a rate rule, `5 consecutive` for a consecutive-only policy),
+//! `probes_in_flight`,
+//! `probe_successes`, `totals` (or `null`), `policy` (the DSL text of every layer, each
+//! parsing back to the layer's policy, `null` where absent: `breaker`, `retry`, `timeout`,
+//! `deadline`, `bulkhead`, `rate`, `hedge`, `adaptive`, `throttle`; and `order`),
 //! `source` (`attribute`, `file` with `path` and `generation`, `config`, `code`), `layers`,
 //! `used_by`, `rates` (per second, or `null`), `latency` (microseconds, or `null`), `keys` (a
-//! keyed group's `count`, `max_keys`, `by_state`; its `group_state` replaces the single
-//! breaker's fields) and `fleet` (the shared store's view of a fleet-wide breaker, or `null`).
+//! keyed group's `count`, `max_keys`, `open`, `by_state`; its `group_state`, the worst state
+//! any of its keys is in, replaces the single breaker's fields) and `fleet` (the shared store's view of a fleet-wide breaker, or `null`).
 //! The [`service`] module lists every route, check and status.
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
@@ -92,6 +98,7 @@ mod latency;
 pub mod sampler;
 mod server;
 pub mod service;
+pub mod transitions;
 mod view;
 
 pub use admin::{

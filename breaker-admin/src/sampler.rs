@@ -1,14 +1,15 @@
 //! The sampler: reads every breaker at a fixed interval, keeps a short history per row (state,
-//! calls, failures, rejections, latency), and publishes what changed as events.
+//! calls, failures, rejections, latency), and publishes what only a reading shows: rejection
+//! counts and keyed groups' counts by state. Transitions are not read here: each one comes from
+//! the breaker itself ([`transitions`](crate::transitions)), so none is merged or invented.
 //!
 //! # Why sampling
 //! A breaker's hot path has no hook for an observer, and must not get one: the closed path is
 //! a few nanoseconds and its benchmark is the project's contract. Everything here reads what
-//! the breaker already keeps: its state word and generation ([`Snapshot`]), its lifetime
-//! [`Totals`] (striped counters, when kept) and, for latency, a recorder's histogram. So a
-//! mounted status API costs calls nothing; a transition is seen within one interval
-//! ([`AdminBuilder::sample_every`](crate::AdminBuilder::sample_every), 250 ms by default), and
-//! a burst of transitions within one interval is one event with its count (`transitions`).
+//! the breaker already keeps: its state word ([`Snapshot`]), its lifetime [`Totals`] (striped
+//! counters, when kept) and, for latency, a recorder's histogram. So a mounted status API costs
+//! calls nothing; rejections are counted per interval
+//! ([`AdminBuilder::sample_every`](crate::AdminBuilder::sample_every), 250 ms by default).
 //!
 //! One tick costs a snapshot per breaker row and, per keyed group, one pass over its keys
 //! (a snapshot each, under each shard's read lock in turn): about 50 ns per key.
@@ -17,7 +18,7 @@ use crate::catalog::Item;
 use crate::events::{Bus, Event};
 use crate::latency::{self, Histogram, BUCKETS};
 use crate::view::ByState;
-use breaker_core::breaker::{BreakerPolicy, Snapshot, State, Totals};
+use breaker_core::breaker::{Snapshot, State, Totals};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,38 +34,9 @@ pub(crate) fn letter(s: State) -> u8 {
     }
 }
 
-/// Why a breaker went from `from` to `to` in one transition, when the pair says it.
-fn reason(from: State, to: State, policy: &BreakerPolicy) -> Option<&'static str> {
-    use State::*;
-    Some(match (from, to) {
-        (Closed, Open) => {
-            let rules = [
-                policy.consecutive_failures.map(|_| "consecutive_failures"),
-                policy.failure_rate_percent.map(|_| "failure_rate"),
-                policy.slow_call.map(|_| "slow_call_rate"),
-            ];
-            let mut set = rules.into_iter().flatten();
-            match (set.next(), set.next()) {
-                (Some(only), None) => only,
-                _ => return None,
-            }
-        }
-        (Open, HalfOpen) => "cooldown_elapsed",
-        (HalfOpen, Open) => "probe_failed",
-        (HalfOpen, Closed) => "probes_succeeded",
-        (HalfOpen, HalfOpen) => "probe_expired",
-        (_, ForcedOpen | ForcedClosed) | (ForcedOpen | ForcedClosed, _) | (Closed, Closed) => {
-            "manual"
-        }
-        _ => return None,
-    })
-}
-
 /// The last reading of a row.
 #[derive(Clone, Copy)]
 struct Last {
-    state: State,
-    generation: u32,
     totals: Option<Totals>,
 }
 
@@ -180,7 +152,7 @@ impl Sampler {
             let track = tracks.entry(item.id.clone()).or_default();
             if let Some(breaker) = &item.breaker {
                 let snap = breaker.snapshot();
-                self.read_breaker(item, &snap, &breaker.policy(), track, at_ms, &mut events);
+                self.read_breaker(item, &snap, track, at_ms, &mut events);
             } else if let Some(keys) = &item.keys {
                 let mut by_state = ByState::default();
                 keys.for_each(&mut |_, b| by_state.add(b.state()));
@@ -229,35 +201,16 @@ impl Sampler {
         &self,
         item: &Item,
         snap: &Snapshot,
-        policy: &BreakerPolicy,
         track: &mut Track,
         at_ms: u64,
         events: &mut Vec<Event>,
     ) {
         let now = Last {
-            state: snap.state,
-            generation: snap.generation,
             totals: snap.totals,
         };
         track.has_totals = now.totals.is_some();
         let (mut calls, mut failures, mut rejections) = (0u64, 0u64, 0u64);
         if let Some(last) = track.last {
-            let moved = now.generation.wrapping_sub(last.generation) & 0x00ff_ffff;
-            if moved > 0 {
-                events.push(Event::Transition {
-                    breaker: item.id.clone(),
-                    from: last.state.as_str(),
-                    to: now.state.as_str(),
-                    generation: now.generation,
-                    transitions: moved,
-                    reason: if moved == 1 {
-                        reason(last.state, now.state, policy)
-                    } else {
-                        None
-                    },
-                    at_ms,
-                });
-            }
             if let (Some(a), Some(b)) = (last.totals, now.totals) {
                 calls = b.admitted.saturating_sub(a.admitted);
                 failures = b.failed.saturating_sub(a.failed);
@@ -266,14 +219,14 @@ impl Sampler {
                     events.push(Event::Rejections {
                         breaker: item.id.clone(),
                         count: rejections,
-                        state: now.state.as_str(),
+                        state: snap.state.as_str(),
                         at_ms,
                     });
                 }
             }
         }
         track.last = Some(now);
-        push(&mut track.states, letter(now.state), self.keep);
+        push(&mut track.states, letter(snap.state), self.keep);
         let c = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         push(&mut track.calls, c(calls), self.keep);
         push(&mut track.failures, c(failures), self.keep);
@@ -349,7 +302,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::catalog::{Kind, Source};
-    use breaker_core::breaker::CircuitBreaker;
+    use breaker_core::breaker::{BreakerPolicy, CircuitBreaker};
     use breaker_core::clock::{Clock, ManualClock};
 
     fn item(breaker: &CircuitBreaker) -> Item {
@@ -367,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn transitions_rejections_and_rates_come_from_two_readings() {
+    fn rejections_and_rates_come_from_two_readings_and_transitions_never_do() {
         let time = ManualClock::new();
         let b = CircuitBreaker::builder(BreakerPolicy {
             consecutive_failures: Some(2),
@@ -395,20 +348,8 @@ mod tests {
         for _ in 0..3 {
             b.try_acquire().unwrap_err();
         }
-        assert_eq!(sampler.tick(&items, &bus, 250), 2);
-        let t = rx.try_recv().unwrap();
-        assert_eq!(
-            t.event,
-            Event::Transition {
-                breaker: "inventory".into(),
-                from: "closed",
-                to: "open",
-                generation: 1,
-                transitions: 1,
-                reason: Some("consecutive_failures"),
-                at_ms: 250,
-            }
-        );
+        // The trip is the breaker's own event (`transitions`), not the sampler's.
+        assert_eq!(sampler.tick(&items, &bus, 250), 1);
         let r = rx.try_recv().unwrap();
         assert_eq!(
             r.event,
@@ -431,22 +372,13 @@ mod tests {
             })
         );
         assert_eq!(stats.history.unwrap().states, "co");
-        // Open -> half-open -> closed between two readings: one event, two transitions.
         time.advance(Duration::from_secs(10));
         b.try_acquire().unwrap().success();
-        assert_eq!(sampler.tick(&items, &bus, 500), 1);
-        match &rx.try_recv().unwrap().event {
-            Event::Transition {
-                from,
-                to,
-                transitions,
-                reason,
-                ..
-            } => assert_eq!(
-                (*from, *to, *transitions, *reason),
-                ("open", "closed", 2, None)
-            ),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(sampler.tick(&items, &bus, 500), 0);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(
+            sampler.stats(&items[0], true).history.unwrap().states,
+            "coc"
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::catalog::{Item, Kind, Source};
 use crate::sampler::{Latency, Rates, Stats};
-use breaker_core::breaker::{CircuitBreaker, Snapshot, State, Totals};
+use breaker_core::breaker::{BreakerPolicy, CircuitBreaker, Snapshot, State, Totals};
 use breaker_core::policy::Policy;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -67,7 +67,9 @@ pub(crate) struct WindowJson {
     /// Failures as a percentage of calls, 0..=100 (0 for an empty window).
     pub(crate) failure_rate_percent: f64,
     pub(crate) slow_rate_percent: f64,
-    /// The window's shape, in the DSL's words (`100 calls`, `1m`).
+    /// The trip rule's shape, in the DSL's words: the window of a rate rule (`100 calls`,
+    /// `1m`); for a policy whose only rule is consecutive failures, which keeps no window
+    /// (`calls` and `failures` above stay 0), that rule (`5 consecutive`).
     pub(crate) shape: String,
 }
 
@@ -119,6 +121,16 @@ fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The trip rule's shape (see [`WindowJson::shape`]).
+fn shape(p: &BreakerPolicy) -> String {
+    match p.consecutive_failures {
+        Some(n) if p.failure_rate_percent.is_none() && p.slow_call.is_none() => {
+            format!("{n} consecutive")
+        }
+        _ => p.window.to_string(),
+    }
+}
+
 impl StateJson {
     pub(crate) fn of(breaker: &CircuitBreaker, snap: &Snapshot) -> StateJson {
         StateJson {
@@ -133,7 +145,7 @@ impl StateJson {
                 slow: snap.window.slow,
                 failure_rate_percent: snap.window.failure_rate(),
                 slow_rate_percent: snap.window.slow_rate(),
-                shape: breaker.policy().window.to_string(),
+                shape: shape(&breaker.policy()),
             },
             probes_in_flight: snap.probes_in_flight,
             probe_successes: snap.probe_successes,
@@ -142,7 +154,9 @@ impl StateJson {
     }
 }
 
-/// The policy in force, as DSL text per layer.
+/// The policy in force, as DSL text per layer: every layer the policy or the pipeline has,
+/// each in the text its own parser reads back (`"5/s burst 2".parse::<RateLimitPolicy>()`);
+/// `null` for a layer it does not have.
 #[derive(Clone, Debug, Default, Serialize)]
 pub(crate) struct PolicyJson {
     /// The breaker (`5 consecutive, open 30s, probes 1, close after 1`).
@@ -151,6 +165,14 @@ pub(crate) struct PolicyJson {
     pub(crate) timeout: Option<String>,
     pub(crate) deadline: Option<String>,
     pub(crate) bulkhead: Option<String>,
+    /// The rate limit (`5/s burst 2`).
+    pub(crate) rate: Option<String>,
+    /// Hedging (`1x after 20ms`).
+    pub(crate) hedge: Option<String>,
+    /// The adaptive concurrency limit (`aimd 1..4`).
+    pub(crate) adaptive: Option<String>,
+    /// Client-side adaptive throttling (`k 2`).
+    pub(crate) throttle: Option<String>,
     /// The layers' nesting, outermost first (`bulkhead > retry > breaker > timeout`).
     pub(crate) order: Option<String>,
 }
@@ -188,6 +210,10 @@ fn fill(out: &mut PolicyJson, p: &Policy) {
     out.timeout = p.timeout.map(duration_text);
     out.deadline = p.deadline.map(duration_text);
     out.bulkhead = p.bulkhead.as_ref().map(ToString::to_string);
+    out.rate = p.rate_limit.as_ref().map(ToString::to_string);
+    out.hedge = p.hedge.as_ref().map(ToString::to_string);
+    out.adaptive = p.adaptive.as_ref().map(ToString::to_string);
+    out.throttle = p.throttle.as_ref().map(ToString::to_string);
     let order = p.effective_order();
     if !order.is_empty() {
         out.order = Some(order_text(&order));
@@ -201,6 +227,8 @@ pub(crate) struct KeysJson {
     pub(crate) count: usize,
     /// The registry's bound (`null`: unbounded).
     pub(crate) max_keys: Option<usize>,
+    /// Keys open now (`by_state.open`), beside `count`: "2 of 4 keys open".
+    pub(crate) open: usize,
     pub(crate) by_state: ByState,
 }
 
@@ -215,7 +243,10 @@ pub(crate) struct BreakerJson {
     /// A breaker's state; a keyed group's: the worst state of its keys.
     #[serde(flatten)]
     pub(crate) state: Option<StateJson>,
-    /// A keyed group's state, when `state` is absent.
+    /// A keyed group's state, when `state` is absent: the worst state any of its keys is in
+    /// (open, then forced open, half-open, forced closed, closed), so one open key of four
+    /// makes it `open`; `keys.by_state` has how many keys are in each state, and `keys.open`
+    /// of `keys.count` says how far the outage reaches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) group_state: Option<&'static str>,
     pub(crate) policy: PolicyJson,
@@ -252,6 +283,7 @@ impl BreakerJson {
                     Some(KeysJson {
                         count: by_state.total(),
                         max_keys: (max != usize::MAX).then_some(max),
+                        open: by_state.open,
                         by_state: by_state.clone(),
                     }),
                     Some(by_state.worst().as_str()),

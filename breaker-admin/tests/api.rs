@@ -143,21 +143,15 @@ async fn states_and_counts_are_the_breakers_own_through_an_outage() {
     );
     let t = events.next_of(&["transition"]).await;
     assert_eq!(
-        (
-            &t["breaker"],
-            &t["from"],
-            &t["to"],
-            &t["transitions"],
-            &t["reason"]
-        ),
+        (&t["breaker"], &t["from"], &t["to"], &t["reason"]),
         (
             &Value::from("inventory"),
             &Value::from("closed"),
             &Value::from("open"),
-            &Value::from(1),
             &Value::from("failure_rate"),
         )
     );
+    assert_eq!(t["generation"], 1);
     let r = events.next_of(&["rejections"]).await;
     assert_eq!(
         (&r["count"], &r["state"]),
@@ -196,23 +190,33 @@ async fn states_and_counts_are_the_breakers_own_through_an_outage() {
     assert_is_snapshot(&json, &inventory);
     assert_eq!(json["state"], "closed");
     assert_eq!(json["totals"]["opened"], 2);
-    admin.sample_now();
-    let t = events.next_of(&["transition"]).await;
-    // Open -> half-open -> closed between two readings: one event, two transitions.
-    assert_eq!(
-        (&t["from"], &t["to"], &t["transitions"]),
-        (
-            &Value::from("open"),
-            &Value::from("closed"),
-            &Value::from(2)
-        )
-    );
+    // Open -> half-open -> closed between two readings: each transition is its own event,
+    // as the breaker made it, with its reason; nothing merged, nothing invented.
+    assert_eq!(admin.sample_now(), 2, "two transitions, no rejections");
+    for (from, to, reason, generation) in [
+        ("open", "half-open", "cooldown_elapsed", 4),
+        ("half-open", "closed", "probes_succeeded", 5),
+    ] {
+        let t = events.next_of(&["transition"]).await;
+        assert_eq!(
+            (&t["from"], &t["to"], &t["reason"], &t["generation"]),
+            (
+                &Value::from(from),
+                &Value::from(to),
+                &Value::from(reason),
+                &Value::from(generation)
+            ),
+            "{t}"
+        );
+    }
+    assert_eq!(admin.sample_now(), 0, "no transition since");
 
     // The list has the same row, with a history band of one letter per reading.
     let (_, list) = view("/api/v1/breakers?history=true").await;
     let row = &list["breakers"][0];
     assert_is_snapshot(row, &inventory);
-    assert_eq!(row["history"]["states"], "ccohoc");
+    // (The last reading is the one that found no transition.)
+    assert_eq!(row["history"]["states"], "ccohocc");
     assert_eq!(list["admin"], false);
 }
 
@@ -351,6 +355,11 @@ async fn every_kind_of_breaker_is_listed_with_its_state() {
     );
     assert_eq!(hosts["keys"]["count"], 2);
     assert_eq!(hosts["keys"]["by_state"]["open"], 1);
+    // `group_state` is the worst state of any key; how many keys are open says how far.
+    assert_eq!(
+        (&hosts["keys"]["open"], &hosts["keys"]["count"]),
+        (&Value::from(1), &Value::from(2))
+    );
     assert_eq!(hosts["keys"]["max_keys"], 10_000);
     let search = row("search");
     assert_eq!(
@@ -388,6 +397,11 @@ async fn every_kind_of_breaker_is_listed_with_its_state() {
             &Value::from("open")
         )
     );
+    // A consecutive-only policy keeps no window: its shape is its rule.
+    assert_eq!(
+        page["keys"][0]["window"]["shape"], "1 consecutive",
+        "{page}"
+    );
     let (status, key) = get(addr, "/api/v1/breakers/tenants/keys/8").await;
     assert_eq!((status, &key["state"]), (200, &Value::from("closed")));
     let (status, page) = get(addr, "/api/v1/breakers/tenants/keys?state=closed").await;
@@ -407,5 +421,119 @@ async fn every_kind_of_breaker_is_listed_with_its_state() {
     assert_eq!(
         (&f["keyed"], &f["called"]),
         (&Value::from(true), &Value::from(true))
+    );
+}
+
+#[circuit_breaker(
+    threshold = 3,
+    rate = "5/s burst 2",
+    hedge = "1x after 20ms",
+    adaptive = "aimd 1..4",
+    throttle = "k 2",
+    timeout = "1s",
+    idempotent = true,
+    name = "admin_test_layered"
+)]
+async fn layered() -> Result<u32, Down> {
+    Ok(1)
+}
+
+/// Asserts that `policy` (the API's `policy` object) has the DSL text of every layer of `p`,
+/// each parsing back to the layer's policy, and `null` for every layer `p` lacks.
+fn assert_policy_text(policy: &Value, p: &breaker::policy::Policy) {
+    fn text<T: std::str::FromStr + PartialEq + std::fmt::Debug>(
+        policy: &Value,
+        field: &str,
+        want: Option<T>,
+    ) where
+        T::Err: std::fmt::Debug,
+    {
+        match want {
+            None => assert_eq!(policy[field], Value::Null, "{field} in {policy}"),
+            Some(want) => {
+                let text = policy[field]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no `{field}` text in {policy}"));
+                let back: T = text
+                    .parse()
+                    .unwrap_or_else(|e| panic!("`{field}` = `{text}` does not parse back: {e:?}"));
+                assert_eq!(back, want, "`{field}` = `{text}`");
+            }
+        }
+    }
+    text(policy, "breaker", p.breaker.clone());
+    text(policy, "retry", p.retry);
+    text(policy, "bulkhead", p.bulkhead);
+    text(policy, "rate", p.rate_limit);
+    text(policy, "hedge", p.hedge);
+    text(policy, "adaptive", p.adaptive);
+    text(policy, "throttle", p.throttle);
+    let duration = |field: &str, want: Option<Duration>| match want {
+        None => assert_eq!(policy[field], Value::Null, "{field} in {policy}"),
+        Some(d) => assert_eq!(
+            breaker::dsl::parse_duration(policy[field].as_str().unwrap()).unwrap(),
+            d,
+            "{field} in {policy}"
+        ),
+    };
+    duration("timeout", p.timeout);
+    duration("deadline", p.deadline);
+    let order: Vec<&str> = p.effective_order().iter().map(|l| l.name()).collect();
+    assert_eq!(policy["order"], order.join(" > "), "{policy}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_layer_of_a_policy_is_shown_as_dsl_text_that_parses_back() {
+    layered().await.unwrap();
+    // A pipeline built in code with every layer but retry, in its own order.
+    let pipeline = Pipeline::builder()
+        .breaker_policy("4 consecutive, open 1h".parse().unwrap())
+        .name("admin_test_built")
+        .bulkhead_policy("8 concurrent".parse().unwrap())
+        .rate_limit("10/s burst 5".parse().unwrap())
+        .hedge("2x after 50ms".parse().unwrap())
+        .adaptive_limit("aimd 2..16".parse().unwrap())
+        .throttle("k 1.5".parse().unwrap())
+        .idempotent(true)
+        .timeout(Duration::from_millis(300))
+        .deadline(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let admin = Admin::builder()
+        .pipeline("admin_test_built", &pipeline)
+        .sample_every(HOUR)
+        .build();
+    let server = admin.listen().await.unwrap();
+    let addr = server.local_addr();
+
+    let (status, row) = get(addr, "/api/v1/breakers/admin_test_layered").await;
+    assert_eq!(status, 200, "{row}");
+    let attribute = annotated::functions()
+        .find(|f| f.name() == "admin_test_layered")
+        .unwrap()
+        .attribute_policy()
+        .unwrap();
+    assert!(attribute.rate_limit.is_some() && attribute.throttle.is_some());
+    assert_policy_text(&row["policy"], &attribute);
+    // The canonical text, with the defaults written out.
+    assert_eq!(row["policy"]["rate"], "5/1s burst 2", "{row}");
+    assert_eq!(row["policy"]["throttle"], "k 2 over 2m", "{row}");
+    assert_eq!(row["window"]["shape"], "3 consecutive", "{row}");
+
+    let (status, row) = get(addr, "/api/v1/breakers/admin_test_built").await;
+    assert_eq!(status, 200, "{row}");
+    assert_policy_text(&row["policy"], &pipeline.policy());
+    for field in [
+        "bulkhead", "rate", "hedge", "adaptive", "throttle", "deadline",
+    ] {
+        assert!(row["policy"][field].is_string(), "{field} in {row}");
+    }
+    assert_eq!(
+        row["layers"],
+        serde_json::json!(pipeline
+            .order()
+            .iter()
+            .map(|l| l.name())
+            .collect::<Vec<_>>())
     );
 }

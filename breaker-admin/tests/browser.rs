@@ -171,6 +171,8 @@ async fn the_dashboard_in_headless_chromium() {
     let search = Pipeline::builder()
         .breaker_policy(BreakerPolicy::default())
         .name("search")
+        .rate_limit("5/s burst 2".parse().unwrap())
+        .throttle("k 2".parse().unwrap())
         .build()
         .unwrap();
     let orders = CircuitBreaker::builder(BreakerPolicy::default())
@@ -283,6 +285,18 @@ async fn the_dashboard_in_headless_chromium() {
     .await;
     assert_eq!(eval(&page, &row_state("inventory")).await, "closed");
     assert_eq!(eval(&page, &row_state("tenants")).await, "closed");
+    // Every layer's policy text is shown.
+    let policy = eval(
+        &page,
+        "document.querySelector('tbody tr[data-id=\"search\"] td.policy').textContent",
+    )
+    .await;
+    for layer in ["breaker: ", "rate: 5/1s burst 2", "throttle: k 2 over 2m"] {
+        assert!(
+            policy.as_str().unwrap().contains(layer),
+            "`{layer}` in {policy}"
+        );
+    }
     assert_eq!(
         eval(&page, "document.querySelector('#stream').textContent").await,
         "live"

@@ -85,6 +85,10 @@
     if (p.timeout) parts.push('timeout: ' + p.timeout);
     if (p.deadline) parts.push('deadline: ' + p.deadline);
     if (p.bulkhead) parts.push('bulkhead: ' + p.bulkhead);
+    if (p.rate) parts.push('rate: ' + p.rate);
+    if (p.hedge) parts.push('hedge: ' + p.hedge);
+    if (p.adaptive) parts.push('adaptive: ' + p.adaptive);
+    if (p.throttle) parts.push('throttle: ' + p.throttle);
     const s = b.source || {};
     const source = s.kind === 'file' ? s.path + ' (reload ' + s.generation + ')'
       : s.kind === 'attribute' ? '#[circuit_breaker] on ' + s.function
@@ -138,7 +142,8 @@
     }
     tr.append(
       name,
-      el('td', {}, el('span', { class: 'state ' + state, text: state })),
+      el('td', {}, el('span', { class: 'state ' + state, text: state }),
+        b.keys ? el('span', { class: 'keys', text: ' worst of ' + b.keys.count + ' keys' }) : null),
       fleetCell(b.fleet),
       el('td', { class: 'num', text: fmtMs(b.time_in_state_ms) }),
       el('td', {}, band(b.history)),
@@ -280,9 +285,8 @@
     stream.addEventListener('transition', (m) => {
       const e = JSON.parse(m.data);
       const b = rows.find((x) => x.id === e.breaker);
-      if (b && b.state) { b.state = e.to; b.time_in_state_ms = 0; render(); }
-      const path = e.transitions > 1 ? e.from + ' → … → ' + e.to + ' (' + e.transitions + ' transitions)' : e.from + ' → ' + e.to;
-      logEvent('transition ' + e.breaker + ' ' + path + (e.reason ? ' (' + e.reason + ')' : ''));
+      if (b && b.state && e.key == null) { b.state = e.to; b.time_in_state_ms = 0; render(); }
+      logEvent('transition ' + e.breaker + (e.key != null ? ' / ' + e.key : '') + ' ' + e.from + ' → ' + e.to + ' (' + e.reason + ')' + (e.origin ? ' by ' + e.origin : ''));
       refresh();
     });
     // Rejections of one breaker in a row add up in one line.
@@ -314,7 +318,7 @@
     });
     stream.addEventListener('dropped', (m) => {
       const e = JSON.parse(m.data);
-      logEvent('this page fell behind: ' + e.dropped + ' events dropped', 'dropped');
+      logEvent(e.message || ('this page fell behind: ' + e.dropped + ' events dropped'), 'dropped');
       refresh();
     });
   }

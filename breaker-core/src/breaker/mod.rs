@@ -20,7 +20,8 @@
 //!   transition. Admitting a probe is one compare-and-swap that reserves the slot.
 //! - **One transition path.** The thread that won a transition does what every transition does
 //!   in one function (`entered` in `machine/entered.rs`): the entry stamp and the deadline, the totals
-//!   (if kept), the `tracing` event and the [`Listener`]s.
+//!   (if kept), the `tracing` event, the [`Listener`]s and the process-wide
+//!   watchers ([`watch_transitions`]).
 //! - **Generations.** Every [`Permit`] remembers the generation that admitted it. An outcome
 //!   recorded after the state has moved on is *late*: it is counted in [`Totals::late`] (if
 //!   the breaker keeps totals) and changes nothing (cases BR-10, BR-12). The same generation
@@ -161,6 +162,7 @@ mod state;
 mod store;
 mod striped;
 mod totals;
+mod watch;
 mod window;
 
 pub use builder::BreakerBuilder;
@@ -181,6 +183,7 @@ pub use remote::{
 pub use snapshot::Snapshot;
 pub use state::State;
 pub use totals::Totals;
+pub use watch::{watch_transitions, BreakerId, Watch};
 pub use window::WindowCounts;
 
 #[cfg(test)]

@@ -180,6 +180,47 @@ impl Pipeline {
         self.budget.as_ref()
     }
 
+    /// The retry policy, if configured.
+    pub fn retry_policy(&self) -> Option<&RetryPolicy> {
+        self.retry.as_ref()
+    }
+
+    /// The per-attempt timeout, if configured.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The total deadline over all attempts, if configured.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// Whether the operation is declared idempotent.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// The policy this pipeline runs: each configured layer's policy, its order and
+    /// `idempotent` (the scope is not kept by a pipeline: [`Scope::Local`](crate::scope::Scope)).
+    /// For a pipeline built from a [`Policy`](crate::policy::Policy) it is that policy, with
+    /// the order written out.
+    pub fn policy(&self) -> crate::policy::Policy {
+        crate::policy::Policy {
+            breaker: self.breaker.as_ref().map(|b| (*b.policy()).clone()),
+            retry: self.retry,
+            timeout: self.timeout,
+            deadline: self.deadline,
+            bulkhead: self.bulkhead.as_ref().map(Bulkhead::policy),
+            rate_limit: self.rate.as_ref().map(RateLimiter::policy),
+            hedge: self.hedge.as_ref().map(Hedge::policy),
+            adaptive: self.adaptive.as_ref().map(AdaptiveLimiter::policy),
+            throttle: self.throttle.as_ref().map(Throttler::policy),
+            order: Some(self.order().to_vec()),
+            idempotent: self.idempotent,
+            ..crate::policy::Policy::default()
+        }
+    }
+
     /// Runs `op` through the pipeline, judging results with [`AllErrors`] (every `Ok` a
     /// success, every error a breaker failure and transient). `op` is called once per attempt
     /// and must return a fresh future each time.

@@ -11,8 +11,9 @@
 //!   the arguments `protocol/client.rs` builds.
 //! - **Modelled** (kept step for step with the code it names, which the fleet may change):
 //!   the coordinator's glue (`store/ops.rs`: `flush`, `trip`, `acquire_job`, `end_job`,
-//!   `absorb`, `done`, `cas_done`, `retry`, `cas_failed`, `reconcile_all`, the health and
-//!   epoch bookkeeping of `store/coordinator.rs`) and the fleet hook (`fleet/hook.rs`,
+//!   `absorb`, `done`, `cas_done`, `retry`, `cas_failed`, `nonce_answered`, `reconcile_all`;
+//!   `store/coordinator.rs`: the lease request nonce of `launch_cas` and `nonce_for`, the health
+//!   and epoch bookkeeping) and the fleet hook (`fleet/hook.rs`,
 //!   `fleet/mod.rs`: `admit_probe`, `end_probe`, `local_trip`, `adopt`, `grant_probes`,
 //!   `local_now`), and the local breaker's machine (`machine.rs`: the word and its one stamp,
 //!   the consecutive-failure rule, a count of the closed period's calls for the rate rule).
@@ -57,9 +58,12 @@
 //! - **No lease held by nobody**, checked with agreement: no unexpired lease of the store's
 //!   half-open word that no replica holds (no probe runs under it, no grant waits to be used),
 //!   but for one the hook dropped at its own deadline (the request's time plus the lease:
-//!   earlier than the store's expiry by the request's delay). A lease whose reply was lost or
-//!   came after the timeout costs at most one retry (the request nonce; finding F5 until it
-//!   lands, checked with a lease long enough to outlive the timeout).
+//!   earlier than the store's expiry by the request's delay), and but for one granted to a
+//!   replica's pending request nonce while that replica runs a probe by the local rules (its
+//!   request got no answer, so it was degraded: the lease is its own, and its next lease request
+//!   gets it back, its next compare-and-set releases it). A lease whose reply was lost or came
+//!   after the timeout costs at most one retry (the request nonce, fleet@5d9d401; finding F5
+//!   before it; checked with a lease long enough to outlive the timeout).
 
 use super::store::{RefStore, APPLIED, BAD, EARLY, EXPIRED, MISSING, STALE, V};
 use crate::names::{BreakerId, Namespace};
@@ -88,6 +92,8 @@ pub(crate) struct Config {
     pub(crate) local_trips: bool,
     /// The rate rule's `min_calls` (failure rate 50 %).
     pub(crate) min_calls: u32,
+    /// Successful probes to close (`successes_to_close`).
+    pub(crate) successes: u32,
 }
 
 /// How far the exploration goes.
@@ -122,7 +128,7 @@ fn policy(c: &Config) -> BreakerPolicy {
         failure_rate_percent: Some(50.0),
         min_calls: c.min_calls,
         half_open_probes: c.cap,
-        successes_to_close: 1,
+        successes_to_close: c.successes,
         ..BreakerPolicy::default()
     }
 }
@@ -241,6 +247,8 @@ struct Job {
     join: bool,
     want: u32,
     release: Option<String>,
+    /// The lease request nonce it carries (set when it is sent: `nonce_for`).
+    nonce: Option<u64>,
     kind: Kind,
     tries: u8,
 }
@@ -324,6 +332,14 @@ struct Rep {
     unsent: Option<u8>,
     /// The reconciliation after a fault failed: read every breaker again at the next flush.
     reconcile_again: bool,
+    /// The breaker's pending lease request nonce (`Entry::nonce`): one whose request got no
+    /// answer yet; the next lease request re-sends it, any other compare-and-set releases it.
+    nonce: Option<u64>,
+    /// Lease requests carrying `nonce` in flight (`Entry::acquiring`).
+    acquiring: u32,
+    /// The last nonce drawn (`Coordinator::next_nonce`; the real one starts at random, so a
+    /// restarted process reuses none: the model restarts no replica).
+    next_nonce: u64,
     /// The store's health breaker: no operation before this tick (`None`: closed).
     blocked_until: Option<i64>,
     pending: Vec<Pending>,
@@ -361,6 +377,9 @@ impl Rep {
             carry: (0, 0),
             unsent: None,
             reconcile_again: false,
+            nonce: None,
+            acquiring: 0,
+            next_nonce: 0,
             blocked_until: None,
             pending: Vec::new(),
             queue: VecDeque::new(),
@@ -542,7 +561,7 @@ impl Model {
     fn limits(&self) -> Limits {
         Limits {
             half_open_probes: self.c.cap,
-            successes_to_close: 1,
+            successes_to_close: self.c.successes,
             probe_wait: self.c.cooldown as u64,
         }
     }
@@ -870,11 +889,16 @@ impl Model {
         rep.queue.push_back(Req { id, op, args });
     }
 
-    fn launch_cas(&self, w: &mut World, r: usize, jobs: Vec<Job>) {
+    /// `launch_cas`: each job carries its nonce (`nonce_for`), then the items are sent in one
+    /// call.
+    fn launch_cas(&self, w: &mut World, r: usize, mut jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
         }
         assert_eq!(jobs.len(), 1, "one breaker: one job a call");
+        for j in &mut jobs {
+            j.nonce = self.nonce_for(w, r, j);
+        }
         let j = &jobs[0];
         let write = j.write.write();
         let is_transition = write
@@ -894,11 +918,45 @@ impl Model {
             reason_code(write.reason).to_string(),
             FP.into(),
             TTL.to_string(),
-            // No nonce: the model's replicas number their leases (the coordinator's nonce,
-            // re-sent after a lost reply, is not modelled yet).
-            String::new(),
+            j.nonce.map(|n| n.to_string()).unwrap_or_default(),
         ];
         self.send(w, r, What::Cas(jobs), "cas", item);
+    }
+
+    /// `nonce_for`: a lease request carries the breaker's pending nonce, or a fresh one that
+    /// stays pending until an answer; any other compare-and-set wanting no lease carries the
+    /// pending nonce (releasing its leases) while no lease request carrying it is in flight.
+    fn nonce_for(&self, w: &mut World, r: usize, j: &Job) -> Option<u64> {
+        let rep = &mut w.reps[r];
+        match j.kind {
+            Kind::Acquire => {
+                rep.acquiring += 1;
+                Some(*rep.nonce.get_or_insert_with(|| {
+                    rep.next_nonce += 1;
+                    rep.next_nonce
+                }))
+            }
+            _ if j.want == 0 && rep.acquiring == 0 => rep.nonce,
+            _ => None,
+        }
+    }
+
+    /// `nonce_answered`: job `job` was answered `code`; its nonce is no longer pending once its
+    /// leases are known (a lease request applied, or the store lost the breaker) or released (a
+    /// compare-and-set wanting none, whatever the compare's outcome).
+    fn nonce_answered(&self, w: &mut World, r: usize, job: &Job, code: i64) {
+        let Some(n) = job.nonce else {
+            return;
+        };
+        let settled = if job.want == 0 {
+            !matches!(code, BAD | EXPIRED)
+        } else {
+            matches!(code, APPLIED | MISSING)
+        };
+        let rep = &mut w.reps[r];
+        if settled && rep.nonce == Some(n) && (job.want > 0 || rep.acquiring == 0) {
+            rep.nonce = None;
+        }
     }
 
     fn launch_read(&self, w: &mut World, r: usize, after_fault: bool) {
@@ -1002,6 +1060,7 @@ impl Model {
                 join: false,
                 want: 0,
                 release: None,
+                nonce: None,
                 kind: Kind::Trip,
                 tries: 0,
             }],
@@ -1017,6 +1076,7 @@ impl Model {
             join: ask.join,
             want: ask.want,
             release: None,
+            nonce: None,
             kind: Kind::Acquire,
             tries,
         })
@@ -1055,6 +1115,7 @@ impl Model {
             join: false,
             want: 0,
             release: Some(lease.member.clone()),
+            nonce: None,
             kind: Kind::End { lease, end },
             tries,
         })
@@ -1106,6 +1167,7 @@ impl Model {
                             join: false,
                             want: 0,
                             release: None,
+                            nonce: None,
                             kind: Kind::Reconcile,
                             tries: 0,
                         }],
@@ -1239,6 +1301,7 @@ impl Model {
                     join: false,
                     want: 0,
                     release: None,
+                    nonce: None,
                     kind: Kind::Trip,
                     tries: 0,
                 }],
@@ -1256,12 +1319,16 @@ impl Model {
     ) {
         let mut again = Vec::new();
         for (i, job) in jobs.into_iter().enumerate() {
+            if job.kind == Kind::Acquire && job.nonce.is_some() {
+                w.reps[r].acquiring -= 1;
+            }
             let Some((now, _, items)) = reply else {
                 self.cas_failed(w, r, job);
                 continue;
             };
             let it = &items[i];
             self.check_cas(w, &job, it);
+            self.nonce_answered(w, r, &job, it.code);
             if it.tells() {
                 self.absorb(w, r, it.stored, *now, false);
             }
@@ -1731,12 +1798,15 @@ impl Model {
         }
         let held = |m: &str| {
             w.dropped.iter().any(|d| d == m)
-                || w.reps.iter().any(|rep| {
+                || w.reps.iter().enumerate().any(|(r, rep)| {
                     rep.leases.iter().any(|(l, _)| l.member == m)
                         || rep
                             .probes
                             .iter()
                             .any(|p| p.lease.as_ref().is_some_and(|l| l.member == m))
+                        // Its pending nonce's, while it runs a probe by the local rules.
+                        || (rep.probes.iter().any(|p| p.lease.is_none())
+                            && pending_nonce_lease(r, rep, m))
                 })
         };
         store
@@ -1819,6 +1889,16 @@ impl Model {
     }
 }
 
+/// Whether lease `m` was granted to replica `r`'s pending lease request nonce (`nonce:epoch:
+/// replica:i`): its next lease request gets it back, any other compare-and-set releases it.
+fn pending_nonce_lease(r: usize, rep: &Rep, m: &str) -> bool {
+    let mut f = m.split(':');
+    let (Some(n), Some(_), Some(id), Some(_)) = (f.next(), f.next(), f.next(), f.next()) else {
+        return false;
+    };
+    rep.nonce.is_some_and(|p| n == p.to_string()) && id == format!("r{r}")
+}
+
 fn fingerprint(w: &World) -> u64 {
     let mut h = DefaultHasher::new();
     w.hash(&mut h);
@@ -1848,6 +1928,9 @@ pub(crate) struct Coverage {
     pub(crate) agreement_after_loss: usize,
     /// Of those, states after an acquire's reply was lost.
     pub(crate) agreement_after_lost_acquire: usize,
+    /// Of those, states where a replica's lease request nonce is pending with no request in
+    /// flight (its request got no answer: the next one re-sends it).
+    pub(crate) agreement_nonce_unanswered: usize,
 }
 
 impl Coverage {
@@ -1856,6 +1939,13 @@ impl Coverage {
             self.agreement_checked += 1;
             self.agreement_after_loss += usize::from(!w.losses.is_empty());
             self.agreement_after_lost_acquire += usize::from(w.lost_acquires > 0);
+            self.agreement_nonce_unanswered += usize::from(w.reps.iter().any(|rep| {
+                rep.nonce.is_some_and(|n| {
+                    !rep.pending.iter().any(|p| {
+                        matches!(&p.what, What::Cas(jobs) if jobs.iter().any(|j| j.nonce == Some(n)))
+                    })
+                })
+            }));
         }
         let probes = || w.reps.iter().flat_map(|r| &r.probes);
         self.leased_probes += usize::from(probes().any(|p| p.lease.is_some()));
@@ -1965,6 +2055,7 @@ fn config(local_trips: bool, replicas: usize) -> Config {
         op_timeout: 1,
         local_trips,
         min_calls: 2,
+        successes: 1,
     }
 }
 
@@ -2257,34 +2348,192 @@ fn open_passed_long() -> Vec<Action> {
 
 /// Acquire replies lost or arriving after the timeout, exhaustively from the fleet open past
 /// its cooldown: the probe cap, no dead end, agreement, and no lease held by nobody once the
-/// faults ended (a lost reply costs at most one retry: the request nonce). Ignored until the
-/// nonce lands (finding F5).
+/// faults ended (a lost reply costs at most one retry: the request nonce, fleet@5d9d401; finding
+/// F5 before it).
 #[test]
-#[ignore = "finding F5 is open: see notes/log-model.md"]
 fn fleet_model_lost_acquire_reply() {
     let m = lost_acquire_model();
     let c = run_and_report("lost acquire reply", &m, &open_passed_long());
     assert!(c.half_open > 0 && c.leased_probes > 0, "{c:?}");
+    assert!(
+        c.agreement_after_lost_acquire > 0 && c.agreement_nonce_unanswered > 0,
+        "{c:?}"
+    );
 }
 
-/// Finding F5 (log-model.md): a lease the store granted whose reply came after the client's
-/// timeout is held by nobody for the rest of the lease (the other replicas are denied: cap 1).
-#[test]
-fn finding_f5_a_late_acquire_reply_leaves_a_lease_nobody_holds() {
-    let m = lost_acquire_model();
-    let mut trace = open_passed_long();
-    trace.extend([
+/// The trace of finding F5: replica 0's lease request runs on the store, and its reply comes
+/// after the client's timeout.
+fn f5_trace() -> Vec<Action> {
+    let mut t = open_passed_long();
+    t.extend([
         Action::Call(0),
         Action::Run(0),
         Action::Tick,
         Action::Timeout(0),
         Action::Tick,
     ]);
-    let (_, broken) = replay(&m, &trace);
-    let v = broken.map(|(_, v)| v);
-    assert!(
-        v.as_deref()
-            .is_some_and(|v| v.contains("that no replica holds")),
-        "{v:?}"
+    t
+}
+
+/// Finding F5 (log-model.md, fixed by the request nonce, fleet@5d9d401): a lease the store
+/// granted whose reply came after the client's timeout was held by nobody for the rest of the
+/// lease (the other replicas denied: cap 1). Now the lease is named after the request's nonce,
+/// which stays pending: the replica's next lease request gets that very lease back.
+#[test]
+fn finding_f5_a_late_acquire_reply_costs_one_retry() {
+    let m = lost_acquire_model();
+    let mut trace = f5_trace();
+    let (w, broken) = replay(&m, &trace);
+    assert_eq!(broken, None);
+    // The trace does reach the case: the store holds the lease of replica 0's pending nonce,
+    // and replica 0 does not know it.
+    let nonce = w.reps[0]
+        .nonce
+        .expect("the request got no answer: its nonce is pending");
+    let member = format!("{nonce}:e1:r0:1");
+    let mut store = w.store.clone().unwrap();
+    let held: Vec<String> = store
+        .keys
+        .members(&m.keys[4], w.now)
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(held, [member.as_str()]);
+    assert!(w.reps[0].leases.is_empty() && w.reps[0].degraded);
+    // Its next look ends the degraded period (the late reply is dropped), and its next call's
+    // lease request re-sends the nonce: the same lease comes back, the store grants no other.
+    trace.extend([
+        Action::Flush(0),
+        Action::Run(0),
+        Action::Deliver(0),
+        Action::Deliver(0),
+        Action::Call(0),
+        Action::Run(0),
+        Action::Deliver(0),
+    ]);
+    let (w, broken) = replay(&m, &trace);
+    assert_eq!(broken, None);
+    assert_eq!(w.reps[0].nonce, None, "answered");
+    let leases: Vec<&str> = w.reps[0]
+        .leases
+        .iter()
+        .map(|(l, _)| l.member.as_str())
+        .collect();
+    assert_eq!(leases, [member.as_str()]);
+    let mut store = w.store.clone().unwrap();
+    assert_eq!(store.keys.members(&m.keys[4], w.now).len(), 1);
+    // Or its next call, still degraded, runs a probe by the local rules (the lease of its
+    // pending nonce is its own meanwhile); the probe closes the local breaker, and the next
+    // look's reconciliation, which closes the store, carries the nonce: the lease is released.
+    let mut trace = f5_trace();
+    trace.extend([
+        Action::Call(0),
+        Action::EndProbe(0, 0),
+        Action::Flush(0),
+        Action::Run(0),
+        Action::Deliver(0),
+        Action::Deliver(0),
+        Action::Run(0),
+        Action::Deliver(0),
+    ]);
+    let (w, broken) = replay(&m, &trace);
+    assert_eq!(broken, None);
+    assert_eq!(w.reps[0].nonce, None, "released");
+    let mut store = w.store.clone().unwrap();
+    assert_eq!(store.keys.members(&m.keys[4], w.now), []);
+    assert!(w
+        .reps
+        .iter()
+        .all(|r| r.queue.is_empty() && r.inbox.is_empty()));
+    assert!(m.agrees(&w, 0).is_ok() && w.reps[0].local().state == State::Closed);
+}
+
+/// The model for finding F6: two probes a period, three successes to close (a probe's success
+/// ends nothing: the store's word keeps its generation), a lease (the cooldown) of 4 ticks.
+fn f6_model() -> Model {
+    let mut c = config(true, 2);
+    c.cooldown = 4;
+    c.cap = 2;
+    c.successes = 3;
+    Model::new(c, bounds())
+}
+
+/// The trace of finding F6, with no fault at all: replica 0 runs two leased probes; the first
+/// succeeds (its end answered); a call takes the free local slot and asks for a lease (nonce 2,
+/// pending while in flight); the second probe succeeds, and its end, sent behind the request,
+/// carries the pending nonce. The store grants the request lease `2:e1:r0:1`, then the end
+/// releases it; the grant reaches replica 0, whose next call probes under it while the store
+/// holds no lease, and replica 1 is granted both slots.
+fn f6_trace() -> Vec<Action> {
+    let mut t = open_passed_long();
+    t.extend([
+        // Replica 0 is granted both leases and runs two probes.
+        Action::Call(0),
+        Action::Run(0),
+        Action::Deliver(0),
+        Action::Call(0),
+        Action::Call(0),
+        // The first succeeds (1 of 3): its end applied and answered.
+        Action::EndProbe(0, 0),
+        Action::Run(0),
+        Action::Deliver(0),
+        // A call takes the free local slot: a lease request, nonce 2.
+        Action::Call(0),
+        // The second succeeds (2 of 3): its end carries nonce 2.
+        Action::EndProbe(0, 0),
+        Action::Run(0),
+        Action::Run(0),
+        Action::Deliver(0),
+        Action::Deliver(0),
+        // Replica 0 probes under the lease the store released.
+        Action::Call(0),
+        // Replica 1 told of the half-open period; it is granted both slots, probes twice.
+        Action::Push(1),
+        Action::Call(1),
+        Action::Run(1),
+        Action::Deliver(1),
+        Action::Run(1),
+        Action::Deliver(1),
+        Action::Call(1),
+        Action::Call(1),
+    ]);
+    t
+}
+
+/// Finding F6 (fixed: `Coordinator::nonce_for`, `Entry::acquiring`): a breaker's nonce was
+/// pending from the moment its lease request was sent, not only once the request got no
+/// answer, so a compare-and-set that wants no lease sent while the request was in flight (a
+/// probe's end, a trip, a reconciliation; in `urgent` a probe's end batched behind the request
+/// in the same call) carried it, and the store, running it after the request, released the
+/// lease it had just granted. The grant still reached the replica, which probed under a lease
+/// the store no longer counted: the probe cap was exceeded with no fault at all (3 probes, cap
+/// 2), and a probe's end that makes no transition was enough (a success short of
+/// `successes_to_close`, or a cancelled probe's neutral end). Now a compare-and-set carries the
+/// pending nonce only while no lease request carrying it is in flight: the trace's end carries
+/// none, the store keeps the request's lease, and replica 1 gets the one slot left.
+#[test]
+fn finding_f6_an_end_behind_a_lease_request_keeps_its_grant() {
+    let m = f6_model();
+    let mut trace = f6_trace();
+    // Replica 1's last call finds no slot left (the store holds r0's request's lease).
+    trace.pop();
+    let (w, broken) = replay(&m, &trace);
+    assert_eq!(broken, None);
+    assert_eq!(
+        w.reps[0]
+            .probes
+            .iter()
+            .map(|p| p.lease.as_ref().map(|l| l.member.as_str()))
+            .collect::<Vec<_>>(),
+        [Some("2:e1:r0:1")]
     );
+    let mut store = w.store.clone().unwrap();
+    let held: Vec<String> = store
+        .keys
+        .members(&m.keys[4], w.now)
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(held, ["1:e1:r1:1", "2:e1:r0:1"]);
+    assert_eq!(w.reps[1].probes.len(), 1);
 }

@@ -156,6 +156,7 @@ impl Coordinator {
                     carry: Deltas::default(),
                     mismatch: false,
                     nonce: None,
+                    acquiring: 0,
                 },
             );
         }
@@ -460,18 +461,23 @@ impl Coordinator {
     /// The lease request nonce job `j` carries: a lease request carries its breaker's pending
     /// nonce (one whose request got no answer: its leases, if it was granted, come back), or a
     /// fresh one that stays pending until an answer; any other compare-and-set of the breaker
-    /// carries the pending nonce to release its leases (the replica no longer wants them).
+    /// carries the pending nonce to release its leases (the replica no longer wants them), but
+    /// only while no lease request carrying it is in flight: the store would run the release
+    /// after the request and take back the lease it has just granted, which the replica then
+    /// probes under uncounted (model finding F6; a request batched before it in the same call,
+    /// as `urgent` sends them, is in flight too).
     fn nonce_for(&mut self, j: &CasJob) -> Option<u64> {
         let e = self.entries.get_mut(&j.idx?)?;
         match j.kind {
             CasKind::Acquire => {
+                e.acquiring += 1;
                 let fresh = &mut self.next_nonce;
                 Some(*e.nonce.get_or_insert_with(|| {
                     *fresh = (*fresh + 1) % crate::protocol::MAX_SAFE;
                     *fresh
                 }))
             }
-            _ if j.want == 0 => e.nonce,
+            _ if j.want == 0 && e.acquiring == 0 => e.nonce,
             _ => None,
         }
     }

@@ -629,6 +629,9 @@ struct Entry {
     /// request re-sends it (and gets the leases it was granted, if its reply was lost), any
     /// other compare-and-set releases them.
     nonce: Option<u64>,
+    /// Lease requests carrying `nonce` in flight (sent, their answer or failure not yet
+    /// handled): while there is one, no other compare-and-set carries the nonce.
+    acquiring: u32,
 }
 
 /// The store's clock as this replica estimates it: a server reading and the local reading

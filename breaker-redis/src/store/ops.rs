@@ -781,6 +781,7 @@ impl Coordinator {
     ) {
         let mut again = Vec::new();
         for (i, job) in jobs.into_iter().enumerate() {
+            self.lease_request_ended(&job);
             let Some((reply, it)) = reply.and_then(|r| r.items.get(i).map(|it| (r, it))) else {
                 let e = error.cloned().unwrap_or(StoreError::Closed);
                 self.cas_failed(job, e);
@@ -852,8 +853,21 @@ impl Coordinator {
         } else {
             matches!(code, Code::Applied | Code::Missing)
         };
-        if settled && e.nonce == Some(n) {
+        // A release settles the nonce only while no lease request carrying it is in flight
+        // (one sent after the release was may be granted again under it).
+        if settled && e.nonce == Some(n) && (job.want > 0 || e.acquiring == 0) {
             e.nonce = None;
+        }
+    }
+
+    /// Job `job`'s answer (or failure) arrived: a lease request carrying a nonce is no longer
+    /// in flight.
+    fn lease_request_ended(&mut self, job: &CasJob) {
+        if !matches!(job.kind, CasKind::Acquire) || job.nonce.is_none() {
+            return;
+        }
+        if let Some(e) = job.idx.and_then(|idx| self.entries.get_mut(&idx)) {
+            e.acquiring = e.acquiring.saturating_sub(1);
         }
     }
 

@@ -1,6 +1,6 @@
 //! What every transition does, in one place: [`Inner::entered`] (the entry stamp, the
-//! deadline or first probe stamp, the open hint, the totals, the `tracing` event and the
-//! listeners), and the cooldown an opening lasts.
+//! deadline or first probe stamp, the open hint, the totals, the `tracing` event, the
+//! listeners and the process's watchers), and the cooldown an opening lasts.
 
 use super::{duration_micros, Inner, Write};
 use crate::breaker::event::Cause;
@@ -119,7 +119,8 @@ impl Inner {
             origin = cause.origin.as_deref(),
             "circuit breaker state transition"
         );
-        if self.shared.listeners.is_empty() {
+        let watched = crate::breaker::watch::active();
+        if self.shared.listeners.is_empty() && !watched {
             return;
         }
         let event = Transition {
@@ -136,6 +137,9 @@ impl Inner {
         };
         for l in &self.shared.listeners {
             l(&event);
+        }
+        if watched {
+            crate::breaker::watch::notify(self.id(), self.key(), &event);
         }
     }
 }

@@ -95,6 +95,11 @@ pub(crate) enum Write {
 }
 
 impl Inner {
+    /// This breaker's identity: its address, shared by its clones.
+    pub(crate) fn id(&self) -> usize {
+        self as *const Inner as usize
+    }
+
     pub(crate) fn key(&self) -> &str {
         self.heavy
             .as_ref()
