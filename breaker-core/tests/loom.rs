@@ -305,6 +305,78 @@ fn no_dead_end_when_promotions_race() {
     });
 }
 
+/// The first probe of a half-open period is stamped after its promotion's swap; a caller whose
+/// swap lost to that promotion must not date the period's newest probe with its own reading
+/// from before it. One probe slot: A reads the clock at the deadline (1 s), B moves it to 1.5 s
+/// and promotes; if A then stamped its stale 1 s before B's stamp landed, a call at 2 s (one
+/// probe wait after 1 s, half a wait after B's probe) took over, and two probes admitted within
+/// one probe wait were in flight. Each admission is bracketed by clock readings; no two held
+/// probes may surely lie within one wait.
+#[test]
+fn a_stale_reading_never_dates_the_first_probe_of_a_period() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 1);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let half = PROBE_WAIT / 2;
+        let bracketed = |b: &CircuitBreaker, time: &ManualClock| {
+            let before = time.now();
+            b.try_acquire_owned().ok().map(|p| (before, time.now(), p))
+        };
+        let (b1, t1) = (b.clone(), time.clone());
+        let a = thread::spawn(move || bracketed(&b1, &t1));
+        let (b2, t2) = (b.clone(), time.clone());
+        let promoter = thread::spawn(move || {
+            t2.advance(half);
+            bracketed(&b2, &t2)
+        });
+        time.advance(half);
+        let late = bracketed(&b, &time);
+        let probes: Vec<_> = [a.join().unwrap(), promoter.join().unwrap(), late]
+            .into_iter()
+            .flatten()
+            .collect();
+        for (i, (b1, a1, _)) in probes.iter().enumerate() {
+            for (b2, a2, _) in &probes[i + 1..] {
+                assert!(
+                    (*a1).max(*a2) - (*b1).min(*b2) >= PROBE_WAIT,
+                    "two probes admitted within one probe wait: {:?} and {:?}",
+                    (b1, a1),
+                    (b2, a2)
+                );
+            }
+        }
+    });
+}
+
+/// The word does not tell probe slots apart: a probe ending and a new one taking its free slot
+/// restore the very word a takeover decided on. One probe slot, the first probe held past the
+/// wait: A asks for a takeover while B ends the held probe and takes the free slot. If A's
+/// swap succeeded on the restored word by the held probe's age alone, two probes admitted in
+/// the same instant (within one probe wait) were in flight; at most one may be admitted.
+#[test]
+fn a_takeover_never_rides_on_a_restored_word() {
+    loom::model(|| {
+        let (b, time) = with_clock(1, 1);
+        b.try_acquire().unwrap().failure();
+        time.advance(COOLDOWN);
+        let held = b.try_acquire_owned().unwrap();
+        time.advance(PROBE_WAIT);
+        let b1 = b.clone();
+        let a = thread::spawn(move || b1.try_acquire_owned().ok());
+        drop(held);
+        let mine = b.try_acquire_owned().ok();
+        let theirs = a.join().unwrap();
+        assert!(
+            mine.is_none() || theirs.is_none(),
+            "two probes admitted within one probe wait: {:?}",
+            b.snapshot()
+        );
+        let admitted = u32::from(mine.is_some()) + u32::from(theirs.is_some());
+        assert_eq!(b.snapshot().probes_in_flight, admitted, "no slot leaked");
+    });
+}
+
 /// Half-open -> closed racing a manual change.
 #[test]
 fn no_dead_end_when_a_close_races_a_manual_change() {

@@ -85,7 +85,13 @@
 //!   flight, across all clones: the slot is reserved by the compare-and-swap that checks it,
 //!   and a probe held past `max_probe_wait` (the cooldown when unset) lets one more in, in the
 //!   same half-open period, so its late result still counts (a slow probe is not a lost one).
-//!   Without hung probes that is at most `half_open_probes` in flight. Proved by the loom model `never_more_than_k_probes_in_flight` (`tests/loom.rs`), the
+//!   Without hung probes that is at most `half_open_probes` in flight. Each admission decides
+//!   with a clock reading taken after the word it decides on, so the newest probe's stamp is
+//!   never older than a probe that admission sees, and a takeover keeps its slot only if the
+//!   stamp it decided on is still the newest after its swap. Proved by the loom models
+//!   `never_more_than_k_probes_in_flight`,
+//!   `a_stale_reading_never_dates_the_first_probe_of_a_period` and
+//!   `a_takeover_never_rides_on_a_restored_word` (`tests/loom.rs`), the
 //!   property test against a sequential model (`tests/breaker_model.rs`), the stress test
 //!   `stress_rounds_keep_the_invariants` (`stress.rs`) and cases BR-03, BR-04, BR-12.
 //! - **Exactly-once release.** Every admitted call ends once (recorded, cancelled by drop, or

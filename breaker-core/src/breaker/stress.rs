@@ -3,8 +3,8 @@
 //! reset the breaker now and then, on a clock that yields the thread at random readings. After
 //! every round (all threads joined: no call in flight) it asserts the invariants of the module
 //! docs; during a round it asserts the probe bound per half-open generation: at most
-//! `half_open_probes` probes admitted within the last probe wait (a held probe past the wait
-//! lets one more in, in the same period).
+//! `half_open_probes` probes in flight admitted within any one probe wait (a held probe past
+//! the wait lets one more in, in the same period).
 //!
 //! Bounded: a fixed number of rounds and operations, and a wall-clock cap that ends the run
 //! early on a slow machine (it never waits on the clock).
@@ -62,36 +62,48 @@ impl MonotonicSource for PausingClock {
     }
 }
 
-/// Probes in flight per half-open generation, as the callers see them: the clock's reading
-/// taken just before each one's `try_acquire`.
+/// Probes in flight per half-open generation, as the callers see them: each one's bracket,
+/// the clock's readings taken just before and just after its `try_acquire`, in microseconds.
 #[derive(Default)]
-struct ProbeBook(Mutex<HashMap<u32, Vec<u64>>>);
+struct ProbeBook(Mutex<HashMap<u32, Vec<(u64, u64)>>>);
 
 impl ProbeBook {
-    /// A probe of `generation` was admitted by a call that read `before` just before it and
-    /// `after` just after it. The bound is checked from the callers' side, soundly: a probe
-    /// booked at `b` with `after - b < wait` was admitted (by the breaker's reading `a >= b`)
-    /// within `wait` of this one's admission (its reading is at most `after`), so these are a
-    /// subset of the probes the breaker admitted within the wait, which may not exceed `bound`.
+    /// A probe of `generation` was admitted by a call whose bracket is `before..=after`
+    /// (nanoseconds); `wait` is the shortest probe wait (nanoseconds). Checks the documented
+    /// bound on the probes in flight: at most `bound` of them admitted within one probe wait.
+    ///
+    /// The breaker's reading of the admission lies in the bracket, and it measures the wait on
+    /// microsecond stamps (`state.rs`), so the check is in whole microseconds (a floor keeps the
+    /// bracket: `before / 1000 <= reading / 1000 <= after / 1000`). A set of probes in flight is
+    /// surely admitted within one wait when some `start` has every bracket inside
+    /// `start..start + wait`: then their readings are, whatever the breaker read, and it may
+    /// not hold more than `bound` such probes. Booking order is not admission order (a thread
+    /// may be paused between `try_acquire` and its booking while another admits and books a
+    /// later probe), so no probe is assumed older than another: each start is a bracket's own
+    /// `before`, and a probe counts only if its whole bracket lies in that window.
     fn admitted(&self, generation: u32, before: u64, after: u64, wait: u64, bound: u32) {
+        let (before, after, wait) = (before / 1_000, after / 1_000, wait / 1_000);
         let mut m = self.0.lock().unwrap();
         let probes = m.entry(generation).or_default();
-        probes.push(before);
-        let young = probes
-            .iter()
-            .filter(|b| after.saturating_sub(**b) < wait)
-            .count();
-        assert!(
-            young <= bound as usize,
-            "probe bound: {young} probes of generation {generation} admitted within the probe \
-             wait, bound {bound}"
-        );
+        probes.push((before, after));
+        for &(start, _) in probes.iter() {
+            let within = probes
+                .iter()
+                .filter(|(b, a)| *b >= start && *a < start + wait)
+                .count();
+            assert!(
+                within <= bound as usize,
+                "probe bound: {within} probes of generation {generation} admitted within the \
+                 probe wait, bound {bound} (brackets in µs {probes:?}, wait {wait} µs)"
+            );
+        }
     }
 
-    fn ended(&self, generation: u32, before: u64) {
+    fn ended(&self, generation: u32, before: u64, after: u64) {
+        let (before, after) = (before / 1_000, after / 1_000);
         let mut m = self.0.lock().unwrap();
         let probes = m.get_mut(&generation).unwrap();
-        let at = probes.iter().position(|b| *b == before).unwrap();
+        let at = probes.iter().position(|p| *p == (before, after)).unwrap();
         probes.swap_remove(at);
     }
 }
@@ -137,8 +149,9 @@ fn policies() -> Vec<BreakerPolicy> {
     ]
 }
 
-/// One call: admitted or not; a probe is booked while it is in flight; a random pause; a
-/// random end.
+/// One call: admitted or not; a probe is booked while it is in flight (from after its
+/// `try_acquire` to before its end, so the book holds only probes the breaker counts in flight);
+/// a random pause; a random end.
 fn one_call(b: &CircuitBreaker, clock: &PausingClock, book: &ProbeBook, rng: &mut Rng) {
     let (bound, wait) = (
         b.policy().half_open_probes,
@@ -156,7 +169,7 @@ fn one_call(b: &CircuitBreaker, clock: &PausingClock, book: &ProbeBook, rng: &mu
         std::thread::yield_now();
     }
     if probe {
-        book.ended(generation, before);
+        book.ended(generation, before, after);
     }
     match rng.below(10) {
         0..=3 => p.success(),

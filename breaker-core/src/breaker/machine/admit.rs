@@ -6,8 +6,8 @@ use super::{duration_micros, Heavy, Inner, Write, NO_LIMITS};
 use crate::breaker::event::Cause;
 use crate::breaker::permit::{Kind, Ticket};
 use crate::breaker::rejected::{RejectReason, Rejected};
-use crate::breaker::rules::{self, Admit, Decision, Limits};
-use crate::breaker::state::{later, micros, unpack_stamp, State, Word};
+use crate::breaker::rules::{self, Admit, Decision, Limits, ProbeEnd};
+use crate::breaker::state::{later, micros, pack_stamp, unpack_stamp, State, Word};
 use crate::breaker::totals::Counter;
 use crate::sync::Ordering;
 use std::sync::Arc;
@@ -98,32 +98,52 @@ impl Inner {
     #[cold]
     #[inline(never)]
     pub(crate) fn acquire_slow(&self, raw: u64) -> Result<Ticket, Rejected> {
-        // Read once, before any swap: the stamps written after it come from this reading.
-        let now = self.shared.clock.now_nanos();
-        let now_us = micros(now);
+        // Read before any swap: the stamps written after it come from this reading. Each
+        // decision reads the clock *after* the word it is taken on (`raw` was loaded before this
+        // first reading; a retry reads it again), so its reading is no earlier than that of any
+        // admission whose swap it sees. A retry on a stale reading broke the probe bound: a
+        // promotion to half-open stamps its probe only after its swap, so a caller whose swap
+        // had lost to it stamped the new period's newest probe with a reading from before that
+        // probe's, and a takeover one probe wait after that stale reading admitted a second
+        // probe within the wait of the first (`tests/loom.rs`,
+        // `a_stale_reading_never_dates_the_first_probe_of_a_period`).
+        let mut now = self.shared.clock.now_nanos();
+        let mut retry = false;
         let mut policy = None;
-        let (from, admit) = self.update(raw, |w| match w.state {
-            State::Open => Some(rules::admit_open(w, self.deadline(w, now_us)?, now_us)),
-            State::HalfOpen => {
-                let p = policy.get_or_insert_with(|| self.shared.policy.load());
-                let limits = Limits::new(p, w.streak);
-                // The newest probe's stamp is read only when every slot is taken.
-                let admit = match rules::free_slot(w, &limits) {
-                    Some(reserved) => reserved,
-                    None => {
-                        let newest = self.newest_probe(w, now_us)?;
-                        rules::admit_half_open(w, newest, now_us, &limits)
-                    }
-                };
-                if admit.next().is_some() {
-                    // Stamped before the swap: whoever sees this probe's slot taken (after the
-                    // swap) sees its admission too, so no takeover counts it older than it is.
-                    self.stamp(&self.at, w.generation, now_us, Write::Latest)?;
-                }
-                Some(admit)
+        // A takeover's newest probe, as it read it: claimed after the swap (below).
+        let mut takeover = None;
+        let (from, admit) = self.update(raw, |w| {
+            if std::mem::replace(&mut retry, true) {
+                now = self.shared.clock.now_nanos();
             }
-            // Closed and forced: no stamp and no limit is read.
-            _ => Some(rules::admit(w, 0, now_us, &NO_LIMITS)),
+            let now_us = micros(now);
+            takeover = None;
+            match w.state {
+                State::Open => Some(rules::admit_open(w, self.deadline(w, now_us)?, now_us)),
+                State::HalfOpen => {
+                    let p = policy.get_or_insert_with(|| self.shared.policy.load());
+                    let limits = Limits::new(p, w.streak);
+                    // The newest probe's stamp is read only when every slot is taken.
+                    let admit = match rules::free_slot(w, &limits) {
+                        Some(reserved) => {
+                            // Stamped before the swap: whoever sees this probe's slot taken
+                            // (after the swap) sees its admission too, so no takeover counts it
+                            // older than it is.
+                            self.stamp(&self.at, w.generation, now_us, Write::Latest)?;
+                            reserved
+                        }
+                        None => {
+                            let newest = self.newest_probe(w, now_us)?;
+                            let admit = rules::admit_half_open(w, newest, now_us, &limits);
+                            takeover = admit.next().map(|_| newest);
+                            admit
+                        }
+                    };
+                    Some(admit)
+                }
+                // Closed and forced: no stamp and no limit is read.
+                _ => Some(rules::admit(w, 0, now_us, &NO_LIMITS)),
+            }
         });
         let slow_start = || (self.shared.hot.slow_nanos() != 0).then_some(now);
         match admit {
@@ -134,15 +154,14 @@ impl Inner {
                 retry_after,
             } => Err(self.reject(reason, retry_after.map(Duration::from_micros))),
             Admit::Probe { next, entered } => {
-                match entered {
-                    Some(reason) => self.entered(from, next, reason, now, Cause::default()),
-                    None if policy
-                        .as_ref()
-                        .is_some_and(|p| from.in_flight >= p.half_open_probes) =>
-                    {
-                        self.trace_takeover(next);
+                if let Some(reason) = entered {
+                    self.entered(from, next, reason, now, Cause::default());
+                }
+                if let Some(newest) = takeover {
+                    if !self.claim_takeover(next.generation, newest, micros(now)) {
+                        return Err(self.reject(RejectReason::HalfOpenFull, None));
                     }
-                    None => {}
+                    self.trace_takeover(next);
                 }
                 let ticket = Ticket::new(next.generation, Kind::Probe, slow_start());
                 match self.fleet() {
@@ -151,6 +170,43 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Confirms a takeover of half-open `generation` whose slot this thread has just swapped in,
+    /// decided on `newest` (the newest probe's stamp it read) at `now`: stamps `now` in place of
+    /// exactly `newest`. If the stamp has changed since, the slot is released again and the
+    /// takeover is refused (`false`).
+    ///
+    /// Why after the swap and not before: the word does not tell the slots apart, so a swap
+    /// succeeds on a word that an end and a new admission have restored in the meantime (one
+    /// probe ends, another takes its free slot: the same word). A free slot's admission stamps
+    /// before its swap, so a takeover's swap that comes after it (and acquires it) then sees its
+    /// stamp here, newer than `newest`, and does not admit a second probe within the wait of
+    /// that one. (A stamp not newer than `newest` is a probe at least the wait old: harmless.)
+    /// Two takeovers racing both swap in a slot, and only the first to stamp keeps its own.
+    fn claim_takeover(&self, generation: u32, newest: u64, now: u64) -> bool {
+        let claimed = self
+            .at
+            .compare_exchange(
+                pack_stamp(newest, generation),
+                pack_stamp(now, generation),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if !claimed {
+            // A cancellation of the slot just taken (stale if the period has ended).
+            let raw = self.state.load(Ordering::Acquire);
+            self.update(raw, |w| {
+                Some(rules::end_probe(
+                    w,
+                    generation,
+                    ProbeEnd::Neutral,
+                    &NO_LIMITS,
+                ))
+            });
+        }
+        claimed
     }
 
     /// The `tracing` event of a takeover: every probe slot was held past the probe wait, and

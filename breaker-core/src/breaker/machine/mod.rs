@@ -5,7 +5,8 @@
 //!   by [`Inner::update`], one compare-and-swap loop (governor's `measure_and_replace_one`): read
 //!   the word, decide, swap; if another thread changed the word first, decide again on the word
 //!   that won. A decision that needs the time (admission, a trip, a manual change) reads the
-//!   clock before the loop; the end of a probe reads it only when it makes a transition, after
+//!   clock before the loop (admission again on each retry, so that it never decides on a word
+//!   newer than its reading); the end of a probe reads it only when it makes a transition, after
 //!   its swap. Either way what is stamped after the swap is fenced (below), so it does not
 //!   matter when a delayed writer gets to write.
 //! - **One `entered`.** The thread whose swap made a transition calls [`Inner::entered`], which
