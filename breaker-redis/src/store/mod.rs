@@ -717,6 +717,30 @@ struct CasJob {
     tries: u8,
 }
 
+impl CasJob {
+    /// A compare-and-set of `write` that asks for no lease and releases none: a trip, a
+    /// reconciliation, a manual change (the others set their fields on it).
+    fn write(
+        idx: Option<u32>,
+        target: Arc<Target>,
+        write: crate::plan::Write,
+        kind: CasKind,
+    ) -> Self {
+        CasJob {
+            idx,
+            target,
+            write,
+            not_before: 0,
+            join: false,
+            want: 0,
+            release: None,
+            nonce: None,
+            kind,
+            tries: 0,
+        }
+    }
+}
+
 enum CasKind {
     /// A local trip (or the fleet rate's, or a quorum's).
     Trip,

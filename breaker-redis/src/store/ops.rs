@@ -112,18 +112,8 @@ impl Coordinator {
                 if stored.is_none() || e.view.known {
                     add(&self.stats.repairs, 1);
                 }
-                let job = CasJob {
-                    idx: Some(idx),
-                    target: Arc::clone(&e.target),
-                    write,
-                    not_before: 0,
-                    join: false,
-                    want: 0,
-                    release: None,
-                    nonce: None,
-                    kind: CasKind::Reconcile,
-                    tries: 0,
-                };
+                let job =
+                    CasJob::write(Some(idx), Arc::clone(&e.target), write, CasKind::Reconcile);
                 if let Some(conn) = self.ready() {
                     self.launch_cas(conn, vec![job]);
                 }
@@ -329,18 +319,7 @@ impl Coordinator {
         write.expect = view.expect();
         self.launch_cas(
             conn,
-            vec![CasJob {
-                idx: Some(idx),
-                target,
-                write,
-                not_before: 0,
-                join: false,
-                want: 0,
-                release: None,
-                nonce: None,
-                kind: CasKind::Trip,
-                tries: 0,
-            }],
+            vec![CasJob::write(Some(idx), target, write, CasKind::Trip)],
         );
     }
 
@@ -393,16 +372,9 @@ impl Coordinator {
         let mut write = plan::plan_end(w, lease.generation, end, &policy, cooldown)?;
         write.expect = known.then_some(w);
         Some(CasJob {
-            idx: Some(idx),
-            target,
-            write,
-            not_before: 0,
-            join: false,
-            want: 0,
             release: Some(Arc::clone(&lease.member)),
-            nonce: None,
-            kind: CasKind::End { lease, end },
             tries,
+            ..CasJob::write(Some(idx), target, write, CasKind::End { lease, end })
         })
     }
 
@@ -714,18 +686,7 @@ impl Coordinator {
         if let Some(conn) = self.ready() {
             self.launch_cas(
                 conn,
-                vec![CasJob {
-                    idx: Some(idx),
-                    target,
-                    write,
-                    not_before: 0,
-                    join: false,
-                    want: 0,
-                    release: None,
-                    nonce: None,
-                    kind: CasKind::Trip,
-                    tries: 0,
-                }],
+                vec![CasJob::write(Some(idx), target, write, CasKind::Trip)],
             );
         }
     }
@@ -756,18 +717,7 @@ impl Coordinator {
         if let Some(conn) = self.ready() {
             self.launch_cas(
                 conn,
-                vec![CasJob {
-                    idx: Some(idx),
-                    target,
-                    write,
-                    not_before: 0,
-                    join: false,
-                    want: 0,
-                    release: None,
-                    nonce: None,
-                    kind: CasKind::Trip,
-                    tries: 0,
-                }],
+                vec![CasJob::write(Some(idx), target, write, CasKind::Trip)],
             );
         }
     }
@@ -1026,22 +976,16 @@ impl Coordinator {
                 };
                 let cooldown = self.cooldown_ms(&policy);
                 let write = plan::plan_force(expect, to.state(), cooldown);
-                let job = CasJob {
+                let job = CasJob::write(
                     idx,
                     target,
                     write,
-                    not_before: 0,
-                    join: false,
-                    want: 0,
-                    release: None,
-                    nonce: None,
-                    kind: CasKind::Force {
+                    CasKind::Force {
                         to,
                         policy,
                         reply: Some(reply),
                     },
-                    tries: 0,
-                };
+                );
                 self.launch_cas(conn, vec![job]);
             }
         }
