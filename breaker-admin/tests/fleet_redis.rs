@@ -22,12 +22,10 @@ use breaker::breaker::{BreakerPolicy, CircuitBreaker, RejectReason, State};
 use breaker::circuit_breaker;
 use breaker_admin::Admin;
 use breaker_redis::{ReplicaId, SharedCircuitBreaker, Store, StoreConfig};
-use common::{get, post, DEADLINE};
+use common::{get, logged, post, was_logged, DEADLINE};
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tracing_subscriber::layer::SubscriberExt;
 
 const TOKEN: &str = "fleet-admin-token-0123456789";
 
@@ -154,49 +152,6 @@ async fn poll(addr: std::net::SocketAddr, path: &str, done: impl Fn(&Value) -> b
         assert!(Instant::now() < end, "{path} within {DEADLINE:?}: {body}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// The `tracing` events of target `breaker_admin`, as `field=value` text.
-fn logged() -> &'static Mutex<Vec<String>> {
-    static LOGGED: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    LOGGED.get_or_init(|| {
-        struct Capture;
-        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-            fn on_event(
-                &self,
-                event: &tracing::Event<'_>,
-                _: tracing_subscriber::layer::Context<'_, S>,
-            ) {
-                if event.metadata().target() != "breaker_admin" {
-                    return;
-                }
-                struct Fields(String);
-                impl tracing::field::Visit for Fields {
-                    fn record_debug(
-                        &mut self,
-                        field: &tracing::field::Field,
-                        value: &dyn std::fmt::Debug,
-                    ) {
-                        self.0.push_str(&format!("{}={value:?} ", field.name()));
-                    }
-                }
-                let mut f = Fields(String::new());
-                event.record(&mut f);
-                logged().lock().unwrap().push(f.0);
-            }
-        }
-        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture))
-            .unwrap();
-        Mutex::new(Vec::new())
-    })
-}
-
-fn was_logged(all: &[&str]) -> bool {
-    logged()
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|line| all.iter().all(|part| line.contains(part)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

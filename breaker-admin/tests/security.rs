@@ -11,56 +11,11 @@ use breaker::breaker::{BreakerPolicy, CircuitBreaker, State};
 use breaker::config::{Loader, PolicyRegistry};
 use breaker::registry::Registry;
 use breaker_admin::{Admin, Principal};
-use common::{get, post, raw, raw_get};
+use common::{get, logged, post, raw, raw_get, was_logged};
 use serde_json::Value;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
-use tracing_subscriber::layer::SubscriberExt;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
-
-/// The `tracing` events of target `breaker_admin`, as `field=value` text.
-fn logged() -> &'static Mutex<Vec<String>> {
-    static LOGGED: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    LOGGED.get_or_init(|| {
-        struct Capture;
-        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-            fn on_event(
-                &self,
-                event: &tracing::Event<'_>,
-                _: tracing_subscriber::layer::Context<'_, S>,
-            ) {
-                if event.metadata().target() != "breaker_admin" {
-                    return;
-                }
-                struct Fields(String);
-                impl tracing::field::Visit for Fields {
-                    fn record_debug(
-                        &mut self,
-                        field: &tracing::field::Field,
-                        value: &dyn std::fmt::Debug,
-                    ) {
-                        self.0.push_str(&format!("{}={value:?} ", field.name()));
-                    }
-                }
-                let mut f = Fields(String::new());
-                event.record(&mut f);
-                logged().lock().unwrap().push(f.0);
-            }
-        }
-        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture))
-            .unwrap();
-        Mutex::new(Vec::new())
-    })
-}
-
-fn was_logged(all: &[&str]) -> bool {
-    logged()
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|line| all.iter().all(|part| line.contains(part)))
-}
 
 struct Setup {
     admin: Admin,

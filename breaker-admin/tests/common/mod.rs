@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use std::net::SocketAddr;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -170,4 +171,51 @@ pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4096
+}
+
+/// The `tracing` events of target `breaker_admin`, as `field=value` text.
+pub fn logged() -> &'static Mutex<Vec<String>> {
+    static LOGGED: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    LOGGED.get_or_init(|| {
+        struct Capture;
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+            fn on_event(
+                &self,
+                event: &tracing::Event<'_>,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                if event.metadata().target() != "breaker_admin" {
+                    return;
+                }
+                struct Fields(String);
+                impl tracing::field::Visit for Fields {
+                    fn record_debug(
+                        &mut self,
+                        field: &tracing::field::Field,
+                        value: &dyn std::fmt::Debug,
+                    ) {
+                        self.0.push_str(&format!("{}={value:?} ", field.name()));
+                    }
+                }
+                let mut f = Fields(String::new());
+                event.record(&mut f);
+                logged().lock().unwrap().push(f.0);
+            }
+        }
+        tracing::subscriber::set_global_default(tracing_subscriber::layer::SubscriberExt::with(
+            tracing_subscriber::registry(),
+            Capture,
+        ))
+        .unwrap();
+        Mutex::new(Vec::new())
+    })
+}
+
+/// Whether one `breaker_admin` event logged so far holds every part of `all`.
+pub fn was_logged(all: &[&str]) -> bool {
+    logged()
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|line| all.iter().all(|part| line.contains(part)))
 }
