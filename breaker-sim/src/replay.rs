@@ -66,7 +66,7 @@
 //!   inside the hedge layer run once per *leg* (the first attempt and each hedge), those
 //!   between retry and hedge once per attempt. After the delay from the latest leg's start
 //!   without an answer, a hedge starts, up to `max_hedges`; a failed leg (a failure answer or
-//!   a timeout, or a refusal by a layer inside hedge) starts the next at once. The first
+//!   a timeout) starts the next at once, a leg refused by a layer inside hedge does not. The first
 //!   acceptable answer (a success, or an answer the classifier ignores) ends the attempt and
 //!   the other legs are dropped: their permits are released as cancellations. With no leg
 //!   left running, the attempt ends with the last failure (a refusal only when nothing

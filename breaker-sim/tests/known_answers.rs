@@ -558,8 +558,9 @@ fn hedging_cuts_the_p99_of_a_slow_tail_as_computed_by_hand() {
 /// - `hedge > breaker`: each attempt has its own permit. The first attempt's failure opens
 ///   the breaker at 5 ms; the hedge sent then is refused by it; the failure, not the refusal,
 ///   is the call's result. The call at 10 ms is refused by the open breaker, though its line
-///   succeeded; a refused attempt is a failed one for the hedge layer (as live), so its hedge
-///   goes out at once and is refused too. 1 attempt reached, 2 hedges started (both refused).
+///   succeeded; a refused attempt starts no hedge at once (as live: another would be refused
+///   too), and with nothing else running the call ends refused. 1 attempt reached, 1 hedge
+///   started (refused).
 #[test]
 fn a_failed_attempt_hedges_at_once_and_the_order_says_what_the_breaker_sees() {
     let trace = r#"{"t_ms": 0, "latency_ms": 5, "outcome": "failure", "status": 503}
@@ -590,7 +591,7 @@ fn a_failed_attempt_hedges_at_once_and_the_order_says_what_the_breaker_sees() {
     );
     assert_eq!((inside.succeeded, inside.failed, inside.opens), (2, 0, 0));
     assert_eq!((inside.p50_ms, inside.p99_ms), (Some(5.0), Some(10.0)));
-    assert_eq!((outside.reached, outside.hedges, outside.opens), (1, 2, 1));
+    assert_eq!((outside.reached, outside.hedges, outside.opens), (1, 1, 1));
     assert_eq!(
         (outside.failed, outside.rejected, outside.succeeded),
         (1, 1, 0)

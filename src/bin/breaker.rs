@@ -89,7 +89,7 @@ struct Simulate {
     /// (repeatable: the grid of all combinations, ranked, with its Pareto front).
     #[arg(long = "sweep", value_name = "KEY=VALUES")]
     sweeps: Vec<String>,
-    /// Seed of the retry jitter.
+    /// Seed of the replay's random draws: the retry jitter and throttling's rejections.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// One JSON object per policy and line instead of the table.

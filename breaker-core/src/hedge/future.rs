@@ -99,14 +99,15 @@ where
                 };
                 let (_, began) = this.running.swap_remove(i);
                 let now = Instant::now();
-                match (this.accept)(&out) {
+                let verdict = (this.accept)(&out);
+                match verdict {
                     Verdict::Accept => {
                         this.hedge.record(now.saturating_duration_since(began));
                         // Returning drops `running` with the future: the others are cancelled.
                         this.running.clear();
                         return Poll::Ready(out);
                     }
-                    verdict => {
+                    _ => {
                         let keep = match &this.kept {
                             None => true,
                             Some((_, kept)) => {
@@ -118,8 +119,11 @@ where
                         }
                     }
                 }
-                // A failed attempt: the next hedge goes out now rather than after the delay.
-                if this.may_start(now) {
+                // A failed attempt: the next hedge goes out now rather than after the delay. A
+                // refused one starts none: a layer inside the hedge refused it locally (an open
+                // breaker, a rate limit, throttling), and another attempt now would only be
+                // refused too, and counted by the layer that refused it.
+                if verdict == Verdict::Fail && this.may_start(now) {
                     this.start(now);
                     continue 'poll;
                 }

@@ -20,8 +20,11 @@
 //!   adaptive limit) released, and a breaker records nothing for them.
 //! - **A failure does not end the call while another attempt may still answer**: a failed
 //!   attempt starts the next hedge at once (if any is left), rather than after the delay.
-//!   When every attempt has failed, the call ends with the last failure (a local rejection of
-//!   a hedge, say by an open breaker inside the hedge layer, only when nothing else failed).
+//!   An attempt refused locally by a layer inside the hedge (an open breaker, a rate limit,
+//!   the adaptive limit, throttling) starts none at once: another would be refused too, and
+//!   counted by the layer that refused it (throttling would see twice the requests). The
+//!   others go on, and the next hedge waits for the delay; when nothing is left running, the
+//!   call ends with the last failure, or with the refusal when nothing failed.
 //! - **Idempotent operations only**, as for retry (case BR-35): a pipeline refuses a hedge
 //!   layer for an operation not declared idempotent.
 //! - No hedge starts at or after an enclosing limit (a total deadline, a timeout outside the
@@ -96,7 +99,7 @@ mod runtime {
     /// Cloning is cheap and clones share the latencies.
     #[derive(Clone)]
     pub struct Hedge {
-        inner: Arc<Inner>,
+        pub(crate) inner: Arc<Inner>,
     }
 
     pub(crate) struct Inner {

@@ -143,3 +143,33 @@ async fn no_hedge_starts_at_or_after_the_enclosing_limit() {
     .await;
     assert_eq!((r, calls.get()), (Ok(0), 1));
 }
+
+/// An attempt refused locally (by a layer inside the hedge: an open breaker, a rate limit,
+/// throttling) starts no hedge at once: another would be refused too, and counted by the layer
+/// that refused it (throttling saw two requests a call). With nothing else running the call
+/// ends with the refusal, at once and after one attempt.
+#[tokio::test(start_paused = true)]
+async fn a_refused_attempt_starts_no_hedge_at_once() {
+    let hedge = Hedge::new(HedgePolicy::after(ms(50))).unwrap();
+    let calls = Cell::new(0);
+    let start = Instant::now();
+    let r: Result<u32, &str> = Hedged::new(
+        &hedge.inner,
+        |_| {
+            calls.set(calls.get() + 1);
+            async { Err("refused") }
+        },
+        |r: &Result<u32, &str>| {
+            if r.is_ok() {
+                Verdict::Accept
+            } else {
+                Verdict::Refused
+            }
+        },
+        None,
+    )
+    .await;
+    assert_eq!(r, Err("refused"));
+    assert_eq!(calls.get(), 1);
+    assert_eq!(start.elapsed(), ms(0));
+}

@@ -351,8 +351,8 @@ impl PipelineBuilder {
     }
 
     /// Hedging with `policy` (the `hedge` layer; [`crate::hedge`]). Only operations declared
-    /// [`idempotent`](Self::idempotent) are hedged, as only they are retried (case BR-35);
-    /// others make one attempt.
+    /// [`idempotent`](Self::idempotent) are hedged, as only they are retried (case BR-35):
+    /// [`build`](Self::build) refuses a hedge without `.idempotent(true)`.
     pub fn hedge(mut self, policy: HedgePolicy) -> Self {
         self.hedge = Some(Source::Policy(policy));
         self

@@ -367,8 +367,9 @@ impl Sim {
         if keep {
             s.kept = Some(ending);
         }
-        // A failed leg: the next hedge goes out now rather than after the delay.
-        if self.may_hedge(slot) {
+        // A failed leg: the next hedge goes out now rather than after the delay (a refused
+        // one starts none, as live).
+        if v == Verdict::Fail && self.may_hedge(slot) {
             let next = self.slots[slot as usize].legs.len();
             self.start_leg(slot, u16::try_from(next).expect("at most 11 legs"));
             return;
