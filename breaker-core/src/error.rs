@@ -61,7 +61,8 @@ impl Rejection {
     /// The layer that refused.
     pub fn layer(&self) -> Layer {
         match self {
-            Rejection::Breaker(_) | Rejection::Keys(_) => Layer::Breaker,
+            Rejection::Breaker(_) => Layer::Breaker,
+            Rejection::Keys(full) => full.layer(),
             Rejection::Bulkhead(_) => Layer::Bulkhead,
             Rejection::RateLimited(_) => Layer::RateLimit,
             Rejection::Throttled(_) => Layer::Throttle,

@@ -18,9 +18,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 /// The keywords of these grammars.
-pub(super) const KEYWORDS: [&str; 14] = [
+pub(super) const KEYWORDS: [&str; 16] = [
     "burst",
     "wait",
+    "per",
+    "key",
     "after",
     "in",
     "aimd",
@@ -119,10 +121,10 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
             .expected(["a non-zero period such as `s` or `100ms`".to_owned()]));
     }
     let mut policy = RateLimitPolicy::new(rate, per);
-    let mut seen = (false, false);
+    let mut seen = [false; 3];
     loop {
-        if p.peek_is("burst") && !seen.0 {
-            seen.0 = true;
+        if p.peek_is("burst") && !seen[0] {
+            seen[0] = true;
             p.bump();
             let (burst, span) = p.int("a burst")?;
             if !(1..=MAX_BURST).contains(&burst) {
@@ -133,21 +135,26 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
                 );
             }
             policy.burst = burst;
-        } else if p.peek_is("wait") && !seen.1 {
-            seen.1 = true;
+        } else if p.peek_is("wait") && !seen[1] {
+            seen[1] = true;
             p.bump();
             policy.max_wait = p.duration("a maximum wait")?.0;
+        } else if p.peek_is("per") && !seen[2] {
+            seen[2] = true;
+            p.bump();
+            p.expect("key")?;
+            policy.per_key = true;
         } else {
-            let mut expected = Vec::new();
-            if !seen.0 {
-                expected.push(tick("burst"));
-            }
-            if !seen.1 {
-                expected.push(tick("wait"));
-            }
+            let clauses = [("burst", "burst"), ("wait", "wait"), ("per key", "per")];
+            let mut expected: Vec<String> = clauses
+                .iter()
+                .zip(seen)
+                .filter(|(_, seen)| !seen)
+                .map(|((text, _), _)| tick(text))
+                .collect();
             expected.push("end of input".to_owned());
             if p.peek().is_some() {
-                return Err(p.unexpected("clause", &expected, &["burst", "wait"]));
+                return Err(p.unexpected("clause", &expected, &["burst", "wait", "per"]));
             }
             break;
         }
@@ -164,9 +171,11 @@ fn check_rate(policy: &RateLimitPolicy, errors: &mut Vec<FieldError>) {
 impl FromStr for RateLimitPolicy {
     type Err = DslError;
 
-    /// Parses and validates `rate = int "/" period [ "burst" int ] [ "wait" duration ]`:
-    /// `100/s`, `5/100ms burst 1`, `1000/1m burst 50 wait 200ms`. Without `burst`, the burst
-    /// is the rate (a period's worth at once); without `wait`, no wait.
+    /// Parses and validates
+    /// `rate = int "/" period [ "burst" int ] [ "wait" duration ] [ "per" "key" ]`:
+    /// `100/s`, `5/100ms burst 1`, `1000/1m burst 50 wait 200ms`, `10/s per key`. Without
+    /// `burst`, the burst is the rate (a period's worth at once); without `wait`, no wait;
+    /// without `per key`, one limit for every call whatever its key.
     ///
     /// # Errors
     /// A [`DslError`] at the offending token (a rate of 0 at the count, a burst out of range
@@ -483,6 +492,11 @@ mod tests {
             (5, Duration::from_millis(100), 1, Duration::from_millis(50))
         );
         assert_eq!(p.to_string(), "5/100ms burst 1 wait 50ms");
+        let keyed: RateLimitPolicy = "10/s per key burst 2".parse().unwrap();
+        assert_eq!((keyed.rate, keyed.burst, keyed.per_key), (10, 2, true));
+        assert_eq!(keyed.to_string(), "10/1s burst 2 per key");
+        assert_eq!(keyed.to_string().parse::<RateLimitPolicy>(), Ok(keyed));
+        assert!(!"10/s".parse::<RateLimitPolicy>().unwrap().per_key);
         assert_eq!(
             err("0/s".parse::<RateLimitPolicy>()),
             (
@@ -500,8 +514,17 @@ mod tests {
         assert_eq!((fragment.as_str(), span), ("brust", 6..11));
         assert_eq!(
             text,
-            "unknown clause `brust` at 6..11; expected one of `burst`, `wait` or end of input; \
-             did you mean `burst`?"
+            "unknown clause `brust` at 6..11; expected one of `burst`, `wait`, `per key` or end \
+             of input; did you mean `burst`?"
+        );
+        let (fragment, span, text) = err("10/s per host".parse::<RateLimitPolicy>());
+        assert_eq!((fragment.as_str(), span), ("host", 9..13));
+        assert!(text.contains("expected `key`"), "{text}");
+        let (_, span, text) = err("10/s per key per key".parse::<RateLimitPolicy>());
+        assert_eq!(span, 13..16);
+        assert!(
+            text.contains("expected one of `burst`, `wait` or end of input"),
+            "{text}"
         );
     }
 

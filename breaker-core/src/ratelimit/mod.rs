@@ -53,9 +53,11 @@
 //! ```
 
 mod error;
+mod keyed;
 mod policy;
 
 pub use error::{InvalidRateLimit, RateLimited};
+pub use keyed::{RateLimiters, RateLimitersBuilder};
 pub use policy::{RateLimitPolicy, MAX_BURST};
 
 use crate::clock::Clock;
@@ -114,6 +116,11 @@ impl RateLimiter {
     /// As [`new`](Self::new).
     pub fn with_clock(policy: RateLimitPolicy, clock: Clock) -> Result<Self, InvalidRateLimit> {
         policy.validate()?;
+        Ok(RateLimiter::validated(policy, clock))
+    }
+
+    /// A limiter of a policy [`validate`](RateLimitPolicy::validate) accepted.
+    fn validated(policy: RateLimitPolicy, clock: Clock) -> Self {
         let (Some(interval), Some(burst)) = (policy.interval(), NonZeroU32::new(policy.burst))
         else {
             unreachable!("validated: a non-zero interval and burst")
@@ -121,13 +128,27 @@ impl RateLimiter {
         let quota = Quota::with_period(interval)
             .expect("a non-zero interval")
             .allow_burst(burst);
-        Ok(RateLimiter {
+        RateLimiter {
             inner: Arc::new(Inner {
                 gcra: governor::RateLimiter::direct_with_clock(quota, Ticks(clock.clone())),
                 policy,
                 clock,
             }),
-        })
+        }
+    }
+
+    /// Bytes this limiter uses: its handle and its shared state (the GCRA state, policy and
+    /// clock), not counting what a shared clock holds.
+    pub fn memory_bytes(&self) -> usize {
+        // The `Arc`'s block: two counts and the state.
+        std::mem::size_of::<Self>()
+            + 2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<Inner>()
+    }
+
+    /// How many handles share this limiter (clones, and calls that hold it).
+    pub(crate) fn handle_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
     }
 
     /// The policy.

@@ -28,6 +28,12 @@ pub struct RateLimitPolicy {
     /// rejects at once. A call whose permit would come later than this is rejected at once
     /// rather than after waiting in vain.
     pub max_wait: Duration,
+    /// Whether each key has its own limit (`per key` in the DSL): a caller with keys
+    /// (`#[circuit_breaker(key = ..)]`, a keyed config use, [`RateLimiters`](super::RateLimiters))
+    /// gives every key a limiter of this policy, from a bounded registry. `false` (the
+    /// default): one limit shared by every call, whatever its key. A single
+    /// [`RateLimiter`](super::RateLimiter) is one limit whatever this says.
+    pub per_key: bool,
 }
 
 impl RateLimitPolicy {
@@ -39,6 +45,7 @@ impl RateLimitPolicy {
             per,
             burst: if rate == 0 { 1 } else { rate },
             max_wait: Duration::ZERO,
+            per_key: false,
         }
     }
 
@@ -55,6 +62,21 @@ impl RateLimitPolicy {
     /// This policy with a wait of up to `max_wait` for a permit.
     pub const fn max_wait(self, max_wait: Duration) -> Self {
         RateLimitPolicy { max_wait, ..self }
+    }
+
+    /// This policy with one limit per key (see the `per_key` field).
+    pub const fn per_key(self) -> Self {
+        RateLimitPolicy {
+            per_key: true,
+            ..self
+        }
+    }
+
+    /// The time after its last permit at which a limiter of this policy has its whole burst
+    /// back, and so is the same as a new one: `(burst + 1) × interval` (one interval more
+    /// than GCRA needs, for the rounding of the clock). `None` if the policy is invalid.
+    pub fn refill(&self) -> Option<Duration> {
+        self.interval()?.checked_mul(self.burst.checked_add(1)?)
     }
 
     /// The emission interval `per / rate`: one permit is due every interval. `None` when
@@ -109,8 +131,8 @@ impl RateLimitPolicy {
 }
 
 impl fmt::Display for RateLimitPolicy {
-    /// The DSL's canonical form (see [`crate::dsl`]): `100/1s burst 20 wait 50ms`, the wait
-    /// only when non-zero.
+    /// The DSL's canonical form (see [`crate::dsl`]): `100/1s burst 20 wait 50ms per key`,
+    /// the wait only when non-zero, `per key` only when set.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -121,6 +143,9 @@ impl fmt::Display for RateLimitPolicy {
         )?;
         if !self.max_wait.is_zero() {
             write!(f, " wait {}", crate::syntax::fmt_duration(self.max_wait))?;
+        }
+        if self.per_key {
+            f.write_str(" per key")?;
         }
         Ok(())
     }
@@ -137,6 +162,7 @@ mod tests {
             per: Duration::ZERO,
             burst: 0,
             max_wait: Duration::ZERO,
+            per_key: false,
         };
         let problems = p.problems();
         assert_eq!(problems.len(), 3, "{problems:?}");
@@ -166,5 +192,7 @@ mod tests {
             p.max_wait(Duration::from_millis(50)).to_string(),
             "100/1s burst 20 wait 50ms"
         );
+        assert_eq!(p.per_key().to_string(), "100/1s burst 20 per key");
+        assert_eq!(p.refill(), Some(Duration::from_millis(210)));
     }
 }

@@ -77,6 +77,7 @@ fn an_invalid_policy_names_every_value() {
         per: Duration::from_secs(1),
         burst: 0,
         max_wait: Duration::ZERO,
+        per_key: false,
     })
     .unwrap_err();
     assert_eq!(err.problems.len(), 2);
@@ -193,4 +194,82 @@ fn a_rejection_shows_its_wait_only_when_it_waited() {
         full.to_string(),
         "bulkhead full: 8 calls in flight (waited 50ms)"
     );
+}
+
+mod keyed {
+    use crate::clock::{Clock, ManualClock};
+    use crate::layer::Layer;
+    use crate::ratelimit::{RateLimitPolicy, RateLimiters};
+    use std::time::Duration;
+
+    /// One permit a second, a burst of 5: refilled 6 s after the last permit.
+    fn limiters(time: &ManualClock, max_keys: usize) -> RateLimiters<String> {
+        RateLimiters::builder(RateLimitPolicy::per_second(1).burst(5))
+            .clock(Clock::manual(time))
+            .name("tenants")
+            .max_keys(max_keys)
+            .idle_ttl(Duration::from_secs(1))
+            .build()
+            .unwrap()
+    }
+
+    fn admitted(limiters: &RateLimiters<String>, key: &str, calls: usize) -> usize {
+        let limiter = limiters.get_or_create(key).unwrap();
+        (0..calls).filter(|_| limiter.try_acquire().is_ok()).count()
+    }
+
+    #[test]
+    fn each_key_has_its_own_limit_from_one_policy() {
+        let time = ManualClock::new();
+        let l = limiters(&time, 100);
+        assert_eq!(admitted(&l, "a", 10), 5);
+        assert_eq!(admitted(&l, "a", 10), 0);
+        assert_eq!(admitted(&l, "b", 10), 5);
+        assert_eq!(l.len(), 2);
+        assert_eq!(l.policy(), RateLimitPolicy::per_second(1).burst(5));
+        time.advance(Duration::from_secs(2));
+        assert_eq!(admitted(&l, "a", 10), 2);
+    }
+
+    #[test]
+    fn eviction_never_gives_a_key_a_fresh_burst() {
+        let time = ManualClock::new();
+        let l = limiters(&time, 100);
+        assert_eq!(admitted(&l, "a", 10), 5);
+        // Idle past the TTL (1 s, read at 17/16) but not refilled (6 s): kept, so the key
+        // gets back only what 3 s of its rate gives, not a new burst of 5.
+        time.advance(Duration::from_secs(3));
+        assert_eq!(l.evict_idle(), 0);
+        assert_eq!(l.len(), 1);
+        assert_eq!(admitted(&l, "a", 10), 3);
+        // Refilled: a new limiter would admit the same, so it goes.
+        time.advance(Duration::from_secs(7));
+        assert_eq!(l.evict_idle(), 1);
+        assert!(l.get("a").is_none());
+        assert_eq!(admitted(&l, "a", 10), 5);
+    }
+
+    #[test]
+    fn a_held_limiter_is_kept_and_a_full_registry_refuses_new_keys() {
+        let time = ManualClock::new();
+        let l = limiters(&time, 2);
+        assert_eq!(admitted(&l, "a", 1), 1);
+        let held = l.get_or_create("b").unwrap();
+        let full = l.get_or_create("c").unwrap_err();
+        assert_eq!(
+            (full.max_keys(), full.name(), full.layer()),
+            (2, "tenants", Layer::RateLimit)
+        );
+        assert_eq!(
+            full.to_string(),
+            "rate limiter registry is full: 2 keys, none of them idle with its whole burst back"
+        );
+        time.advance(Duration::from_secs(60));
+        // `a` is idle and refilled: a new key takes its place; `b` is held.
+        assert!(l.get_or_create("c").is_ok());
+        assert!(l.get("a").is_none());
+        assert!(l.get("b").is_some());
+        drop(held);
+        assert_eq!(l.len(), 2);
+    }
 }

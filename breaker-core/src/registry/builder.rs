@@ -1,6 +1,7 @@
 //! [`RegistryBuilder`]: a registry's bounds, shards, hasher and metrics.
 
 use super::*;
+use std::time::Duration;
 
 /// Configures a [`Registry`]; from [`Registry::builder`].
 pub struct RegistryBuilder<S = RandomState> {
@@ -104,30 +105,20 @@ impl<S> RegistryBuilder<S> {
     }
 
     fn build_with<K>(self, tag: Option<fn(&K) -> String>) -> Registry<K, S> {
-        let shards = (0..self.shards)
-            .map(|_| {
-                Padded(RwLock::new(Shard {
-                    table: HashTable::new(),
-                    last_sweep: 0,
-                }))
-            })
-            .collect();
+        let breakers = Breakers {
+            factory: self.factory,
+            state_gauge: self.state_gauge,
+            totals: self.totals,
+            tag,
+        };
         Registry {
-            inner: Arc::new(Inner {
-                shards,
-                mask: self.shards - 1,
-                hasher: self.hasher,
-                factory: self.factory,
-                max_keys: self.max_keys,
-                ttl: self
-                    .ttl
-                    .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-                len: AtomicUsize::new(0),
-                next_full_sweep: AtomicU64::new(0),
-                state_gauge: self.state_gauge,
-                totals: self.totals,
-                tag,
-            }),
+            inner: Arc::new(Table::new(
+                breakers,
+                self.hasher,
+                self.shards,
+                self.max_keys,
+                self.ttl,
+            )),
         }
     }
 }

@@ -77,53 +77,87 @@
 //! ```
 
 use crate::breaker::{BreakerFactory, CircuitBreaker, State};
+use crate::layer::Layer;
 use crate::observe;
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
-use hashbrown::HashTable;
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::sync::Arc;
 
 mod builder;
+pub(crate) mod table;
 #[cfg(test)]
 mod tests;
 
 pub use builder::RegistryBuilder;
+use table::{Kind, Table};
 
 /// The default number of shards.
 pub const DEFAULT_SHARDS: usize = 64;
 /// The most shards a registry may have.
 pub const MAX_SHARDS: usize = 256;
 
-/// [`Registry::get_or_create`] could not add a key: the registry holds
-/// [`max_keys`](RegistryBuilder::max_keys) breakers and none of them could be evicted.
+/// A keyed registry could not add a key: it holds its
+/// [`max_keys`](RegistryBuilder::max_keys) and none of them could be evicted. From
+/// [`Registry::get_or_create`] (breakers: none idle and closed) and
+/// [`RateLimiters::get_or_create`](crate::ratelimit::RateLimiters::get_or_create) (rate
+/// limiters: none idle with its whole burst back).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("breaker registry is full: {max_keys} keys, none of them idle and closed")]
+#[error("{} registry is full: {max_keys} keys, none of them {}", what(*.layer), evictable(*.layer))]
 pub struct RegistryFull {
     max_keys: usize,
     name: &'static str,
+    layer: Layer,
+}
+
+fn what(layer: Layer) -> &'static str {
+    match layer {
+        Layer::RateLimit => "rate limiter",
+        _ => "breaker",
+    }
+}
+
+fn evictable(layer: Layer) -> &'static str {
+    match layer {
+        Layer::RateLimit => "idle with its whole burst back",
+        _ => "idle and closed",
+    }
 }
 
 impl RegistryFull {
+    /// The registry's refusal: `max_keys` of its bound, `name` of its breakers or limiters,
+    /// `layer` the layer whose registry it is ([`Layer::Breaker`] or [`Layer::RateLimit`]).
+    pub(crate) fn new(max_keys: usize, name: &'static str, layer: Layer) -> Self {
+        RegistryFull {
+            max_keys,
+            name,
+            layer,
+        }
+    }
+
     /// The registry's bound.
     pub fn max_keys(&self) -> usize {
         self.max_keys
     }
 
-    /// The name of the registry's breakers (their factory's name; empty if none): for
-    /// `#[circuit_breaker(key = ..)]`, the function's.
+    /// The name of the registry's breakers (their factory's name; empty if none) or rate
+    /// limiters: for `#[circuit_breaker(key = ..)]`, the function's.
     pub fn name(&self) -> &str {
         self.name
+    }
+
+    /// The layer whose keyed registry is full: [`Layer::Breaker`] for a [`Registry`],
+    /// [`Layer::RateLimit`] for [`RateLimiters`](crate::ratelimit::RateLimiters).
+    pub fn layer(&self) -> Layer {
+        self.layer
     }
 }
 
 /// One breaker per key. Cloning is cheap and clones share the same keys. See the
 /// [module docs](self).
 pub struct Registry<K, S = RandomState> {
-    inner: Arc<Inner<K, S>>,
+    inner: Arc<Table<K, Breakers<K>, S>>,
 }
 
 impl<K, S> Clone for Registry<K, S> {
@@ -134,20 +168,9 @@ impl<K, S> Clone for Registry<K, S> {
     }
 }
 
-struct Inner<K, S> {
-    shards: Box<[Padded<RwLock<Shard<K>>>]>,
-    /// `shard = (hash >> SHARD_SHIFT) & mask`: bits that hashbrown uses neither for the
-    /// bucket index (low bits) nor for the control byte (top 7 bits).
-    mask: usize,
-    hasher: S,
+/// The breakers of a [`Registry`]: how a key's is made, and when one may be evicted.
+struct Breakers<K> {
     factory: BreakerFactory,
-    max_keys: usize,
-    /// Idle TTL in nanoseconds of the factory's clock; `None`: never idle.
-    ttl: Option<u64>,
-    /// Breakers held, across shards (reserved before an insert, so it never exceeds max_keys).
-    len: AtomicUsize,
-    /// The earliest clock reading at which a full registry may sweep every shard again.
-    next_full_sweep: AtomicU64,
     state_gauge: bool,
     /// Lifetime totals of new breakers: `None` as the factory says.
     totals: Option<bool>,
@@ -155,22 +178,42 @@ struct Inner<K, S> {
     tag: Option<fn(&K) -> String>,
 }
 
-const SHARD_SHIFT: u32 = 40;
+impl<K> Kind<K> for Breakers<K> {
+    type Item = CircuitBreaker;
 
-#[repr(align(64))]
-struct Padded<T>(T);
+    fn now(&self) -> u64 {
+        self.factory.clock().now_nanos()
+    }
 
-struct Shard<K> {
-    table: HashTable<(K, Entry)>,
-    /// Clock reading of this shard's last sweep.
-    last_sweep: u64,
-}
+    fn make(&self, key: &K) -> CircuitBreaker {
+        let key = self.tag.map(|render| render(key).into());
+        let totals = self.totals.unwrap_or(self.factory.totals());
+        let breaker = self.factory.create_with(key, totals);
+        if self.state_gauge {
+            observe::track(&breaker);
+        }
+        breaker
+    }
 
-struct Entry {
-    breaker: CircuitBreaker,
-    /// Clock reading (nanoseconds) of the last lookup that returned this breaker, written at
-    /// most once per TTL/16 so hot keys do not bounce a cache line between threads.
-    last_used: AtomicU64,
+    /// Closed and held only by the registry (no clone, no owned permit in flight). BR-24:
+    /// an open, half-open or forced breaker is kept however long it is idle.
+    fn evictable(&self, breaker: &CircuitBreaker, _idle: u64) -> bool {
+        breaker.state() == State::Closed && breaker.handle_count() == 1
+    }
+
+    fn forget(&self, breaker: &CircuitBreaker) {
+        if self.state_gauge {
+            observe::untrack(breaker);
+        }
+    }
+
+    fn bytes(breaker: &CircuitBreaker) -> usize {
+        breaker.memory_bytes()
+    }
+
+    fn full(&self, max_keys: usize) -> RegistryFull {
+        RegistryFull::new(max_keys, self.factory.name(), Layer::Breaker)
+    }
 }
 
 impl Registry<()> {
@@ -198,14 +241,6 @@ where
     }
 }
 
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
-}
-
 impl<K, S> Registry<K, S>
 where
     K: Hash + Eq + Clone + Send + Sync,
@@ -225,16 +260,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = self.inner.hasher.hash_one(key);
-        let shard = self.shard(hash);
-        let now = self.now();
-        {
-            let guard = read(shard);
-            if let Some((_, entry)) = guard.table.find(hash, |(k, _)| k.borrow() == key) {
-                return Ok(self.touch(entry, now));
-            }
-        }
-        self.insert_slow(hash, key, now)
+        self.inner.get_or_create(key)
     }
 
     /// The breaker of `key` if it has one; creates nothing. Counts as a use for idle eviction.
@@ -243,13 +269,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.inner.hasher.hash_one(key);
-        let now = self.now();
-        let guard = read(self.shard(hash));
-        guard
-            .table
-            .find(hash, |(k, _)| k.borrow() == key)
-            .map(|(_, e)| self.touch(e, now))
+        self.inner.get(key)
     }
 
     /// Removes `key`'s breaker whatever its state and returns it. Handles to it that callers
@@ -260,40 +280,21 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.inner.hasher.hash_one(key);
-        let mut guard = write(self.shard(hash));
-        let entry = guard
-            .table
-            .find_entry(hash, |(k, _)| k.borrow() == key)
-            .ok()?;
-        let ((_, e), _) = entry.remove();
-        drop(guard);
-        self.inner.len.fetch_sub(1, Ordering::AcqRel);
-        self.untrack(&e.breaker);
-        Some(e.breaker)
+        self.inner.remove(key)
     }
 
     /// Removes every evictable breaker: closed, idle for the TTL, not held outside the
     /// registry. Returns how many were removed; always 0 without an idle TTL. Takes each
     /// shard's write lock in turn; O(keys).
     pub fn evict_idle(&self) -> usize {
-        if self.inner.ttl.is_none() {
-            return 0;
-        }
-        let now = self.now();
-        self.inner
-            .shards
-            .iter()
-            .map(|s| {
-                let mut guard = write(&s.0);
-                self.sweep(&mut guard, now)
-            })
-            .sum()
+        self.inner.evict_idle()
     }
+}
 
+impl<K, S> Registry<K, S> {
     /// How many breakers the registry holds.
     pub fn len(&self) -> usize {
-        self.inner.len.load(Ordering::Acquire)
+        self.inner.len()
     }
 
     /// Whether the registry holds no breaker.
@@ -303,187 +304,35 @@ where
 
     /// The bound set by [`RegistryBuilder::max_keys`] (`usize::MAX` if unbounded).
     pub fn max_keys(&self) -> usize {
-        self.inner.max_keys
+        self.inner.max_keys()
     }
 
     /// The factory that creates this registry's breakers (use it to change the policy of every
     /// key at once with [`BreakerFactory::set_policy`]).
     pub fn factory(&self) -> &BreakerFactory {
-        &self.inner.factory
+        &self.inner.kind.factory
     }
 
     /// Calls `f` with every key and its breaker, one shard at a time under its read lock
     /// (do not call back into the registry from `f`). Does not count as a use.
-    pub fn for_each(&self, mut f: impl FnMut(&K, &CircuitBreaker)) {
-        for s in self.inner.shards.iter() {
-            let guard = read(&s.0);
-            for (k, e) in guard.table.iter() {
-                f(k, &e.breaker);
-            }
-        }
+    pub fn for_each(&self, f: impl FnMut(&K, &CircuitBreaker)) {
+        self.inner.for_each(f)
     }
 
     /// Bytes used by the tables and the breakers (each breaker's
     /// [`memory_bytes`](CircuitBreaker::memory_bytes)), not counting heap data owned by the keys
     /// themselves or the shared policy. O(keys).
     pub fn memory_bytes(&self) -> usize {
-        let mut n = std::mem::size_of::<Inner<K, S>>()
-            + self.inner.shards.len() * std::mem::size_of::<Padded<RwLock<Shard<K>>>>();
-        for s in self.inner.shards.iter() {
-            let guard = read(&s.0);
-            n += guard.table.allocation_size();
-            n += guard
-                .table
-                .iter()
-                .map(|(_, e)| e.breaker.memory_bytes())
-                .sum::<usize>();
-        }
-        n
-    }
-
-    #[inline]
-    fn shard(&self, hash: u64) -> &RwLock<Shard<K>> {
-        &self.inner.shards[(hash >> SHARD_SHIFT) as usize & self.inner.mask].0
-    }
-
-    /// The factory clock's reading, or 0 when there is no TTL (then time is never needed).
-    #[inline]
-    fn now(&self) -> u64 {
-        if self.inner.ttl.is_some() {
-            self.inner.factory.clock().now_nanos()
-        } else {
-            0
-        }
-    }
-
-    #[inline]
-    fn touch(&self, entry: &Entry, now: u64) -> CircuitBreaker {
-        if let Some(ttl) = self.inner.ttl {
-            let last = entry.last_used.load(Ordering::Relaxed);
-            if now.saturating_sub(last) >= ttl / 16 && now > last {
-                entry.last_used.store(now, Ordering::Relaxed);
-            }
-        }
-        entry.breaker.clone()
-    }
-
-    #[cold]
-    fn insert_slow<Q>(&self, hash: u64, key: &Q, now: u64) -> Result<CircuitBreaker, RegistryFull>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let shard = self.shard(hash);
-        let mut guard = write(shard);
-        if let Some((_, entry)) = guard.table.find(hash, |(k, _)| k.borrow() == key) {
-            return Ok(self.touch(entry, now));
-        }
-        if let Some(ttl) = self.inner.ttl {
-            // Amortised sweep: each shard at most once per half TTL, on the insert path.
-            if now.saturating_sub(guard.last_sweep) >= ttl / 2 {
-                self.sweep(&mut guard, now);
-            }
-        }
-        if !self.reserve() {
-            // Full: free what this shard can, then (rate-limited) what the others can.
-            if self.sweep(&mut guard, now) == 0 || !self.reserve() {
-                drop(guard);
-                let may_sweep_all = self.inner.ttl.is_some_and(|ttl| {
-                    let next = self.inner.next_full_sweep.load(Ordering::Acquire);
-                    now >= next
-                        && self
-                            .inner
-                            .next_full_sweep
-                            .compare_exchange(
-                                next,
-                                now.saturating_add(ttl / 16),
-                                Ordering::AcqRel,
-                                Ordering::Acquire,
-                            )
-                            .is_ok()
-                });
-                if may_sweep_all {
-                    self.evict_idle();
-                }
-                guard = write(shard);
-                if let Some((_, entry)) = guard.table.find(hash, |(k, _)| k.borrow() == key) {
-                    return Ok(self.touch(entry, now));
-                }
-                if !self.reserve() {
-                    return Err(RegistryFull {
-                        max_keys: self.inner.max_keys,
-                        name: self.inner.factory.name(),
-                    });
-                }
-            }
-        }
-        let owned = key.to_owned();
-        let key = self.inner.tag.map(|render| render(&owned).into());
-        let factory = &self.inner.factory;
-        let breaker = factory.create_with(key, self.inner.totals.unwrap_or(factory.totals()));
-        if self.inner.state_gauge {
-            observe::track(&breaker);
-        }
-        let entry = Entry {
-            breaker: breaker.clone(),
-            last_used: AtomicU64::new(now),
-        };
-        let hasher = &self.inner.hasher;
-        guard
-            .table
-            .insert_unique(hash, (owned, entry), |(k, _)| hasher.hash_one(k));
-        Ok(breaker)
-    }
-
-    /// Reserves room for one more breaker; `false` if the registry is full.
-    fn reserve(&self) -> bool {
-        let max = self.inner.max_keys;
-        self.inner
-            .len
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    /// Drops the evictable breakers of one shard; returns how many.
-    fn sweep(&self, shard: &mut Shard<K>, now: u64) -> usize {
-        shard.last_sweep = now;
-        let Some(ttl) = self.inner.ttl else {
-            return 0;
-        };
-        let idle_after = ttl.saturating_add(ttl / 16);
-        let before = shard.table.len();
-        shard.table.retain(|(_, e)| {
-            let idle = now.saturating_sub(e.last_used.load(Ordering::Relaxed)) >= idle_after;
-            // `handle_count() == 1`: only the registry holds it (we hold the shard's write lock,
-            // so no lookup can clone it meanwhile).
-            let evict = idle && e.breaker.state() == State::Closed && e.breaker.handle_count() == 1;
-            if evict {
-                self.untrack(&e.breaker);
-            }
-            !evict
-        });
-        let removed = before - shard.table.len();
-        if removed > 0 {
-            self.inner.len.fetch_sub(removed, Ordering::AcqRel);
-        }
-        removed
-    }
-
-    fn untrack(&self, breaker: &CircuitBreaker) {
-        if self.inner.state_gauge {
-            observe::untrack(breaker);
-        }
+        self.inner.memory_bytes()
     }
 }
 
 impl<K, S> fmt::Debug for Registry<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
-            .field("len", &self.inner.len.load(Ordering::Relaxed))
-            .field("max_keys", &self.inner.max_keys)
-            .field("shards", &self.inner.shards.len())
+            .field("len", &self.inner.len())
+            .field("max_keys", &self.inner.max_keys())
+            .field("shards", &self.inner.shard_count())
             .finish()
     }
 }
