@@ -47,3 +47,30 @@ async fn the_policys_key_bounds_apply_and_win_over_the_attributes() {
     assert_bounded_at_two!(from_config, "from_config");
     assert_bounded_at_two!(attribute_too, "attribute_too");
 }
+
+#[circuit_breaker(policy = "tenants", config = "tests/fixtures/keyed.toml", key = tenant, name = "tenants_from_config")]
+async fn tenants_from_config(tenant: &str) -> Result<u32, Down> {
+    let _ = tenant;
+    Ok(1)
+}
+
+/// A policy's rate limit `per key` from a config file: each tenant has its own limiter (a
+/// burst of 1 an hour), and the policy's `max_keys` bounds them.
+#[tokio::test(start_paused = true)]
+async fn a_config_rate_limit_per_key_limits_each_key_within_the_policys_bounds() {
+    assert_eq!(tenants_from_config("a").await.unwrap(), 1);
+    let Err(Error::Rejected(Rejection::RateLimited(r))) = tenants_from_config("a").await else {
+        panic!("a's second call in the hour: expected a rate-limit rejection")
+    };
+    assert_eq!(r.retry_after, std::time::Duration::from_secs(3600));
+    assert_eq!(tenants_from_config("b").await.unwrap(), 1);
+    let Err(Error::Rejected(Rejection::Keys(full))) = tenants_from_config("c").await else {
+        panic!("a third tenant: expected the registry of limiters to be full at the policy's 2")
+    };
+    assert_eq!(
+        (full.max_keys(), full.layer()),
+        (2, breaker::layer::Layer::RateLimit)
+    );
+    // The policy has no breaker: there is none to key.
+    assert!(annotated::breaker("tenants_from_config").is_none());
+}

@@ -67,3 +67,82 @@ async fn rate_hedge_adaptive_and_breaker_act_in_the_declared_order() {
     );
     assert_eq!(breaker.state(), breaker::State::Closed);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A rate limit per key: one limiter per tenant from a bounded registry (`max_keys`)
+
+static TENANT_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// Two permits an hour per tenant, at most two tenants' breakers and limiters at once.
+#[circuit_breaker(
+    key = tenant,
+    rate = "1/1h burst 2 per key",
+    max_keys = 2,
+    key_idle = "1m",
+    name = "layers_per_tenant"
+)]
+async fn per_tenant(tenant: &str) -> Result<u32, Down> {
+    let _ = tenant;
+    Ok(TENANT_CALLS.fetch_add(1, Ordering::SeqCst))
+}
+
+/// A rate limit not `per key`: one limit for the function, whatever the key.
+#[circuit_breaker(key = tenant, rate = "1/s burst 2", name = "layers_shared_rate")]
+async fn shared_rate(tenant: &str) -> Result<(), Down> {
+    let _ = tenant;
+    Ok(())
+}
+
+fn rate_limited<T: std::fmt::Debug>(r: Result<T, Error<Down>>) -> Duration {
+    match r {
+        Err(Error::Rejected(Rejection::RateLimited(r))) => r.retry_after,
+        other => panic!("expected a rate-limit rejection, got {other:?}"),
+    }
+}
+
+fn keys_full<T: std::fmt::Debug>(r: Result<T, Error<Down>>) -> breaker::layer::Layer {
+    match r {
+        Err(Error::Rejected(rejection @ Rejection::Keys(full))) => {
+            assert_eq!((full.max_keys(), full.name()), (2, "layers_per_tenant"));
+            assert_eq!(rejection.layer(), full.layer());
+            full.layer()
+        }
+        other => panic!("expected a full registry of keys, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_per_key_gives_each_key_its_own_limit_from_a_bounded_registry() {
+    use breaker::layer::Layer;
+    const HOUR: Duration = Duration::from_secs(3600);
+    // Each tenant has its own burst of 2: a's third call is refused, b is not affected.
+    assert!(per_tenant("a").await.is_ok());
+    assert!(per_tenant("a").await.is_ok());
+    assert_eq!(rate_limited(per_tenant("a").await), HOUR);
+    assert!(per_tenant("b").await.is_ok());
+    assert!(per_tenant("b").await.is_ok());
+    assert_eq!(TENANT_CALLS.load(Ordering::SeqCst), 4);
+    // A third tenant: the keys' breakers were used within `key_idle`, so their registry is
+    // full.
+    assert_eq!(keys_full(per_tenant("c").await), Layer::Breaker);
+    // Past `key_idle` the breakers are idle and closed (one makes room for c's), but the
+    // limiters have not refilled (3 h at 1/h for a burst of 2): evicting one would give its
+    // tenant a fresh burst, so the limiters' registry refuses c.
+    tokio::time::advance(Duration::from_secs(120)).await;
+    assert_eq!(keys_full(per_tenant("c").await), Layer::RateLimit);
+    assert_eq!(TENANT_CALLS.load(Ordering::SeqCst), 4);
+    // Refilled: c takes an idle limiter's place, with its own burst of 2.
+    tokio::time::advance(3 * HOUR).await;
+    assert!(per_tenant("c").await.is_ok());
+    assert!(per_tenant("c").await.is_ok());
+    assert_eq!(rate_limited(per_tenant("c").await), HOUR);
+    assert_eq!(TENANT_CALLS.load(Ordering::SeqCst), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_not_per_key_is_shared_by_every_key() {
+    assert!(shared_rate("a").await.is_ok());
+    assert!(shared_rate("b").await.is_ok());
+    // The burst of 2 is spent, by two different keys.
+    assert_eq!(rate_limited(shared_rate("c").await), Duration::from_secs(1));
+}

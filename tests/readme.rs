@@ -281,3 +281,40 @@ fn readme_config_block_is_this_code() {
         "README config",
     );
 }
+
+/// The README's block on a rate limit per key, between its markers.
+mod keyed_rate {
+    // README keyed rate: begin
+    use breaker::circuit_breaker;
+
+    // 100 calls a second for each tenant, 20 at once; limiters of at most 10,000 tenants kept.
+    #[circuit_breaker(key = tenant, rate = "100/s burst 20 per key", max_keys = 10_000)]
+    pub async fn report(tenant: &str) -> Result<String, std::io::Error> {
+        Ok(format!("report of {tenant}"))
+    }
+    // README keyed rate: end
+}
+
+/// The block runs as its comment says: tenant `a`'s 21st call at once is refused with the
+/// time to its next permit (10 ms), and tenant `b` has its own 20.
+#[tokio::test(start_paused = true)]
+async fn the_readme_keyed_rate_block_runs() {
+    for _ in 0..20 {
+        assert_eq!(keyed_rate::report("a").await.unwrap(), "report of a");
+    }
+    match keyed_rate::report("a").await {
+        Err(breaker::Error::Rejected(breaker::Rejection::RateLimited(r))) => {
+            assert_eq!(r.retry_after, std::time::Duration::from_millis(10));
+        }
+        other => panic!("expected a rate-limit rejection, got {other:?}"),
+    }
+    for _ in 0..20 {
+        assert!(keyed_rate::report("b").await.is_ok());
+    }
+}
+
+/// The README's keyed-rate block is `keyed_rate`'s code.
+#[test]
+fn readme_keyed_rate_block_is_this_code() {
+    assert_readme_block_is("### A rate limit per key", "README keyed rate");
+}

@@ -28,6 +28,11 @@ async fn get_stock_by_sku(sku: String) -> Result<String, std::io::Error> {
     Ok(sku)
 }
 
+#[circuit_breaker(policy = "tenants")]
+async fn per_tenant(tenant: u64) -> Result<u64, std::io::Error> {
+    Ok(tenant)
+}
+
 #[circuit_breaker(threshold = 5)]
 async fn inline(x: u64) -> Result<u64, std::io::Error> {
     Ok(x)
@@ -36,9 +41,11 @@ async fn inline(x: u64) -> Result<u64, std::io::Error> {
 #[test]
 fn install_checks_every_annotated_function_before_any_call() {
     // `inventory` has no breaker for the keyed function; `payments` is missing; `Search
-    // Index` can never be a policy name. None of the functions has been called.
+    // Index` can never be a policy name; `tenants` limits per key a function without keys.
+    // None of the functions has been called.
     let registry = PolicyRegistry::load(Loader::text(
-        "[policies.inventory]\ntimeout = \"1s\"\n[policies.other]\ntimeout = \"1s\"\n",
+        "[policies.inventory]\ntimeout = \"1s\"\n[policies.other]\ntimeout = \"1s\"\n\
+         [policies.tenants]\nrate = \"10/s per key\"\n",
         Format::Toml,
     ))
     .unwrap();
@@ -50,17 +57,23 @@ fn install_checks_every_annotated_function_before_any_call() {
          is 1 to 64 lowercase ASCII letters, digits, `_` and `-` (so that it is a bare TOML key \
          and an environment variable can address it); no config file can define it\n\
          policies.inventory: `startup_check::get_stock_by_sku` has `key = ..`, but policy \
-         `inventory` has no breaker to key\n\
+         `inventory` has no breaker and no rate limit `per key` to key\n\
          policies.payments: `startup_check::charge` uses policy `payments`, which the registry \
-         does not have (it has `inventory`, `other`)"
+         does not have (it has `inventory`, `other`, `tenants`)\n\
+         policies.tenants: `startup_check::per_tenant` has no `key = ..`, but policy `tenants` \
+         limits its rate `per key`; add `key = ..` to the function to say what a key is, or \
+         remove `per key`"
     );
     let InstallError::Unusable { errors, .. } = &err else {
         panic!("{err:?}")
     };
-    assert_eq!(errors.errors().len(), 3);
+    assert_eq!(errors.errors().len(), 4);
     // Nothing was installed: the registry is handed back.
     assert!(config::installed().is_none());
-    assert_eq!(err.into_registry().names(), ["inventory", "other"]);
+    assert_eq!(
+        err.into_registry().names(),
+        ["inventory", "other", "tenants"]
+    );
 }
 
 #[test]
@@ -76,6 +89,7 @@ fn the_annotated_functions_are_listed_before_any_call() {
             ("startup_check::get_stock", Some("inventory"), false),
             ("startup_check::get_stock_by_sku", Some("inventory"), true),
             ("startup_check::inline", None, false),
+            ("startup_check::per_tenant", Some("tenants"), false),
         ]
     );
     assert!(annotated::functions().all(|f| f.breaker().is_none() && f.config().is_none()));
@@ -90,5 +104,6 @@ fn use_them() {
         search(1),
         get_stock_by_sku(String::new()),
         inline(1),
+        per_tenant(1),
     );
 }

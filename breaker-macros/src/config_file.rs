@@ -42,7 +42,12 @@ pub(crate) fn registration(spec: &Spec, name: &TokenStream) -> TokenStream {
 /// Reads `config` (relative to the crate root) at compile time and checks that policy `name`
 /// exists in it and is valid, with the same loader the run-time registry uses. Problems with
 /// the policy are reported under `name`, problems with the file under `config`.
-pub(crate) fn check_config_file(cx: &Ctxt, name: &LitStr, config: &LitStr) -> Option<ConfigFile> {
+pub(crate) fn check_config_file(
+    cx: &Ctxt,
+    name: &LitStr,
+    config: &LitStr,
+    keyed: bool,
+) -> Option<ConfigFile> {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let path = std::path::Path::new(&dir).join(config.value());
     let text = match std::fs::read_to_string(&path) {
@@ -64,7 +69,7 @@ pub(crate) fn check_config_file(cx: &Ctxt, name: &LitStr, config: &LitStr) -> Op
         }
     };
     let file = config.value();
-    match breaker_core::__private::check_named_policy(&file, &text, &name.value()) {
+    match breaker_core::__private::check_named_policy(&file, &text, &name.value(), keyed) {
         Ok(()) => Some(ConfigFile {
             literal: config.clone(),
             path: path.to_string_lossy().into_owned(),

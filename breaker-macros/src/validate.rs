@@ -119,6 +119,15 @@ pub(crate) fn validate(cx: &Ctxt, args: Args, item: TokenStream) -> Option<Spec>
         (Some(k), Some(f)) => key_spec(cx, &k.value, f),
         _ => None,
     };
+    if let (Some(Source::Inline(p)), Some(rate), None) = (&source, &args.rate, &args.key) {
+        if p.policy.rate_limit.is_some_and(|r| r.per_key) {
+            cx.error_spanned_by(
+                &rate.value,
+                "`rate` is `per key`, but no `key` is given; add `key = ..` to say what a key \
+                 is (an argument, or a field of `self`), or remove `per key`",
+            );
+        }
+    }
     let (max_keys, key_idle) = key_bounds(cx, &args);
     let scope = check_scope(cx, &args);
     if let Some(f) = &func {
@@ -342,10 +351,9 @@ fn policy_source(cx: &Ctxt, args: &Args) -> Option<Source> {
                 ),
             );
         }
-        let config = args
-            .config
-            .as_ref()
-            .and_then(|config| check_config_file(cx, &name.value, &config.value));
+        let config = args.config.as_ref().and_then(|config| {
+            check_config_file(cx, &name.value, &config.value, args.key.is_some())
+        });
         return Some(Source::Named {
             policy: name.value.clone(),
             config,

@@ -55,7 +55,10 @@
 //!   permit's instant when that comes within the wait and before every enclosing limit (the
 //!   deadline, a timeout outside the rate layer), and is refused at once otherwise, as the
 //!   live layer does; a waiter is not queued, so a call arriving at that instant may take the
-//!   permit first, and the waiter then waits again within what is left of its wait.
+//!   permit first, and the waiter then waits again within what is left of its wait. A rate
+//!   limit `per key` is replayed as one key's limit: a trace is the calls of one dependency
+//!   with no keys in it (as a keyed breaker is replayed as one key's breaker), so record one
+//!   key's calls to replay a limit per key.
 //! - **Adaptive limit** (`adaptive`) is the library's own `AdaptiveLimiter` on the replay's
 //!   clock: a call over the limit is a local rejection; each admitted attempt's end gives the
 //!   algorithm its sample (the replayed latency, from its admission to its end, and whether

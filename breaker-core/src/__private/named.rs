@@ -13,11 +13,17 @@ pub struct PolicyCheckError {
 
 /// Checks at compile time that the config file `file` (its name as written in `config = ".."`,
 /// whose extension gives the format), with contents `text`, loads and defines a valid policy
-/// `name`: the same loader and validator `Pipeline::named` runs on the same text.
+/// `name`: the same loader and validator `Pipeline::named` runs on the same text; and that a
+/// function with (`keyed`) or without `key = ..` can use it, as `config::install` checks.
 ///
 /// # Errors
 /// Every problem, ready to show under the `policy` or `config` literal.
-pub fn check_named_policy(file: &str, text: &str, name: &str) -> Result<(), Vec<PolicyCheckError>> {
+pub fn check_named_policy(
+    file: &str,
+    text: &str,
+    name: &str,
+    keyed: bool,
+) -> Result<(), Vec<PolicyCheckError>> {
     let policies = load_embedded(file, text).map_err(|errors| {
         let own = format!("policies.{name}");
         errors
@@ -36,10 +42,16 @@ pub fn check_named_policy(file: &str, text: &str, name: &str) -> Result<(), Vec<
             })
             .collect::<Vec<_>>()
     })?;
-    if policies.get(name).is_some() {
+    if let Some(policy) = policies.get(name) {
         // A shared scope is fine: the function's breaker is shared at its first call (or is
         // an error then if no store is installed).
-        return Ok(());
+        return match crate::config::key_mismatch(name, &policy, keyed) {
+            None => Ok(()),
+            Some(why) => Err(vec![PolicyCheckError {
+                about_policy: true,
+                message: format!("this function {why} (in {file})"),
+            }]),
+        };
     }
     let names: Vec<String> = policies.names().map(|n| format!("`{n}`")).collect();
     let available = if names.is_empty() {
@@ -89,7 +101,7 @@ mod tests {
     fn every_mistake_is_reported_under_its_literal() {
         let text = "[policies.inventory]\ntimout = \"2s\"\n[policies.inventory.breaker]\n\
                     consecutive_failures = 0\n[policies.other]\nretry = 5\n";
-        let errors = check_named_policy("breaker.toml", text, "inventory").unwrap_err();
+        let errors = check_named_policy("breaker.toml", text, "inventory", false).unwrap_err();
         let got: Vec<(bool, &str)> = errors
             .iter()
             .map(|e| (e.about_policy, e.message.as_str()))

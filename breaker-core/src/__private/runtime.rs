@@ -9,14 +9,15 @@ use crate::classify::Classifier;
 use crate::config::PolicyRegistry;
 use crate::pipeline::{self, PipelineBuilder};
 use crate::policy::Policy;
+use crate::ratelimit::{RateLimitPolicy, RateLimiter, RateLimiters};
 use crate::registry::{Registry, RegistryFull};
 use crate::scope::Scope;
 use crate::{Error, Rejection};
+use arc_swap::ArcSwapOption;
 #[cfg(feature = "config")]
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-#[cfg(feature = "config")]
 use std::sync::Arc;
 #[cfg(feature = "config")]
 use std::sync::Mutex;
@@ -79,6 +80,9 @@ pub struct Pipeline {
     /// reload), or `None` to build one from `policy` on first use.
     factory: Option<BreakerFactory>,
     keyed: OnceLock<Registry<String>>,
+    /// The rate limiters of keys, for a rate limit `per key`: made on first use from the
+    /// current pipeline's rate policy, and again when a reload changes it.
+    limiters: ArcSwapOption<RateLimiters<String>>,
     max_keys: usize,
     key_idle: Duration,
     /// Whether the named policy's config set `max_keys` / `key_idle` (which then win over the
@@ -181,6 +185,7 @@ impl Pipeline {
             name,
             factory: registry.factory(policy),
             keyed: OnceLock::new(),
+            limiters: ArcSwapOption::empty(),
             max_keys: keys.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
             key_idle: keys.key_idle.unwrap_or(DEFAULT_KEY_IDLE),
             configured_keys: (keys.max_keys.is_some(), keys.key_idle.is_some()),
@@ -226,6 +231,7 @@ impl Pipeline {
             name,
             factory,
             keyed: OnceLock::new(),
+            limiters: ArcSwapOption::empty(),
             max_keys: DEFAULT_MAX_KEYS,
             key_idle: DEFAULT_KEY_IDLE,
             configured_keys: (false, false),
@@ -306,27 +312,55 @@ impl Pipeline {
         }
     }
 
-    /// The pipeline with the breaker of `key`, created on first use. The other layers
-    /// (the bulkhead, the retry budget and jitter source) are the function's own, shared
-    /// by every key; see [`pipeline::Pipeline::call_with_breaker`].
+    /// The pipeline with the breaker of `key` and, for a rate limit `per key`, its rate
+    /// limiter, each created on first use. The other layers (the bulkhead, the adaptive limit,
+    /// throttling, the retry budget and jitter source, a rate limit not `per key`) are the
+    /// function's own, shared by every key; see [`pipeline::Pipeline::call_keyed`].
     ///
-    /// The keys' registry holds at most `max_keys` breakers, without lifetime totals, and
-    /// names each key in its breaker's events and rejections; a closed breaker unused for
-    /// `key_idle` may be evicted. A new key of a full registry (none of its breakers idle and
-    /// closed) gets [`Target::Refused`]: the call is rejected with [`Rejection::Keys`].
+    /// Each registry of keys holds at most `max_keys` breakers or limiters; the breakers have
+    /// no lifetime totals and name their key in their events and rejections; a closed breaker
+    /// unused for `key_idle`, and a limiter unused for `key_idle` and its refill time, may be
+    /// evicted. A new key of a full registry (none of its entries evictable) gets
+    /// [`Target::Refused`]: the call is rejected with [`Rejection::Keys`].
     pub fn keyed(&self, key: String) -> Target<'_> {
         let target = self.breaker();
-        let has_breaker = match &target {
-            Target::Shared(p) => p.breaker().is_some(),
+        let pipeline: &pipeline::Pipeline = match &target {
+            Target::Shared(p) => p,
             #[cfg(feature = "config")]
-            Target::Live(p) => p.breaker().is_some(),
-            _ => true,
+            Target::Live(p) => p,
+            _ => return target,
         };
-        if !has_breaker {
-            // A named policy without a breaker: nothing to key.
+        let per_key = pipeline.rate_limiter().filter(|r| r.policy().per_key);
+        let breaker = match pipeline.breaker() {
+            None => None,
+            Some(_) => match self.key_breakers().get_or_create(&key) {
+                Ok(b) => Some(b),
+                Err(full) => return Target::Refused(full),
+            },
+        };
+        let rate = match per_key {
+            None => None,
+            Some(own) => match self.key_limiters(own).get_or_create(&key) {
+                Ok(l) => Some(l),
+                Err(full) => return Target::Refused(full),
+            },
+        };
+        if breaker.is_none() && rate.is_none() {
+            // Nothing to key: a named policy without a breaker or a rate limit per key.
             return target;
         }
-        let registry = self.keyed.get_or_init(|| {
+        let key = Key { breaker, rate };
+        match target {
+            Target::Shared(p) => Target::Keyed(p, key),
+            #[cfg(feature = "config")]
+            Target::Live(p) => Target::LiveKeyed(p, key),
+            other => other,
+        }
+    }
+
+    /// The registry of the keys' breakers, made on first use.
+    fn key_breakers(&self) -> &Registry<String> {
+        self.keyed.get_or_init(|| {
             let factory = self.factory.clone().unwrap_or_else(|| {
                 let b = self.policy.breaker.clone().unwrap_or_default();
                 breaker_builder(b, self.name)
@@ -344,14 +378,29 @@ impl Pipeline {
                 .build_tagged();
             annotated::register_keyed(self.name, &registry);
             registry
-        });
-        match (registry.get_or_create(&key), target) {
-            (Ok(breaker), Target::Shared(p)) => Target::Keyed(p, breaker),
-            #[cfg(feature = "config")]
-            (Ok(breaker), Target::Live(p)) => Target::LiveKeyed(p, breaker),
-            (Ok(_), other) => other,
-            (Err(full), _) => Target::Refused(full),
+        })
+    }
+
+    /// The registry of the keys' rate limiters for the pipeline's limiter `own` (a policy
+    /// `per key`): the one made before if `own`'s policy is the same, else a new one (a reload
+    /// that changes the rate starts every key afresh, as it starts a new shared limiter).
+    fn key_limiters(&self, own: &RateLimiter) -> Arc<RateLimiters<String>> {
+        let policy: RateLimitPolicy = own.policy();
+        if let Some(current) = self.limiters.load_full() {
+            if current.policy() == policy {
+                return current;
+            }
         }
+        let made = RateLimiters::builder(policy)
+            .clock(own.clock().clone())
+            .name(self.name)
+            .max_keys(self.max_keys)
+            .idle_ttl(self.key_idle)
+            .build()
+            .expect("the pipeline's rate limiter has a valid policy");
+        let made = Arc::new(made);
+        self.limiters.store(Some(Arc::clone(&made)));
+        made
     }
 }
 
@@ -426,16 +475,37 @@ fn breaker_builder(policy: crate::breaker::BreakerPolicy, name: &str) -> Breaker
 pub enum Target<'a> {
     /// The function's own pipeline and breaker.
     Shared(&'a pipeline::Pipeline),
-    /// The function's own pipeline with the breaker of one key.
-    Keyed(&'a pipeline::Pipeline, CircuitBreaker),
+    /// The function's own pipeline with the layers of one key.
+    Keyed(&'a pipeline::Pipeline, Key),
     /// The key has no breaker and the registry of keys is full: the call is refused.
     Refused(RegistryFull),
     /// The named policy's pipeline current when the call started.
     #[cfg(feature = "config")]
     Live(Arc<pipeline::Pipeline>),
-    /// The named policy's current pipeline with the breaker of one key.
+    /// The named policy's current pipeline with the layers of one key.
     #[cfg(feature = "config")]
-    LiveKeyed(Arc<pipeline::Pipeline>, CircuitBreaker),
+    LiveKeyed(Arc<pipeline::Pipeline>, Key),
+}
+
+/// A key's own layers: its breaker (when the pipeline has one) and its rate limiter (for a
+/// rate limit `per key`). Held for the call, so neither is evicted while it runs.
+#[derive(Debug)]
+pub struct Key {
+    breaker: Option<CircuitBreaker>,
+    rate: Option<RateLimiter>,
+}
+
+impl Key {
+    fn layers(&self) -> pipeline::KeyLayers<'_> {
+        let mut layers = pipeline::KeyLayers::new();
+        if let Some(b) = &self.breaker {
+            layers = layers.breaker(b);
+        }
+        if let Some(r) = &self.rate {
+            layers = layers.rate_limiter(r);
+        }
+        layers
+    }
 }
 
 impl Target<'_> {
@@ -474,21 +544,21 @@ where
 {
     match target {
         Target::Shared(p) => Call::Run {
-            fut: p.run(p.breaker(), classifier, op),
+            fut: p.run(p.own_layers(), classifier, op),
         },
-        Target::Keyed(p, b) => Call::Run {
-            fut: p.run(p.layer_breaker(b), classifier, op),
+        Target::Keyed(p, key) => Call::Run {
+            fut: p.run(p.keyed(key.layers()), classifier, op),
         },
         Target::Refused(full) => Call::Refused {
             result: Some(Err(Error::Rejected(Rejection::Keys(*full)))),
         },
         #[cfg(feature = "config")]
         Target::Live(p) => Call::Run {
-            fut: p.run(p.breaker(), classifier, op),
+            fut: p.run(p.own_layers(), classifier, op),
         },
         #[cfg(feature = "config")]
-        Target::LiveKeyed(p, b) => Call::Run {
-            fut: p.run(p.layer_breaker(b), classifier, op),
+        Target::LiveKeyed(p, key) => Call::Run {
+            fut: p.run(p.keyed(key.layers()), classifier, op),
         },
     }
 }

@@ -142,10 +142,10 @@ fn check(registry: &PolicyRegistry) -> Vec<ConfigError> {
                     "`{function}` uses policy `{policy}`, which the registry does not have \
                      ({available})"
                 ),
-                Some(p) if keyed && p.breaker.is_none() => format!(
-                    "`{function}` has `key = ..`, but policy `{policy}` has no breaker to key"
-                ),
-                Some(_) => continue,
+                Some(p) => match key_mismatch(policy, &p, keyed) {
+                    Some(why) => format!("`{function}` {why}"),
+                    None => continue,
+                },
             }
         };
         errors.push(ConfigError {
@@ -158,6 +158,30 @@ fn check(registry: &PolicyRegistry) -> Vec<ConfigError> {
         });
     }
     errors
+}
+
+/// Why a function with (`keyed`) or without `key = ..` cannot use policy `name`, if it
+/// cannot, completing "`function` ...": a keyed function needs a breaker or a rate limit
+/// `per key` to key; a rate limit `per key` needs the function's keys.
+pub(crate) fn key_mismatch(
+    name: &str,
+    policy: &crate::policy::Policy,
+    keyed: bool,
+) -> Option<String> {
+    let per_key = policy.rate_limit.is_some_and(|r| r.per_key);
+    if keyed && policy.breaker.is_none() && !per_key {
+        Some(format!(
+            "has `key = ..`, but policy `{name}` has no breaker and no rate limit `per key` to \
+             key"
+        ))
+    } else if !keyed && per_key {
+        Some(format!(
+            "has no `key = ..`, but policy `{name}` limits its rate `per key`; add `key = ..` \
+             to the function to say what a key is, or remove `per key`"
+        ))
+    } else {
+        None
+    }
 }
 
 /// The registry made process-wide by [`install`], if any.

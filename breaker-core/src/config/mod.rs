@@ -142,6 +142,7 @@ mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use file::{BreakerTable, BulkheadTable, ConfigFile, RetryTable, Section, StoreTable};
+pub(crate) use global::key_mismatch;
 pub use global::{install, installed, InstallError};
 #[cfg(feature = "tokio")]
 pub use live::LivePipeline;

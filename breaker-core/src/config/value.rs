@@ -124,7 +124,7 @@ dsl_value!(
 dsl_value!(
     RateLimitPolicy,
     "RateDsl",
-    "A rate limit such as \"100/s\", \"5/100ms burst 1\" or \"1000/1m burst 50 wait 200ms\".",
+    "A rate limit such as \"100/s\", \"5/100ms burst 1\", \"1000/1m burst 50 wait 200ms\" or \"10/s per key\" (one limit per key of a keyed function).",
     dsl::parse_rate,
     |p: &RateLimitPolicy| p.to_string()
 );

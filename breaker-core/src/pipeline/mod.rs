@@ -158,7 +158,7 @@ pub(crate) use classify::sealed;
 pub use classify::{classifier, AllErrors, ErrorClassifier, FnClassifier, NoHint};
 
 #[cfg(feature = "tokio")]
-pub use runtime::Pipeline;
+pub use runtime::{KeyLayers, Pipeline};
 
 #[cfg(feature = "tokio")]
 use crate::retry::{GiveUpReason, RetryBudget};

@@ -243,7 +243,7 @@ impl Pipeline {
     {
         // Not an `async fn` wrapping the call: that would nest one future in another and
         // move the result through both.
-        self.run(self.breaker.as_ref(), &AllErrors, op)
+        self.run(self.own_layers(), &AllErrors, op)
     }
 
     /// Runs `op` through the pipeline, judging its results with `classifier`: its `Ok` values
@@ -266,7 +266,7 @@ impl Pipeline {
         Fut: Future<Output = Result<T, E>> + 'a,
         C: Classifier<T, E> + ?Sized,
     {
-        self.run(self.breaker.as_ref(), classifier, op)
+        self.run(self.own_layers(), classifier, op)
     }
 
     /// Like [`call_with`](Self::call_with), with `breaker` in place of the pipeline's own
@@ -293,16 +293,75 @@ impl Pipeline {
         Fut: Future<Output = Result<T, E>> + 'a,
         C: Classifier<T, E> + ?Sized,
     {
-        self.run(self.layer_breaker(breaker), classifier, op)
+        self.run(
+            self.keyed(KeyLayers::new().breaker(breaker)),
+            classifier,
+            op,
+        )
     }
 
-    /// `breaker` as the breaker layer's breaker, or `None` for a pipeline without a breaker
-    /// layer (which ignores a key's breaker).
-    pub(crate) fn layer_breaker<'a>(
-        &self,
-        breaker: &'a CircuitBreaker,
-    ) -> Option<&'a CircuitBreaker> {
-        self.breaker.is_some().then_some(breaker)
+    /// Like [`call_with`](Self::call_with), with a key's own layers in place of the
+    /// pipeline's, each in the same position of the order: its breaker (from a
+    /// [`Registry`](crate::registry::Registry)) and its rate limiter (from
+    /// [`RateLimiters`](crate::ratelimit::RateLimiters)). What `#[circuit_breaker(key = ..)]`
+    /// runs. A layer the pipeline does not have ignores the key's (a pipeline without a rate
+    /// limit runs no key's rate limiter); a layer the key does not give is the pipeline's own.
+    /// Calls and rejections are counted under the name of the pipeline's own breaker.
+    ///
+    /// # Errors
+    /// As [`call`](Self::call).
+    ///
+    /// # Panics
+    /// As [`call`](Self::call).
+    ///
+    /// ```
+    /// # use breaker_core as breaker;
+    /// use breaker::pipeline::{AllErrors, KeyLayers, Pipeline};
+    /// use breaker::ratelimit::{RateLimitPolicy, RateLimiters};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let per_tenant = RateLimitPolicy::per_second(1).burst(1);
+    /// let pipeline = Pipeline::builder().rate_limit(per_tenant).build()?;
+    /// let tenants: RateLimiters<String> =
+    ///     RateLimiters::builder(per_tenant).max_keys(10_000).build()?;
+    /// for (tenant, admitted) in [("a", true), ("a", false), ("b", true)] {
+    ///     let limiter = tenants.get_or_create(tenant)?;
+    ///     let key = KeyLayers::new().rate_limiter(&limiter);
+    ///     let result: Result<u32, breaker::Error<std::io::Error>> =
+    ///         pipeline.call_keyed(key, &AllErrors, || async { Ok(7) }).await;
+    ///     assert_eq!(result.is_ok(), admitted);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn call_keyed<'a, T: 'a, E: 'a, F, Fut, C>(
+        &'a self,
+        key: KeyLayers<'a>,
+        classifier: &'a C,
+        op: F,
+    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
+    where
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
+        C: Classifier<T, E> + ?Sized,
+    {
+        self.run(self.keyed(key), classifier, op)
+    }
+
+    /// The pipeline's own breaker and rate limiter.
+    #[inline]
+    pub(crate) fn own_layers(&self) -> KeyLayers<'_> {
+        KeyLayers {
+            breaker: self.breaker.as_ref(),
+            rate: self.rate.as_ref(),
+        }
+    }
+
+    /// A key's layers in place of the pipeline's, for the layers the pipeline has.
+    #[inline]
+    pub(crate) fn keyed<'a>(&'a self, key: KeyLayers<'a>) -> KeyLayers<'a> {
+        KeyLayers {
+            breaker: self.breaker.as_ref().map(|own| key.breaker.unwrap_or(own)),
+            rate: self.rate.as_ref().map(|own| key.rate.unwrap_or(own)),
+        }
     }
 
     /// The one implementation of a call, with `breaker` as the breaker layer's breaker.
@@ -317,7 +376,7 @@ impl Pipeline {
     #[inline]
     pub(crate) fn run<'a, T: 'a, E: 'a, F, Fut, C>(
         &'a self,
-        breaker: Option<&'a CircuitBreaker>,
+        keyed: KeyLayers<'a>,
         classifier: &'a C,
         op: F,
     ) -> Run<
@@ -329,7 +388,7 @@ impl Pipeline {
         Fut: Future<Output = Result<T, E>> + 'a,
         C: Classifier<T, E> + ?Sized,
     {
-        match breaker {
+        match keyed.breaker {
             Some(breaker) if self.breaker_only => Run::BreakerOnly {
                 fut: BreakerOnly {
                     pipeline: self,
@@ -341,7 +400,7 @@ impl Pipeline {
                 },
             },
             _ => Run::General {
-                fut: OutOfLine::new(self.run_general(breaker, classifier, op)),
+                fut: OutOfLine::new(self.run_general(keyed, classifier, op)),
             },
         }
     }
@@ -350,7 +409,7 @@ impl Pipeline {
     /// layers inside it.
     async fn run_general<T, E, F, Fut, C>(
         &self,
-        breaker: Option<&CircuitBreaker>,
+        keyed: KeyLayers<'_>,
         classifier: &C,
         mut op: F,
     ) -> Result<T, Error<E>>
@@ -370,7 +429,7 @@ impl Pipeline {
             None => (0, 0),
         };
         let class = classifier;
-        let result = segment!(self, breaker, ..outer, ctx, class, lazy = false, {
+        let result = segment!(self, keyed, ..outer, ctx, class, lazy = false, {
             let mut run = RetryRun::new(self);
             loop {
                 // Recording is off unless a recorder is set: then one clock read here, one
@@ -378,7 +437,7 @@ impl Pipeline {
                 // cancelled when `run` is dropped).
                 run.begin_attempt();
                 let result = match self.hedge_at {
-                    None => segment!(self, breaker, inner..self.len, ctx, class, lazy = true, {
+                    None => segment!(self, keyed, inner..self.len, ctx, class, lazy = true, {
                         Attempt {
                             inner: op(),
                             pipeline: self,
@@ -389,8 +448,8 @@ impl Pipeline {
                     }),
                     // The layers between retry and hedge act once per hedged group; each
                     // hedge runs the layers inside the hedge layer.
-                    Some(h) => segment!(self, breaker, inner..h, ctx, class, lazy = false, {
-                        self.hedged(breaker, h + 1, ctx, class, &Mutex::new(&mut op))
+                    Some(h) => segment!(self, keyed, inner..h, ctx, class, lazy = false, {
+                        self.hedged(keyed, h + 1, ctx, class, &Mutex::new(&mut op))
                             .await
                     }),
                 };
@@ -430,7 +489,7 @@ impl Pipeline {
     /// future stays `Send`).
     fn hedged<'s, T, E, F, Fut, C>(
         &'s self,
-        breaker: Option<&'s CircuitBreaker>,
+        keyed: KeyLayers<'s>,
         from: usize,
         ctx: Ctx,
         class: &'s C,
@@ -448,7 +507,7 @@ impl Pipeline {
         Hedged::new(
             hedge.inner(),
             move |_attempt| async move {
-                segment!(self, breaker, from..self.len, ctx, class, lazy = true, {
+                segment!(self, keyed, from..self.len, ctx, class, lazy = true, {
                     let attempt = (op.lock().unwrap_or_else(|p| p.into_inner()))();
                     Attempt {
                         inner: attempt,
@@ -748,5 +807,37 @@ fn recorded_error<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -
         Error::Timeout(_) => Recorded::Timeout,
         Error::Rejected(_) => Recorded::Rejected,
         Error::GaveUp { last, .. } => recorded_error::<T, E, C>(last, class),
+    }
+}
+
+/// A key's own layers for one call of [`Pipeline::call_keyed`]: the breaker and the rate
+/// limiter that take the place of the pipeline's, each in its position of the order. Build it
+/// with [`new`](Self::new) and the setters; a layer left unset is the pipeline's own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyLayers<'a> {
+    pub(crate) breaker: Option<&'a CircuitBreaker>,
+    pub(crate) rate: Option<&'a RateLimiter>,
+}
+
+impl<'a> KeyLayers<'a> {
+    /// No layer of the key's own: the call runs with the pipeline's.
+    pub fn new() -> Self {
+        KeyLayers::default()
+    }
+
+    /// The key's breaker, in the breaker layer's position.
+    pub fn breaker(self, breaker: &'a CircuitBreaker) -> Self {
+        KeyLayers {
+            breaker: Some(breaker),
+            ..self
+        }
+    }
+
+    /// The key's rate limiter, in the rate layer's position.
+    pub fn rate_limiter(self, limiter: &'a RateLimiter) -> Self {
+        KeyLayers {
+            rate: Some(limiter),
+            ..self
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! A run of non-retry layers around a core, as straight-line code (see the macro's docs).
 
 /// A run of non-retry layers (`$range` of the order, outermost first) around `$core`,
-/// as one block whose value is the run's result.
+/// as one block whose value is the run's result. `$keyed` is the call's [`KeyLayers`]
+/// (its breaker and rate limiter: the pipeline's own or a key's).
+///
+/// [`KeyLayers`]: super::KeyLayers
 ///
 /// Breaker, bulkhead and timeout only act before and after what they wrap, so a run of
 /// them is straight-line code, not one nested future per layer: entering the run takes each
@@ -16,7 +19,7 @@
 /// With `lazy`, the run encloses a single attempt and the timeout layer's limit is anchored
 /// only when needed (see `Ctx::lazy`); without it, at the layer.
 macro_rules! segment {
-    ($self:ident, $breaker:ident, $range:expr, $ctx:ident, $class:ident, lazy = $lazy:expr, $core:expr) => {
+    ($self:ident, $keyed:ident, $range:expr, $ctx:ident, $class:ident, lazy = $lazy:expr, $core:expr) => {
         'segment: {
             let mut permit = None;
             let mut _slot = None;
@@ -39,7 +42,7 @@ macro_rules! segment {
                         continue;
                     }
                     Layer::Breaker => {
-                        let Some(breaker) = $breaker else {
+                        let Some(breaker) = $keyed.breaker else {
                             continue;
                         };
                         match breaker.try_acquire() {
@@ -78,7 +81,7 @@ macro_rules! segment {
                         }
                     }
                     Layer::RateLimit => {
-                        let Some(rate) = &$self.rate else {
+                        let Some(rate) = $keyed.rate else {
                             continue;
                         };
                         let got = match rate.try_acquire() {

@@ -58,10 +58,13 @@ struct Entry<V> {
     last_used: AtomicU64,
 }
 
+/// One shard: its lock, on a cache line of its own.
+type ShardOf<K, V> = Padded<RwLock<Shard<K, V>>>;
+
 /// A bounded, sharded map from keys to the items of `D`, made on first use and dropped when
 /// idle and evictable. See the [module docs](self).
 pub(crate) struct Table<K, D: Kind<K>, S> {
-    shards: Box<[Padded<RwLock<Shard<K, D::Item>>>]>,
+    shards: Box<[ShardOf<K, D::Item>]>,
     /// `shard = (hash >> SHARD_SHIFT) & mask`: bits that hashbrown uses neither for the
     /// bucket index (low bits) nor for the control byte (top 7 bits).
     mask: usize,
@@ -143,7 +146,7 @@ impl<K, D: Kind<K>, S> Table<K, D, S> {
     /// Bytes of the table and its items, not counting heap data owned by the keys.
     pub(crate) fn memory_bytes(&self) -> usize {
         let mut n = std::mem::size_of::<Self>()
-            + self.shards.len() * std::mem::size_of::<Padded<RwLock<Shard<K, D::Item>>>>();
+            + self.shards.len() * std::mem::size_of::<ShardOf<K, D::Item>>();
         for s in self.shards.iter() {
             let guard = read(&s.0);
             n += guard.table.allocation_size();
