@@ -104,7 +104,7 @@ pub fn install(registry: PolicyRegistry) -> Result<&'static PolicyRegistry, Inst
     registry.require(
         crate::annotated::registered::REGISTERED
             .iter()
-            .filter_map(|r| Some((r.policy?.to_owned(), r.function.to_owned()))),
+            .filter_map(|r| Some((r.policy?.to_owned(), r.function.to_owned(), r.keyed))),
     );
     let mut registry = Some(registry);
     let installed = INSTALLED.get_or_init(|| registry.take().expect("taken once"));

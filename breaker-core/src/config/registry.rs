@@ -111,8 +111,9 @@ struct Users {
     /// The pipelines handed out, by policy name.
     #[cfg(feature = "tokio")]
     live: Vec<(String, std::sync::Weak<super::live::Slot>)>,
-    /// Annotated functions that read their policy from this registry: (policy, function).
-    functions: Vec<(String, String)>,
+    /// Annotated functions that read their policy from this registry: (policy, function,
+    /// whether it has `key = ..`).
+    functions: Vec<(String, String, bool)>,
 }
 
 impl PolicyRegistry {
@@ -241,7 +242,7 @@ impl PolicyRegistry {
 
     /// Records that the annotated functions `uses` (policy, function) read their policy from
     /// this registry, so a reload that drops one of those policies is refused.
-    pub(crate) fn require(&self, uses: impl IntoIterator<Item = (String, String)>) {
+    pub(crate) fn require(&self, uses: impl IntoIterator<Item = (String, String, bool)>) {
         self.inner.lock_users().functions.extend(uses);
     }
 
@@ -422,18 +423,35 @@ impl Inner {
                 }
             }
         }
-        for (name, function) in &users.functions {
-            if policies.get(name).is_none() {
-                missing
+        // A function keeps its keys (or has none) across reloads: a new policy must still fit.
+        let mut unfit = Vec::new();
+        for (name, function, keyed) in &users.functions {
+            match policies.get(name) {
+                None => missing
                     .entry(name)
                     .or_default()
-                    .push(format!("`{function}`"));
+                    .push(format!("`{function}`")),
+                Some(policy) => {
+                    if let Some(why) = super::key_mismatch(name, &policy, *keyed) {
+                        unfit.push((name.clone(), format!("`{function}` {why}")));
+                    }
+                }
             }
         }
-        if missing.is_empty() {
+        if missing.is_empty() && unfit.is_empty() {
             return Ok(());
         }
-        let file = self.loader.as_ref().and_then(Loader::path).map(Into::into);
+        unfit.sort();
+        let file: Option<std::path::PathBuf> =
+            self.loader.as_ref().and_then(Loader::path).map(Into::into);
+        let unfit = unfit.into_iter().map(|(name, message)| ConfigError {
+            file: file.clone(),
+            env: None,
+            line: None,
+            column: None,
+            key_path: format!("policies.{name}"),
+            message: format!("{message}; the previous policies stay in force"),
+        });
         Err(ConfigErrors(
             missing
                 .into_iter()
@@ -453,6 +471,7 @@ impl Inner {
                         ),
                     }
                 })
+                .chain(unfit)
                 .collect(),
         ))
     }
