@@ -132,3 +132,88 @@ async fn non_idempotent_policy_attempts_once() {
     assert!(matches!(err, Error::Inner(ref e) if e == "down"), "{err:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+/// `KeyedPolicyLayer`: each key of the request has its own breaker and rate limiter, from
+/// bounded registries; a full registry refuses a new key without calling the service; a
+/// `PolicyLayer` refuses a rate limit `per key`, which it could not key.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_policy_layer_gives_each_key_its_breaker_and_rate_limit() {
+    use breaker_core::breaker::CircuitBreaker;
+    use breaker_core::clock::Clock;
+    use breaker_core::ratelimit::{RateLimitPolicy, RateLimiters};
+    use breaker_core::registry::Registry;
+    use breaker_core::tower::policy::KeyedPolicyLayer;
+
+    let per_host = RateLimitPolicy::per_second(1).burst(3).per_key();
+    let breaker = BreakerPolicy {
+        consecutive_failures: Some(2),
+        ..BreakerPolicy::default()
+    };
+    let policy = Policy {
+        breaker: Some(breaker.clone()),
+        rate_limit: Some(per_host),
+        ..Policy::default()
+    };
+    let err = PolicyLayer::new(&policy).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid rate limit: `per key`: a `PolicyLayer` has one rate limit for every request; \
+         use a `KeyedPolicyLayer` with `RateLimiters` to limit each key"
+    );
+
+    let factory = CircuitBreaker::builder(breaker)
+        .clock(Clock::tokio())
+        .build_factory()
+        .unwrap();
+    let hosts: Registry<String> = Registry::builder(factory).max_keys(2).build();
+    let limiters: RateLimiters<String> = RateLimiters::builder(per_host)
+        .clock(Clock::tokio())
+        .max_keys(2)
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    // Requests are (host, ok); host `down` always fails.
+    let mut svc = KeyedPolicyLayer::new(&policy, |req: &(&'static str, bool)| req.0.to_owned())
+        .unwrap()
+        .breakers(hosts.clone())
+        .rate_limiters(limiters.clone())
+        .layer(service_fn(move |(_, ok): (&'static str, bool)| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if ok {
+                    Ok(())
+                } else {
+                    Err("down")
+                }
+            }
+        }));
+    macro_rules! send {
+        ($req:expr) => {
+            svc.ready().await.unwrap().call($req).await
+        };
+    }
+    // `down` fails twice: its breaker opens; its third call is refused by it.
+    assert!(matches!(send!(("down", false)), Err(Error::Inner("down"))));
+    assert!(matches!(send!(("down", false)), Err(Error::Inner("down"))));
+    assert!(matches!(
+        send!(("down", false)),
+        Err(Error::Rejected(Rejection::Breaker(_)))
+    ));
+    assert_eq!(hosts.get("down").unwrap().state(), State::Open);
+    // `up` has its own breaker (closed) and its own burst of 3.
+    for _ in 0..3 {
+        assert!(send!(("up", true)).is_ok());
+    }
+    assert!(matches!(
+        send!(("up", true)),
+        Err(Error::Rejected(Rejection::RateLimited(_)))
+    ));
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    // A third host: both registries hold 2 keys, none evictable (no idle TTL).
+    let Err(Error::Rejected(Rejection::Keys(full))) = send!(("third", true)) else {
+        panic!("a third host: expected a full registry")
+    };
+    assert_eq!(full.max_keys(), 2);
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}

@@ -36,7 +36,7 @@ pub mod timeout;
 // re-exports its own middleware.
 pub use self::breaker::{BreakerLayer, BreakerService};
 #[cfg(feature = "tokio")]
-pub use self::policy::{PolicyLayer, PolicyService};
+pub use self::policy::{KeyedPolicyLayer, KeyedPolicyService, PolicyLayer, PolicyService};
 #[cfg(feature = "tokio")]
 pub use self::retry::{RetryLayer, RetryService};
 #[cfg(feature = "tokio")]

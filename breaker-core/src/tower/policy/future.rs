@@ -1,5 +1,7 @@
+use crate::breaker::CircuitBreaker;
 use crate::classify::Classifier;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{KeyLayers, Pipeline};
+use crate::ratelimit::RateLimiter;
 use crate::Error;
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -29,15 +31,37 @@ impl<T, E> fmt::Debug for ResponseFuture<T, E> {
     }
 }
 
+impl<T, E> ResponseFuture<T, E> {
+    /// A future ready with `error` at once (a key refused before the pipeline ran).
+    pub(super) fn failed(error: Error<E>) -> Self
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        ResponseFuture {
+            inner: Box::pin(std::future::ready(Err(error))),
+        }
+    }
+}
+
+/// A key's own breaker and rate limiter for one call, held by its future.
+#[derive(Default)]
+pub(super) struct Key {
+    pub(super) breaker: Option<CircuitBreaker>,
+    pub(super) rate: Option<RateLimiter>,
+}
+
 /// Runs `req` through `pipeline` on `ready`, a service whose `poll_ready` has returned
-/// `Ready(Ok)`. The first attempt uses `ready`; each further attempt a clone of `template`,
-/// made ready first. Every attempt sends a clone of `req`.
+/// `Ready(Ok)`, with `key`'s layers in place of the pipeline's. The first attempt uses
+/// `ready`; each further attempt a clone of `template`, made ready first. Every attempt sends a
+/// clone of `req`.
 pub(super) fn call<S, Req, C>(
     pipeline: Pipeline,
     classifier: C,
     ready: S,
     template: S,
     req: Req,
+    key: Key,
 ) -> ResponseFuture<S::Response, S::Error>
 where
     S: Service<Req> + Send + 'static,
@@ -51,8 +75,15 @@ where
     ResponseFuture {
         inner: Box::pin(async move {
             let mut first = Some(ready);
+            let mut layers = KeyLayers::new();
+            if let Some(b) = &key.breaker {
+                layers = layers.breaker(b);
+            }
+            if let Some(r) = &key.rate {
+                layers = layers.rate_limiter(r);
+            }
             pipeline
-                .call_with(&classifier, move || {
+                .call_keyed(layers, &classifier, move || {
                     let (svc, is_ready) = match first.take() {
                         Some(svc) => (svc, true),
                         None => (template.clone(), false),

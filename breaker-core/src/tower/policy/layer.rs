@@ -17,8 +17,18 @@ impl PolicyLayer {
     /// the one breaker, bulkhead and retry budget.
     ///
     /// # Errors
-    /// As [`Pipeline::from_policy`].
+    /// As [`Pipeline::from_policy`]; and [`BuildError::RateLimit`] for a rate limit `per key`,
+    /// which needs the request's key: use [`KeyedPolicyLayer`](super::KeyedPolicyLayer).
     pub fn new(policy: &Policy) -> Result<Self, BuildError> {
+        if policy.rate_limit.is_some_and(|r| r.per_key) {
+            return Err(BuildError::RateLimit(crate::ratelimit::InvalidRateLimit {
+                problems: vec![
+                    "`per key`: a `PolicyLayer` has one rate limit for every request; use a \
+                     `KeyedPolicyLayer` with `RateLimiters` to limit each key"
+                        .to_owned(),
+                ],
+            }));
+        }
         Ok(Self::from_pipeline(Pipeline::from_policy(policy)?))
     }
 

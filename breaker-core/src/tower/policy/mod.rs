@@ -50,9 +50,11 @@
 //! ```
 
 mod future;
+mod keyed;
 mod layer;
 
 pub use future::ResponseFuture;
+pub use keyed::{KeyedPolicyLayer, KeyedPolicyService};
 pub use layer::PolicyLayer;
 
 use crate::classify::Classifier;
@@ -127,6 +129,7 @@ where
             ready,
             template,
             req,
+            future::Key::default(),
         )
     }
 }
