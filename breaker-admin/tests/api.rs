@@ -516,7 +516,7 @@ async fn every_layer_of_a_policy_is_shown_as_dsl_text_that_parses_back() {
     assert!(attribute.rate_limit.is_some() && attribute.throttle.is_some());
     assert_policy_text(&row["policy"], &attribute);
     // The canonical text, with the defaults written out.
-    assert_eq!(row["policy"]["rate"], "5/1s burst 2", "{row}");
+    assert_eq!(row["policy"]["rate"], "5/s burst 2", "{row}");
     assert_eq!(row["policy"]["throttle"], "k 2 over 2m", "{row}");
     assert_eq!(row["window"]["shape"], "3 consecutive", "{row}");
 

@@ -291,7 +291,7 @@ async fn the_dashboard_in_headless_chromium() {
         "document.querySelector('tbody tr[data-id=\"search\"] td.policy').textContent",
     )
     .await;
-    for layer in ["breaker: ", "rate: 5/1s burst 2", "throttle: k 2 over 2m"] {
+    for layer in ["breaker: ", "rate: 5/s burst 2", "throttle: k 2 over 2m"] {
         assert!(
             policy.as_str().unwrap().contains(layer),
             "`{layer}` in {policy}"

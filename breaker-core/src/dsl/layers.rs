@@ -494,7 +494,7 @@ mod tests {
         assert_eq!(p.to_string(), "5/100ms burst 1 wait 50ms");
         let keyed: RateLimitPolicy = "10/s per key burst 2".parse().unwrap();
         assert_eq!((keyed.rate, keyed.burst, keyed.per_key), (10, 2, true));
-        assert_eq!(keyed.to_string(), "10/1s burst 2 per key");
+        assert_eq!(keyed.to_string(), "10/s burst 2 per key");
         assert_eq!(keyed.to_string().parse::<RateLimitPolicy>(), Ok(keyed));
         assert!(!"10/s".parse::<RateLimitPolicy>().unwrap().per_key);
         assert_eq!(

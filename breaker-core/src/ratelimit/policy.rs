@@ -131,16 +131,16 @@ impl RateLimitPolicy {
 }
 
 impl fmt::Display for RateLimitPolicy {
-    /// The DSL's canonical form (see [`crate::dsl`]): `100/1s burst 20 wait 50ms per key`,
+    /// The DSL's canonical form (see [`crate::dsl`]): `100/s burst 20 wait 50ms per key`,
     /// the wait only when non-zero, `per key` only when set.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}/{} burst {}",
-            self.rate,
-            crate::syntax::compact(self.per),
-            self.burst
-        )?;
+        // One of a unit is the bare unit: `100/s`, `5/100ms`.
+        let per = crate::syntax::compact(self.per);
+        let per = match per.strip_prefix('1') {
+            Some(unit) if !unit.is_empty() && unit.bytes().all(|b| b.is_ascii_alphabetic()) => unit,
+            _ => &per,
+        };
+        write!(f, "{}/{per} burst {}", self.rate, self.burst)?;
         if !self.max_wait.is_zero() {
             write!(f, " wait {}", crate::syntax::fmt_duration(self.max_wait))?;
         }
@@ -187,12 +187,24 @@ mod tests {
     fn interval_and_display() {
         let p = RateLimitPolicy::per_second(100).burst(20);
         assert_eq!(p.interval(), Some(Duration::from_millis(10)));
-        assert_eq!(p.to_string(), "100/1s burst 20");
+        assert_eq!(p.to_string(), "100/s burst 20");
+        assert_eq!(
+            RateLimitPolicy::new(5, Duration::from_millis(100)).to_string(),
+            "5/100ms burst 5"
+        );
+        assert_eq!(
+            RateLimitPolicy::new(5, Duration::from_secs(10)).to_string(),
+            "5/10s burst 5"
+        );
+        assert_eq!(
+            RateLimitPolicy::new(5, Duration::from_secs(60)).to_string(),
+            "5/m burst 5"
+        );
         assert_eq!(
             p.max_wait(Duration::from_millis(50)).to_string(),
-            "100/1s burst 20 wait 50ms"
+            "100/s burst 20 wait 50ms"
         );
-        assert_eq!(p.per_key().to_string(), "100/1s burst 20 per key");
+        assert_eq!(p.per_key().to_string(), "100/s burst 20 per key");
         assert_eq!(p.refill(), Some(Duration::from_millis(210)));
     }
 }
