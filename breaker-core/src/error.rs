@@ -41,9 +41,10 @@ pub enum Rejection {
     /// The bulkhead is full.
     #[error(transparent)]
     Bulkhead(#[from] BulkheadFull),
-    /// The call's key has no breaker and none can be made: the keyed registry holds its
-    /// `max_keys` breakers and none of them is idle and closed (`#[circuit_breaker(key = ..)]`
-    /// refuses such a call rather than grow without bound or run it unprotected).
+    /// The call's key has no breaker (or, for a rate limit `per key`, no rate limiter) and
+    /// none can be made: the keyed registry holds its `max_keys` and none of them is evictable
+    /// ([`RegistryFull::layer`] says which registry). `#[circuit_breaker(key = ..)]` refuses
+    /// such a call rather than grow without bound or run it unprotected or unlimited.
     #[error(transparent)]
     Keys(#[from] RegistryFull),
     /// The rate limiter had no permit (within its wait): see [`RateLimited::retry_after`].

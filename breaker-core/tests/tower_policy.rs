@@ -217,3 +217,59 @@ async fn a_keyed_policy_layer_gives_each_key_its_breaker_and_rate_limit() {
     assert_eq!(full.max_keys(), 2);
     assert_eq!(calls.load(Ordering::SeqCst), 5);
 }
+
+/// A rate limit `per key` is never silently one shared limit, and a key's limiter never
+/// silently unused: a pipeline called without a key's limiter, or given one it has no rate
+/// layer for, panics naming what to do.
+#[tokio::test]
+async fn a_limit_per_key_without_the_keys_limiter_is_a_loud_mistake() {
+    use breaker_core::pipeline::{AllErrors, KeyLayers, Pipeline};
+    use breaker_core::ratelimit::{RateLimitPolicy, RateLimiter};
+
+    /// The panic message of `call` on `pipeline`, run as a task.
+    async fn panic_of(pipeline: Pipeline, limiter: Option<RateLimiter>) -> String {
+        let task = tokio::spawn(async move {
+            let key = match &limiter {
+                Some(l) => KeyLayers::new().rate_limiter(l),
+                None => KeyLayers::new(),
+            };
+            let r: Result<(), Error<std::io::Error>> = match limiter {
+                Some(_) => {
+                    pipeline
+                        .call_keyed(key, &AllErrors, || async { Ok(()) })
+                        .await
+                }
+                None => pipeline.call(|| async { Ok(()) }).await,
+            };
+            r
+        });
+        let panic = task.await.expect_err("expected a panic").into_panic();
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| panic.downcast_ref::<String>().cloned().unwrap_or_default())
+    }
+
+    let per_key = RateLimitPolicy::per_second(1).burst(1).per_key();
+    let keyed = Pipeline::builder().rate_limit(per_key).build().unwrap();
+    assert!(panic_of(keyed.clone(), None).await.starts_with(
+        "this pipeline's rate limit is `per key`, but the call gave no key's rate limiter"
+    ));
+    let limiter = RateLimiter::new(per_key).unwrap();
+    let plain = Pipeline::builder().build().unwrap();
+    assert!(panic_of(plain, Some(limiter.clone()))
+        .await
+        .starts_with("a key's rate limiter was given to a pipeline with no rate limit"));
+
+    // With the key's limiter, the call runs under it: its one permit, then a refusal.
+    for admitted in [true, false] {
+        let r: Result<(), Error<std::io::Error>> = keyed
+            .call_keyed(
+                KeyLayers::new().rate_limiter(&limiter),
+                &AllErrors,
+                || async { Ok(()) },
+            )
+            .await;
+        assert_eq!(r.is_ok(), admitted);
+    }
+}

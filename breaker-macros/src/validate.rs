@@ -294,8 +294,8 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
             cx.error_at(
                 span,
                 format!(
-                    "`{name}` bounds the breakers of `key = ..`, one per key, but no `key` is \
-                    given; add `key = ..` or remove `{name}`"
+                    "`{name}` bounds the breakers (and rate limiters) of `key = ..`, one per key, \
+                    but no `key` is given; add `key = ..` or remove `{name}`"
                 ),
             );
         }
@@ -304,7 +304,8 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
         match g.value.base10_parse::<u64>() {
             Ok(0) => cx.error_spanned_by(
                 &g.value,
-                "`max_keys` must be at least 1, got 0: it is the most breakers kept for keys",
+                "`max_keys` must be at least 1, got 0: it is the most breakers (and rate limiters) \
+                 kept for keys",
             ),
             Ok(_) => return Some(g.value.clone()),
             Err(e) => cx.error_spanned_by(&g.value, format!("invalid number `{}`: {e}", g.value)),
@@ -318,7 +319,8 @@ fn key_bounds(cx: &Ctxt, args: &Args) -> (Option<LitInt>, Option<LitStr>) {
                 &g.value,
                 format!(
                     "`key_idle` must be longer than zero, got `{src}`: it is how long a key's \
-                    closed breaker goes unused before it may be evicted"
+                    closed breaker (or refilled rate limiter) goes unused before it may be \
+                    evicted"
                 ),
             ),
             Ok(_) => return Some(g.value.clone()),

@@ -177,8 +177,9 @@ pub struct Section {
     )]
     pub idempotent: Option<bool>,
     /// For a `#[circuit_breaker(policy = "..", key = ..)]` function: the most breakers of keys
-    /// it keeps, at least 1 (the attribute's `max_keys`). Default: the attribute's, else its
-    /// default.
+    /// it keeps, and the most rate limiters for a rate limit `per key`, at least 1 (the
+    /// attribute's `max_keys`). Read when the function makes its first key's registry.
+    /// Default: the attribute's, else its default.
     #[serde(
         default,
         deserialize_with = "present",
@@ -186,8 +187,9 @@ pub struct Section {
     )]
     #[schemars(range(min = 1))]
     pub max_keys: Option<u32>,
-    /// For a `key = ..` function: how long a closed breaker of a key may go unused before it
-    /// may be evicted, non-zero (`"10m"`; the attribute's `key_idle`). Default: the
+    /// For a `key = ..` function: how long a closed breaker of a key (or a key's refilled rate
+    /// limiter) may go unused before it may be evicted, non-zero (`"10m"`; the attribute's
+    /// `key_idle`). Read when the function makes its first key's registry. Default: the
     /// attribute's, else its default.
     #[serde(
         default,

@@ -176,6 +176,31 @@ impl LivePipeline {
         let pipeline = self.current();
         async move { pipeline.call_with(classifier, op).await }
     }
+
+    /// Runs `op` under the current pipeline with a key's own layers (its breaker, its rate
+    /// limiter) in place of the pipeline's; see [`Pipeline::call_keyed`]. The way to call a
+    /// policy whose rate limit is `per key`, with the key's limiter from a
+    /// [`RateLimiters`](crate::ratelimit::RateLimiters).
+    ///
+    /// # Errors
+    /// As [`Pipeline::call`].
+    ///
+    /// # Panics
+    /// As [`Pipeline::call_keyed`].
+    pub fn call_keyed<'a, T: 'a, E: 'a, F, Fut, C>(
+        &self,
+        key: crate::pipeline::KeyLayers<'a>,
+        classifier: &'a C,
+        op: F,
+    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
+    where
+        F: FnMut() -> Fut + 'a,
+        Fut: Future<Output = Result<T, E>> + 'a,
+        C: crate::classify::Classifier<T, E> + ?Sized,
+    {
+        let pipeline = self.current();
+        async move { pipeline.call_keyed(key, classifier, op).await }
+    }
 }
 
 impl std::fmt::Debug for LivePipeline {

@@ -72,14 +72,17 @@ pub struct StoreSettings {
     pub on_error: crate::scope::StoreErrorMode,
 }
 
-/// A policy's bounds on the breakers of keys of a `#[circuit_breaker(policy = "..", key = ..)]`
-/// function (`max_keys`, `key_idle` in the policy's section or in `default`); `None` leaves
-/// the attribute's value, or its default.
+/// A policy's bounds on the breakers (and rate limiters `per key`) of keys of a
+/// `#[circuit_breaker(policy = "..", key = ..)]` function (`max_keys`, `key_idle` in the
+/// policy's section or in `default`); `None` leaves the attribute's value, or its default.
+/// They are read when the function makes its registry of keys (its first keyed call); a
+/// reload that changes them reaches the function when the process starts again.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyBounds {
-    /// The most breakers of keys kept, at least 1.
+    /// The most breakers (or rate limiters) of keys kept, at least 1.
     pub max_keys: Option<usize>,
-    /// How long a closed breaker of a key may go unused before it may be evicted, non-zero.
+    /// How long a closed breaker of a key (or a refilled rate limiter) may go unused before it
+    /// may be evicted, non-zero.
     pub key_idle: Option<std::time::Duration>,
 }
 

@@ -153,10 +153,33 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
                 .map(|((text, _), _)| tick(text))
                 .collect();
             expected.push("end of input".to_owned());
-            if p.peek().is_some() {
-                return Err(p.unexpected("clause", &expected, &["burst", "wait", "per"]));
+            let Some(t) = p.peek().cloned() else {
+                break;
+            };
+            if let Some(((clause, _), _)) = clauses
+                .iter()
+                .zip(seen)
+                .find(|((_, word), seen)| *seen && t.text == *word)
+            {
+                return Err(
+                    value_error(src, t.span, format!("`{clause}` is given twice"))
+                        .expected(expected),
+                );
             }
-            break;
+            let squashed: String = t
+                .text
+                .chars()
+                .filter(|c| c.is_ascii_alphabetic())
+                .collect::<String>()
+                .to_ascii_lowercase();
+            if squashed == "perkey" || t.text.eq_ignore_ascii_case("per") {
+                return Err(
+                    value_error(src, t.span, format!("unknown clause `{}`", t.text))
+                        .expected(expected)
+                        .help("did you mean `per key`?"),
+                );
+            }
+            return Err(p.unexpected("clause", &expected, &["burst", "wait", "per"]));
         }
     }
     p.validated(policy, check_rate)
@@ -522,10 +545,23 @@ mod tests {
         assert!(text.contains("expected `key`"), "{text}");
         let (_, span, text) = err("10/s per key per key".parse::<RateLimitPolicy>());
         assert_eq!(span, 13..16);
+        assert_eq!(
+            text,
+            "`per key` is given twice at 13..16; expected one of `burst`, `wait` or end of input"
+        );
+        let (_, span, text) = err("10/s burst 5 burst 6".parse::<RateLimitPolicy>());
+        assert_eq!(span, 13..18);
         assert!(
-            text.contains("expected one of `burst`, `wait` or end of input"),
+            text.starts_with("`burst` is given twice at 13..18"),
             "{text}"
         );
+        for spelling in ["perkey", "per-key", "per_key", "PER"] {
+            let (_, _, text) = err(format!("10/s {spelling}").parse::<RateLimitPolicy>());
+            assert!(
+                text.ends_with("did you mean `per key`?"),
+                "{spelling}: {text}"
+            );
+        }
     }
 
     #[test]

@@ -231,8 +231,10 @@ impl Pipeline {
     ///
     /// # Panics
     /// If it must sleep or wait (a backoff, a pending attempt under a timeout, a bulkhead
-    /// wait) outside a tokio runtime with the time driver enabled. A panic inside `op`
-    /// propagates; a breaker permit it held records a failure.
+    /// wait) outside a tokio runtime with the time driver enabled, or if the pipeline's rate
+    /// limit is `per key` (a call without a key's limiter: use
+    /// [`call_keyed`](Self::call_keyed)). A panic inside `op` propagates; a breaker permit it
+    /// held records a failure.
     pub fn call<'a, T: 'a, E: 'a, F, Fut>(
         &'a self,
         op: F,
@@ -304,15 +306,19 @@ impl Pipeline {
     /// pipeline's, each in the same position of the order: its breaker (from a
     /// [`Registry`](crate::registry::Registry)) and its rate limiter (from
     /// [`RateLimiters`](crate::ratelimit::RateLimiters)). What `#[circuit_breaker(key = ..)]`
-    /// runs. A layer the pipeline does not have ignores the key's (a pipeline without a rate
-    /// limit runs no key's rate limiter); a layer the key does not give is the pipeline's own.
-    /// Calls and rejections are counted under the name of the pipeline's own breaker.
+    /// runs. The pipeline must have the rate layer to run a key's limiter (its place in the
+    /// order): build it with the key's policy (`.rate_limit(policy)`). A breaker the pipeline
+    /// has no layer for is ignored, as by [`call_with_breaker`](Self::call_with_breaker); a
+    /// layer the key does not give is the pipeline's own, except a rate limit `per key`, which
+    /// needs the key's. Calls and rejections are counted under the name of the pipeline's own
+    /// breaker.
     ///
     /// # Errors
     /// As [`call`](Self::call).
     ///
     /// # Panics
-    /// As [`call`](Self::call).
+    /// As [`call`](Self::call); and if `key` gives a rate limiter to a pipeline with no rate
+    /// limit, or gives none to a pipeline whose rate limit is `per key`.
     ///
     /// ```
     /// # use breaker_core as breaker;
@@ -347,20 +353,43 @@ impl Pipeline {
     }
 
     /// The pipeline's own breaker and rate limiter.
+    ///
+    /// # Panics
+    /// If the rate limit is `per key`: a call with no key's limiter would share one limit
+    /// among all keys (see [`call_keyed`](Self::call_keyed)).
     #[inline]
     pub(crate) fn own_layers(&self) -> KeyLayers<'_> {
         KeyLayers {
             breaker: self.breaker.as_ref(),
-            rate: self.rate.as_ref(),
+            rate: self.rate.as_ref().inspect(|own| {
+                if own.policy().per_key {
+                    no_key_for_a_limit_per_key()
+                }
+            }),
         }
     }
 
     /// A key's layers in place of the pipeline's, for the layers the pipeline has.
+    ///
+    /// # Panics
+    /// If `key` has a rate limiter and the pipeline no rate limit (there is no place in the
+    /// order to run it), or the pipeline's rate limit is `per key` and `key` has none.
     #[inline]
     pub(crate) fn keyed<'a>(&'a self, key: KeyLayers<'a>) -> KeyLayers<'a> {
+        let rate = match (&self.rate, key.rate) {
+            (Some(_), Some(limiter)) => Some(limiter),
+            (Some(own), None) if own.policy().per_key => no_key_for_a_limit_per_key(),
+            (Some(own), None) => Some(own),
+            (None, Some(_)) => panic!(
+                "a key's rate limiter was given to a pipeline with no rate limit, which has no \
+                 place in its order to run it; add one to the pipeline \
+                 (`PipelineBuilder::rate_limit`, the key's policy)"
+            ),
+            (None, None) => None,
+        };
         KeyLayers {
             breaker: self.breaker.as_ref().map(|own| key.breaker.unwrap_or(own)),
-            rate: self.rate.as_ref().map(|own| key.rate.unwrap_or(own)),
+            rate,
         }
     }
 
@@ -808,6 +837,16 @@ fn recorded_error<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -
         Error::Rejected(_) => Recorded::Rejected,
         Error::GaveUp { last, .. } => recorded_error::<T, E, C>(last, class),
     }
+}
+
+#[cold]
+#[track_caller]
+fn no_key_for_a_limit_per_key() -> ! {
+    panic!(
+        "this pipeline's rate limit is `per key`, but the call gave no key's rate limiter: \
+         call it with `call_keyed` and a limiter from `RateLimiters` (one limit shared by every \
+         key is a rate limit without `per key`)"
+    )
 }
 
 /// A key's own layers for one call of [`Pipeline::call_keyed`]: the breaker and the rate

@@ -104,7 +104,12 @@ pub const MAX_SHARDS: usize = 256;
 /// [`RateLimiters::get_or_create`](crate::ratelimit::RateLimiters::get_or_create) (rate
 /// limiters: none idle with its whole burst back).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{} registry is full: {max_keys} keys, none of them {}", what(*.layer), evictable(*.layer))]
+#[error(
+    "{} registry is full: {max_keys} {}, none of them {}",
+    what(*.layer),
+    if *.max_keys == 1 { "key" } else { "keys" },
+    evictable(*.layer)
+)]
 pub struct RegistryFull {
     max_keys: usize,
     name: &'static str,
