@@ -194,6 +194,10 @@ fn section(policy: &Policy) -> Section {
                 max_wait: Some(Dsl(b.max_wait)),
             })
         }),
+        rate: policy.rate_limit.map(Dsl),
+        hedge: policy.hedge.map(Dsl),
+        adaptive: policy.adaptive.map(Dsl),
+        throttle: policy.throttle.map(Dsl),
         order: policy.order.clone().map(Dsl),
         idempotent: Some(policy.idempotent),
         ..Section::default()
@@ -288,7 +292,13 @@ pub fn grid(base: &NamedPolicy, axes: &[Axis]) -> Result<Vec<NamedPolicy>, Strin
                             .key_path
                             .strip_prefix("policies.sweep.")
                             .unwrap_or(&e.key_path);
-                        format!("{path}: {}", e.message)
+                        // The loader's advice is for a file; a sweep can set it too.
+                        let message = e.message.replace(
+                            "add `idempotent = true`",
+                            "add `idempotent = true` to the base policy or \
+                             `--sweep idempotent=true`",
+                        );
+                        format!("{path}: {message}")
                     })
                     .collect();
                 format!("sweep point `{described}`: {}", text.join("; "))
@@ -388,6 +398,53 @@ mod tests {
 
     fn base() -> NamedPolicy {
         NamedPolicy::from_breaker_dsl("5 consecutive, open 30s").unwrap()
+    }
+
+    /// A sweep point is the base policy with the swept keys changed: the base's rate limit,
+    /// hedging, adaptive limit and throttling are kept, and can be swept too.
+    #[test]
+    fn a_grid_keeps_every_layer_of_the_base() {
+        let mut base = base();
+        base.policy.rate_limit = Some("100/s burst 20 per key".parse().unwrap());
+        base.policy.hedge = Some("1x after 50ms".parse().unwrap());
+        base.policy.adaptive = Some("aimd 5..200".parse().unwrap());
+        base.policy.throttle = Some("k 2".parse().unwrap());
+        base.policy.idempotent = true;
+        let points = grid(&base, &["breaker.cooldown=5s,10s".parse().unwrap()]).unwrap();
+        for p in &points {
+            assert_eq!(p.policy.rate_limit, base.policy.rate_limit, "{}", p.name);
+            assert_eq!(p.policy.hedge, base.policy.hedge, "{}", p.name);
+            assert_eq!(p.policy.adaptive, base.policy.adaptive, "{}", p.name);
+            assert_eq!(p.policy.throttle, base.policy.throttle, "{}", p.name);
+        }
+        let rates = grid(&base, &["rate=10/s,20/s burst 1".parse().unwrap()]).unwrap();
+        let got: Vec<_> = rates
+            .iter()
+            .map(|p| p.policy.rate_limit.unwrap().to_string())
+            .collect();
+        assert_eq!(got, ["10/s burst 10", "20/s burst 1"]);
+        // A base that is not idempotent: the advice says how to sweep it idempotent.
+        let e = grid(
+            &super::tests::base(),
+            &["hedge=1x after 50ms".parse().unwrap()],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "sweep point `hedge=1x after 50ms`: hedge: hedging sends a call more than once, but \
+             only operations declared idempotent are hedged and this policy is not; add \
+             `idempotent = true` to the base policy or `--sweep idempotent=true`, or remove the \
+             hedge"
+        );
+        // A layer written as one string has no keys to sweep inside it.
+        let e = grid(&base, &["rate.burst=1".parse().unwrap()]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "sweep point `rate.burst=1`: rate: a table, but this key is one string with no \
+                 keys of its own (write the whole value, not a key inside it)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -521,6 +521,13 @@ impl<'de> Deserializer<'de> for NodeDe<'_> {
             },
             Kind::Float(f) => v.visit_f64(*f),
             Kind::Str(s) => s.as_str().into_deserializer().deserialize_any(v),
+            // A table where a scalar was expected: its visitor says what (by default serde's
+            // "invalid type"; a DSL string says it has no keys of its own). Its entries are
+            // not read.
+            Kind::Map(_) => v.visit_map(de::value::MapDeserializer::new(std::iter::empty::<(
+                &str,
+                &str,
+            )>())),
             _ => Err(de::Error::invalid_type(self.0.unexpected(), &v)),
         }
     }

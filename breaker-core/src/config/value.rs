@@ -193,7 +193,7 @@ pub struct Dsl<T>(pub T);
 impl<'de, T: DslValue> Deserialize<'de> for Dsl<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<T>(PhantomData<T>);
-        impl<T: DslValue> Visitor<'_> for V<T> {
+        impl<'v, T: DslValue> Visitor<'v> for V<T> {
             type Value = Dsl<T>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, "a string: {}", T::DESCRIPTION)
@@ -202,6 +202,13 @@ impl<'de, T: DslValue> Deserialize<'de> for Dsl<T> {
                 T::parse_dsl(s)
                     .map(Dsl)
                     .map_err(|e| E::custom(dsl_message(s, &e)))
+            }
+            fn visit_map<A: MapAccess<'v>>(self, _: A) -> Result<Self::Value, A::Error> {
+                Err(de::Error::custom(format_args!(
+                    "a table, but this key is one string with no keys of its own (write the \
+                     whole value, not a key inside it): {}",
+                    T::DESCRIPTION
+                )))
             }
         }
         d.deserialize_str(V(PhantomData))
