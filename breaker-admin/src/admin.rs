@@ -179,6 +179,14 @@ impl Inner {
         self.bus.publish(event);
     }
 
+    /// Publishes the transitions queued so far (those an admin action just made), then
+    /// `event`: a reader sees a transition before the action that caused it, not a tick later.
+    pub(crate) fn publish_after_transitions(&self, event: Event) {
+        let items = self.items();
+        self.transitions.forward(&items, &self.bus, self.now_ms());
+        self.bus.publish(event);
+    }
+
     /// Publishes the transitions queued since the last call, one event each, then what a
     /// reading of every row shows; returns how many events it published.
     fn sample(&self) -> usize {

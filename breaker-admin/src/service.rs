@@ -955,7 +955,7 @@ async fn act_on(
         reason = parsed.reason.as_deref(),
         "admin action"
     );
-    inner.publish(Event::Action {
+    inner.publish_after_transitions(Event::Action {
         breaker: id.to_owned(),
         key: key.map(str::to_owned),
         action: action.as_str(),

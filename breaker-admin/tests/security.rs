@@ -11,7 +11,7 @@ use breaker::breaker::{BreakerPolicy, CircuitBreaker, State};
 use breaker::config::{Loader, PolicyRegistry};
 use breaker::registry::Registry;
 use breaker_admin::{Admin, Principal};
-use common::{get, logged, post, raw, raw_get, was_logged};
+use common::{get, logged, post, raw, raw_get, was_logged, Events};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -511,4 +511,24 @@ async fn reload_reads_the_file_again_and_reports_its_errors() {
     assert_eq!(status, 401);
     assert!(was_logged(&["who=\"ops\"", "action=\"reload\""]));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The transition an action makes reaches the event stream before the action's own event
+/// (not a sampler tick later: the admin samples once an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_actions_transition_is_streamed_before_the_action() {
+    let s = setup(true).await;
+    let mut events = Events::connect(s.addr).await;
+    events.next().await; // hello
+    let (status, body) = post(s.addr, ACTION, Some(TOKEN), r#"{"action":"force-open"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let first = events.next_of(&["transition", "action"]).await;
+    assert_eq!(
+        (&first["to"], &first["reason"]),
+        (&Value::from("forced-open"), &Value::from("manual")),
+        "{first}"
+    );
+    let second = events.next_of(&["transition", "action"]).await;
+    assert_eq!(second["action"], "force-open", "{second}");
+    drop(s.admin);
 }
