@@ -3,8 +3,8 @@
 use super::{InvalidRateLimit, RateLimitPolicy, RateLimiter};
 use crate::clock::Clock;
 use crate::layer::Layer;
-use crate::registry::table::{Kind, Table};
-use crate::registry::{RegistryFull, DEFAULT_SHARDS, MAX_SHARDS};
+use crate::registry::table::{Bounds, Kind, Table};
+use crate::registry::RegistryFull;
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -110,9 +110,7 @@ impl RateLimiters<()> {
             policy,
             clock: Clock::system(),
             name: "",
-            max_keys: usize::MAX,
-            ttl: None,
-            shards: DEFAULT_SHARDS,
+            bounds: Bounds::DEFAULT,
             hasher: RandomState::new(),
         }
     }
@@ -214,9 +212,7 @@ pub struct RateLimitersBuilder<S = RandomState> {
     policy: RateLimitPolicy,
     clock: Clock,
     name: &'static str,
-    max_keys: usize,
-    ttl: Option<Duration>,
-    shards: usize,
+    bounds: Bounds,
     hasher: S,
 }
 
@@ -241,8 +237,7 @@ impl<S> RateLimitersBuilder<S> {
     /// # Panics
     /// If `max_keys` is zero.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        assert!(max_keys > 0, "max_keys must be at least 1");
-        self.max_keys = max_keys;
+        self.bounds.set_max_keys(max_keys);
         self
     }
 
@@ -254,21 +249,16 @@ impl<S> RateLimitersBuilder<S> {
     /// # Panics
     /// If `ttl` is zero.
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        assert!(!ttl.is_zero(), "idle_ttl must be non-zero");
-        self.ttl = Some(ttl);
+        self.bounds.set_idle_ttl(ttl);
         self
     }
 
     /// The number of shards, rounded up to a power of two, range `1..=256` (default 64).
     ///
     /// # Panics
-    /// If `shards` is zero or above [`MAX_SHARDS`].
+    /// If `shards` is zero or above [`MAX_SHARDS`](crate::registry::MAX_SHARDS).
     pub fn shards(mut self, shards: usize) -> Self {
-        assert!(
-            (1..=MAX_SHARDS).contains(&shards),
-            "shards must be in 1..={MAX_SHARDS}, got {shards}"
-        );
-        self.shards = shards.next_power_of_two();
+        self.bounds.set_shards(shards);
         self
     }
 
@@ -279,9 +269,7 @@ impl<S> RateLimitersBuilder<S> {
             policy: self.policy,
             clock: self.clock,
             name: self.name,
-            max_keys: self.max_keys,
-            ttl: self.ttl,
-            shards: self.shards,
+            bounds: self.bounds,
             hasher,
         }
     }
@@ -302,13 +290,7 @@ impl<S> RateLimitersBuilder<S> {
             refill,
         };
         Ok(RateLimiters {
-            inner: Arc::new(Table::new(
-                limiters,
-                self.hasher,
-                self.shards,
-                self.max_keys,
-                self.ttl,
-            )),
+            inner: Arc::new(Table::new(limiters, self.hasher, self.bounds)),
         })
     }
 }
@@ -317,9 +299,9 @@ impl<S> fmt::Debug for RateLimitersBuilder<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitersBuilder")
             .field("policy", &self.policy)
-            .field("max_keys", &self.max_keys)
-            .field("ttl", &self.ttl)
-            .field("shards", &self.shards)
+            .field("max_keys", &self.bounds.max_keys)
+            .field("ttl", &self.bounds.ttl)
+            .field("shards", &self.bounds.shards)
             .finish_non_exhaustive()
     }
 }

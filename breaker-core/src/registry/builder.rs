@@ -6,9 +6,7 @@ use std::time::Duration;
 /// Configures a [`Registry`]; from [`Registry::builder`].
 pub struct RegistryBuilder<S = RandomState> {
     pub(super) factory: BreakerFactory,
-    pub(super) max_keys: usize,
-    pub(super) ttl: Option<Duration>,
-    pub(super) shards: usize,
+    pub(super) bounds: Bounds,
     pub(super) hasher: S,
     pub(super) state_gauge: bool,
     pub(super) totals: Option<bool>,
@@ -20,8 +18,7 @@ impl<S> RegistryBuilder<S> {
     /// # Panics
     /// If `max_keys` is zero.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        assert!(max_keys > 0, "max_keys must be at least 1");
-        self.max_keys = max_keys;
+        self.bounds.set_max_keys(max_keys);
         self
     }
 
@@ -33,8 +30,7 @@ impl<S> RegistryBuilder<S> {
     /// # Panics
     /// If `ttl` is zero.
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        assert!(!ttl.is_zero(), "idle_ttl must be non-zero");
-        self.ttl = Some(ttl);
+        self.bounds.set_idle_ttl(ttl);
         self
     }
 
@@ -44,11 +40,7 @@ impl<S> RegistryBuilder<S> {
     /// # Panics
     /// If `shards` is zero or above [`MAX_SHARDS`].
     pub fn shards(mut self, shards: usize) -> Self {
-        assert!(
-            (1..=MAX_SHARDS).contains(&shards),
-            "shards must be in 1..={MAX_SHARDS}, got {shards}"
-        );
-        self.shards = shards.next_power_of_two();
+        self.bounds.set_shards(shards);
         self
     }
 
@@ -57,9 +49,7 @@ impl<S> RegistryBuilder<S> {
     pub fn hasher<S2>(self, hasher: S2) -> RegistryBuilder<S2> {
         RegistryBuilder {
             factory: self.factory,
-            max_keys: self.max_keys,
-            ttl: self.ttl,
-            shards: self.shards,
+            bounds: self.bounds,
             hasher,
             state_gauge: self.state_gauge,
             totals: self.totals,
@@ -112,13 +102,7 @@ impl<S> RegistryBuilder<S> {
             tag,
         };
         Registry {
-            inner: Arc::new(Table::new(
-                breakers,
-                self.hasher,
-                self.shards,
-                self.max_keys,
-                self.ttl,
-            )),
+            inner: Arc::new(Table::new(breakers, self.hasher, self.bounds)),
         }
     }
 }
@@ -126,9 +110,9 @@ impl<S> RegistryBuilder<S> {
 impl<S> std::fmt::Debug for RegistryBuilder<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RegistryBuilder")
-            .field("max_keys", &self.max_keys)
-            .field("ttl", &self.ttl)
-            .field("shards", &self.shards)
+            .field("max_keys", &self.bounds.max_keys)
+            .field("ttl", &self.bounds.ttl)
+            .field("shards", &self.bounds.shards)
             .finish_non_exhaustive()
     }
 }

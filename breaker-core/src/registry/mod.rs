@@ -12,7 +12,7 @@
 //! - **Created on first use** from one [`BreakerFactory`], so every key shares one policy,
 //!   clock, name and listener set; a key costs only its own state (see *Memory* below).
 //! - **Sharded.** Keys are spread over a power-of-two number of shards (64 by default), each a
-//!   [`RwLock`] over a `hashbrown` table. A lookup of an existing key takes one shard's read
+//!   [`RwLock`](std::sync::RwLock) over a `hashbrown` table. A lookup of an existing key takes one shard's read
 //!   lock and clones one `Arc`; two threads contend only when they hit the same shard. The key
 //!   is hashed once (with `S`, by default std's DoS-resistant [`RandomState`], because keys may
 //!   come from clients).
@@ -91,7 +91,7 @@ pub(crate) mod table;
 mod tests;
 
 pub use builder::RegistryBuilder;
-use table::{Kind, Table};
+use table::{Bounds, Kind, Table};
 
 /// The default number of shards.
 pub const DEFAULT_SHARDS: usize = 64;
@@ -226,9 +226,7 @@ impl Registry<()> {
     pub fn builder(factory: BreakerFactory) -> RegistryBuilder {
         RegistryBuilder {
             factory,
-            max_keys: usize::MAX,
-            ttl: None,
-            shards: DEFAULT_SHARDS,
+            bounds: Bounds::DEFAULT,
             hasher: RandomState::new(),
             state_gauge: false,
             totals: None,

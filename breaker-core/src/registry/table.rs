@@ -40,6 +40,49 @@ pub(crate) trait Kind<K> {
     fn full(&self, max_keys: usize) -> RegistryFull;
 }
 
+/// A table's bound, idle TTL and shard count, as its builder sets them (each setter checks
+/// its range, for both registries' builders).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    pub(crate) max_keys: usize,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) shards: usize,
+}
+
+impl Bounds {
+    /// Unbounded, never idle, [`DEFAULT_SHARDS`](super::DEFAULT_SHARDS) shards.
+    pub(crate) const DEFAULT: Bounds = Bounds {
+        max_keys: usize::MAX,
+        ttl: None,
+        shards: super::DEFAULT_SHARDS,
+    };
+
+    /// # Panics
+    /// If `max_keys` is zero.
+    pub(crate) fn set_max_keys(&mut self, max_keys: usize) {
+        assert!(max_keys > 0, "max_keys must be at least 1");
+        self.max_keys = max_keys;
+    }
+
+    /// # Panics
+    /// If `ttl` is zero.
+    pub(crate) fn set_idle_ttl(&mut self, ttl: Duration) {
+        assert!(!ttl.is_zero(), "idle_ttl must be non-zero");
+        self.ttl = Some(ttl);
+    }
+
+    /// # Panics
+    /// If `shards` is zero or above [`MAX_SHARDS`](super::MAX_SHARDS).
+    pub(crate) fn set_shards(&mut self, shards: usize) {
+        assert!(
+            (1..=super::MAX_SHARDS).contains(&shards),
+            "shards must be in 1..={}, got {shards}",
+            super::MAX_SHARDS
+        );
+        self.shards = shards.next_power_of_two();
+    }
+}
+
 const SHARD_SHIFT: u32 = 40;
 
 #[repr(align(64))]
@@ -88,15 +131,13 @@ fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 }
 
 impl<K, D: Kind<K>, S> Table<K, D, S> {
-    /// An empty table of `shards` shards (a power of two), at most `max_keys` items, idle
-    /// after `ttl`.
-    pub(crate) fn new(
-        kind: D,
-        hasher: S,
-        shards: usize,
-        max_keys: usize,
-        ttl: Option<Duration>,
-    ) -> Self {
+    /// An empty table within `bounds`.
+    pub(crate) fn new(kind: D, hasher: S, bounds: Bounds) -> Self {
+        let Bounds {
+            max_keys,
+            ttl,
+            shards,
+        } = bounds;
         debug_assert!(shards.is_power_of_two());
         Table {
             shards: (0..shards)

@@ -1,7 +1,7 @@
 //! [`KeyedPolicyLayer`]: a whole policy as one tower layer, with a breaker and a rate limiter
 //! per key of the request (a host, a tenant), from bounded registries.
 
-use super::future::{self, Key, ResponseFuture};
+use super::future::{Key, ResponseFuture};
 use crate::classify::Classifier;
 use crate::error::Rejection;
 use crate::pipeline::{AllErrors, Pipeline};
@@ -199,13 +199,10 @@ where
                 Err(full) => return refused(full),
             }
         }
-        let template = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, template.clone());
-        future::call(
-            layer.pipeline.clone(),
-            layer.classifier.clone(),
-            ready,
-            template,
+        super::start(
+            &mut self.inner,
+            &layer.pipeline,
+            &layer.classifier,
             req,
             key,
         )

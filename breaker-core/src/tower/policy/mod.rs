@@ -120,16 +120,41 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        // The ready service goes with the call; `self` keeps a fresh clone (tower's idiom).
-        let template = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, template.clone());
-        future::call(
-            self.pipeline.clone(),
-            self.classifier.clone(),
-            ready,
-            template,
+        start(
+            &mut self.inner,
+            &self.pipeline,
+            &self.classifier,
             req,
             future::Key::default(),
         )
     }
+}
+
+/// Starts a call of `req` through `pipeline` with `key`'s layers, on the ready `inner`: the
+/// ready service goes with the call and `inner` becomes a fresh clone (tower's idiom).
+fn start<S, Req, C>(
+    inner: &mut S,
+    pipeline: &Pipeline,
+    classifier: &C,
+    req: Req,
+    key: future::Key,
+) -> ResponseFuture<S::Response, S::Error>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Clone + Send + 'static,
+    C: Classifier<S::Response, S::Error> + Clone + Send + Sync + 'static,
+{
+    let template = inner.clone();
+    let ready = std::mem::replace(inner, template.clone());
+    future::call(
+        pipeline.clone(),
+        classifier.clone(),
+        ready,
+        template,
+        req,
+        key,
+    )
 }
