@@ -8,6 +8,10 @@
 //!
 //! - `rate/admit`: a permit from a limiter that always has one (10^9 per second, burst 10^6);
 //!   `rate/reject`: the refusal of a spent limiter (one permit per hour), with its `retry_after`.
+//! - `rate_keyed/admit`: a permit of one of 10,000 keys in turn, the key's limiter looked up
+//!   (already made): our bounded `RateLimiters::try_acquire` (sharded table, 10,000 keys at
+//!   most, idle TTL) beside `governor`'s keyed limiter (its unbounded `dashmap` store); both
+//!   hash the key with std's `RandomState` (SipHash).
 //! - `adaptive/admit+release`: take a slot and free it without a sample (a lock-free CAS and a
 //!   `fetch_sub`); `adaptive/admit+success`: the same with an AIMD sample (one more CAS);
 //!   `bulkhead/admit+release`: the same on the fixed bulkhead.
@@ -16,7 +20,7 @@
 
 use breaker_core::adaptive::{AdaptiveLimitPolicy, AdaptiveLimiter, LimitAlgorithm};
 use breaker_core::bulkhead::{Bulkhead, BulkheadPolicy};
-use breaker_core::ratelimit::{RateLimitPolicy, RateLimiter};
+use breaker_core::ratelimit::{RateLimitPolicy, RateLimiter, RateLimiters};
 use breaker_core::throttle::{ThrottlePolicy, Throttler};
 use criterion::Criterion;
 use std::hint::black_box;
@@ -58,6 +62,42 @@ fn rate(c: &mut Criterion) {
     g.finish();
 }
 
+const KEYS: u64 = 10_000;
+
+fn rate_keyed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rate_keyed");
+    let open = RateLimitPolicy::per_second(1_000_000_000).burst(1_000_000);
+    let ours: RateLimiters<u64> = RateLimiters::builder(open)
+        .max_keys(KEYS as usize)
+        .idle_ttl(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    for k in 0..KEYS {
+        ours.get_or_create(&k).unwrap();
+    }
+    let mut k = 0;
+    g.bench_function("admit/breaker", |b| {
+        b.iter(|| {
+            k = (k + 1) % KEYS;
+            black_box(ours.try_acquire(&k)).is_ok()
+        })
+    });
+    let quota = governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+        .allow_burst(NonZeroU32::new(1_000_000).unwrap());
+    let theirs = governor::RateLimiter::keyed(quota);
+    for k in 0..KEYS {
+        let _ = theirs.check_key(&k);
+    }
+    let mut k = 0;
+    g.bench_function("admit/governor", |b| {
+        b.iter(|| {
+            k = (k + 1) % KEYS;
+            black_box(theirs.check_key(&k)).is_ok()
+        })
+    });
+    g.finish();
+}
+
 fn adaptive(c: &mut Criterion) {
     let mut g = c.benchmark_group("adaptive");
     let limiter =
@@ -91,6 +131,7 @@ fn throttle(c: &mut Criterion) {
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     rate(&mut c);
+    rate_keyed(&mut c);
     adaptive(&mut c);
     throttle(&mut c);
     c.final_summary();

@@ -232,6 +232,27 @@ mod keyed {
     }
 
     #[test]
+    fn try_acquire_limits_a_key_in_place_and_refuses_a_new_key_of_a_full_registry() {
+        use crate::error::Rejection;
+        let time = ManualClock::new();
+        let l = limiters(&time, 1);
+        let admitted = (0..10).filter(|_| l.try_acquire("a").is_ok()).count();
+        assert_eq!(admitted, 5);
+        match l.try_acquire("a") {
+            Err(Rejection::RateLimited(r)) => assert_eq!(r.retry_after, Duration::from_secs(1)),
+            other => panic!("expected a rate-limit rejection, got {other:?}"),
+        }
+        match l.try_acquire("b") {
+            Err(Rejection::Keys(full)) => assert_eq!(full.layer(), Layer::RateLimit),
+            other => panic!("expected a full registry, got {other:?}"),
+        }
+        // No handle was handed out: `a` is evictable once idle and refilled.
+        time.advance(Duration::from_secs(60));
+        assert_eq!(l.evict_idle(), 1);
+        assert!(l.try_acquire("b").is_ok());
+    }
+
+    #[test]
     fn eviction_never_gives_a_key_a_fresh_burst() {
         let time = ManualClock::new();
         let l = limiters(&time, 100);

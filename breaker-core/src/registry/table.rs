@@ -230,6 +230,35 @@ where
         self.insert_slow(hash, key, now)
     }
 
+    /// `f` of the item of `key`, made if the key has none, without handing the item out: an
+    /// existing key's item is read under its shard's read lock (no clone, so no reference
+    /// count moves), which also keeps a sweep from dropping it meanwhile.
+    ///
+    /// # Errors
+    /// As [`get_or_create`](Self::get_or_create).
+    #[inline]
+    pub(crate) fn with<Q, R>(
+        &self,
+        key: &Q,
+        f: impl FnOnce(&D::Item) -> R,
+    ) -> Result<R, RegistryFull>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash);
+        let now = self.now();
+        {
+            let guard = read(shard);
+            if let Some((_, entry)) = guard.table.find(hash, |(k, _)| k.borrow() == key) {
+                self.touch_only(entry, now);
+                return Ok(f(&entry.item));
+            }
+        }
+        self.insert_slow(hash, key, now).map(|item| f(&item))
+    }
+
     /// The item of `key` if it has one; makes nothing. Counts as a use.
     pub(crate) fn get<Q>(&self, key: &Q) -> Option<D::Item>
     where
@@ -296,13 +325,19 @@ where
 
     #[inline]
     fn touch(&self, entry: &Entry<D::Item>, now: u64) -> D::Item {
+        self.touch_only(entry, now);
+        entry.item.clone()
+    }
+
+    /// Records a use of `entry` at `now` (at most once per TTL/16).
+    #[inline]
+    fn touch_only(&self, entry: &Entry<D::Item>, now: u64) {
         if let Some(ttl) = self.ttl {
             let last = entry.last_used.load(Ordering::Relaxed);
             if now.saturating_sub(last) >= ttl / 16 && now > last {
                 entry.last_used.store(now, Ordering::Relaxed);
             }
         }
-        entry.item.clone()
     }
 
     #[cold]
