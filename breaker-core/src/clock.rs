@@ -223,8 +223,18 @@ impl Clock {
     /// resolution's check, so the rejection path reads one field fewer.
     #[inline(always)]
     pub(crate) fn coarse_now(&self) -> Option<u64> {
+        // The system clock first, with its own test: the kind a breaker with defaults has.
+        if let Kind::System(_) = &self.kind {
+            return Some(coarse::now());
+        }
+        self.coarse_now_other()
+    }
+
+    /// [`Clock::coarse_now`] for a kind other than the system clock, out of line.
+    #[cold]
+    #[inline(never)]
+    fn coarse_now_other(&self) -> Option<u64> {
         match &self.kind {
-            Kind::System(_) => Some(coarse::now()),
             Kind::WithCoarse(w) => Some(w.coarse.now_nanos()),
             _ => None,
         }

@@ -90,9 +90,28 @@ fn same_policy(a: &BreakerPolicy, b: &BreakerPolicy) -> bool {
         && cooldown_jitter.to_bits() == b.cooldown_jitter.to_bits()
         && bits(*failure_rate_percent) == bits(b.failure_rate_percent)
         && slow(*slow_call) == slow(b.slow_call)
-        && *window == b.window
+        && same_window(*window, b.window)
         && *max_probe_wait == b.max_probe_wait
         && *neutral_probe == b.neutral_probe
+}
+
+/// `a == b`, inline (the derived `PartialEq` of [`SlidingWindow`](super::SlidingWindow) is
+/// called out of line).
+#[cfg(not(loom))]
+#[inline(always)]
+fn same_window(a: super::SlidingWindow, b: super::SlidingWindow) -> bool {
+    use super::SlidingWindow::{Count, Time};
+    match (a, b) {
+        (Count(a), Count(b)) => a == b,
+        (
+            Time { length, buckets },
+            Time {
+                length: l,
+                buckets: n,
+            },
+        ) => length == l && buckets == n,
+        _ => false,
+    }
 }
 
 #[cfg(not(loom))]

@@ -55,14 +55,15 @@ impl Inner {
     /// the open state's path, which has it in no other form.
     #[inline(always)]
     fn reject_nanos(&self, reason: RejectReason, retry_after: u64) -> Rejected {
-        // The optional parts, out of line: the totals' count and the key.
+        // The optional parts, out of line: the `tracing` event, then the totals' count and the
+        // key (in this order, so that no key is held across the event's call, which may unwind).
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            self.trace_rejection(reason, retry_after);
+        }
         let key = match &self.heavy {
             None => None,
             Some(h) => Self::heavy_rejection(h),
         };
-        if tracing::level_enabled!(tracing::Level::DEBUG) {
-            self.trace_rejection(reason, retry_after);
-        }
         Rejected::from_nanos(reason, retry_after, self.shared.name, key)
     }
 
