@@ -273,3 +273,25 @@ async fn a_limit_per_key_without_the_keys_limiter_is_a_loud_mistake() {
         assert_eq!(r.is_ok(), admitted);
     }
 }
+
+/// A `KeyedPolicyLayer` over a policy limiting `per key` limits each key with no registry
+/// given: it makes one of the policy, bounded as the attribute's.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_policy_layer_makes_the_keys_limiters_of_a_per_key_policy() {
+    use breaker_core::ratelimit::RateLimitPolicy;
+    use breaker_core::tower::policy::KeyedPolicyLayer;
+
+    let policy = Policy {
+        rate_limit: Some(RateLimitPolicy::per_second(1).burst(1).per_key()),
+        ..Policy::default()
+    };
+    let mut svc = KeyedPolicyLayer::new(&policy, |req: &(&'static str, u32)| req.0.to_owned())
+        .unwrap()
+        .layer(service_fn(|(_, n): (&'static str, u32)| async move {
+            Ok::<_, std::io::Error>(n)
+        }));
+    for (key, admitted) in [("a", true), ("a", false), ("b", true)] {
+        let r = svc.ready().await.unwrap().call((key, 1)).await;
+        assert_eq!(r.is_ok(), admitted, "{key}: {r:?}");
+    }
+}

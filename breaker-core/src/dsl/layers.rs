@@ -161,10 +161,17 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
                 .zip(seen)
                 .find(|((_, word), seen)| *seen && t.text == *word)
             {
-                return Err(
-                    value_error(src, t.span, format!("`{clause}` is given twice"))
-                        .expected(expected),
-                );
+                // The whole clause: `per key` is two words.
+                let end = match p.peek_at(1) {
+                    Some(next) if *clause == "per key" && next.text == "key" => next.span.end,
+                    _ => t.span.end,
+                };
+                return Err(value_error(
+                    src,
+                    t.span.start..end,
+                    format!("`{clause}` is given twice"),
+                )
+                .expected(expected));
             }
             let squashed: String = t
                 .text
@@ -544,10 +551,10 @@ mod tests {
         assert_eq!((fragment.as_str(), span), ("host", 9..13));
         assert!(text.contains("expected `key`"), "{text}");
         let (_, span, text) = err("10/s per key per key".parse::<RateLimitPolicy>());
-        assert_eq!(span, 13..16);
+        assert_eq!(span, 13..20);
         assert_eq!(
             text,
-            "`per key` is given twice at 13..16; expected one of `burst`, `wait` or end of input"
+            "`per key` is given twice at 13..20; expected one of `burst`, `wait` or end of input"
         );
         let (_, span, text) = err("10/s burst 5 burst 6".parse::<RateLimitPolicy>());
         assert_eq!(span, 13..18);

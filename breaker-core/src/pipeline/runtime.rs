@@ -844,8 +844,8 @@ fn recorded_error<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -
 fn no_key_for_a_limit_per_key() -> ! {
     panic!(
         "this pipeline's rate limit is `per key`, but the call gave no key's rate limiter: \
-         call it with `call_keyed` and a limiter from `RateLimiters` (one limit shared by every \
-         key is a rate limit without `per key`)"
+         call it with `call_keyed` and a limiter from `RateLimiters`, or with tower through a \
+         `KeyedPolicyLayer` (one limit shared by every key is a rate limit without `per key`)"
     )
 }
 

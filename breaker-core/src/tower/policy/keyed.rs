@@ -18,11 +18,12 @@ use tower_service::Service;
 /// [`Pipeline::call_keyed`]; the other layers (bulkhead, retry budget, adaptive limit,
 /// throttling) are the pipeline's, shared by every key.
 ///
-/// The keys' layers come from registries you build and bound: [`breakers`](Self::breakers)
-/// (a [`Registry`] of breakers) and [`rate_limiters`](Self::rate_limiters) ([`RateLimiters`],
-/// whose policy is usually the pipeline's rate limit `per key`). A layer with no registry
-/// is the pipeline's own for every key; a registry for a layer the pipeline does not have is
-/// not used. A new key of a full registry is refused at once with [`Rejection::Keys`]
+/// The keys' layers come from registries: [`breakers`](Self::breakers) (a [`Registry`] of
+/// breakers you build and bound; without it every key shares the pipeline's breaker) and, for
+/// a pipeline whose rate limit is `per key`, a [`RateLimiters`] of that policy made with the
+/// layer (bounded as the attribute's), or the one given to
+/// [`rate_limiters`](Self::rate_limiters). A registry for a layer the pipeline does not have
+/// is not used. A new key of a full registry is refused at once with [`Rejection::Keys`]
 /// (the service is not called).
 ///
 /// ```
@@ -70,14 +71,28 @@ impl<F> KeyedPolicyLayer<F> {
         Ok(Self::from_pipeline(Pipeline::from_policy(policy)?, key))
     }
 
-    /// A layer running calls through `pipeline`, keyed by `key`.
+    /// A layer running calls through `pipeline`, keyed by `key`. A pipeline whose rate limit
+    /// is `per key` gets the keys' limiters from a registry of its policy bounded as the
+    /// attribute's are (10,000 keys, idle after 10 minutes and their refill), until
+    /// [`rate_limiters`](Self::rate_limiters) gives another.
     pub fn from_pipeline(pipeline: Pipeline, key: F) -> Self {
+        let limiters = pipeline
+            .rate_limiter()
+            .filter(|own| own.policy().per_key)
+            .map(|own| {
+                RateLimiters::builder(own.policy())
+                    .clock(own.clock().clone())
+                    .max_keys(crate::__private::DEFAULT_MAX_KEYS)
+                    .idle_ttl(crate::__private::DEFAULT_KEY_IDLE)
+                    .build()
+                    .expect("the pipeline's rate limiter has a valid policy")
+            });
         KeyedPolicyLayer {
             pipeline,
             classifier: AllErrors,
             key,
             breakers: None,
-            limiters: None,
+            limiters,
         }
     }
 }
