@@ -340,7 +340,7 @@ impl Pipeline {
         };
         let rate = match per_key {
             None => None,
-            Some(own) => match self.key_limiters(own).get_or_create(&key) {
+            Some(own) => match self.key_limiter(own, &key) {
                 Ok(l) => Some(l),
                 Err(full) => return Target::Refused(full),
             },
@@ -381,26 +381,39 @@ impl Pipeline {
         })
     }
 
-    /// The registry of the keys' rate limiters for the pipeline's limiter `own` (a policy
-    /// `per key`): the one made before if `own`'s policy is the same, else a new one (a reload
-    /// that changes the rate starts every key afresh, as it starts a new shared limiter).
-    fn key_limiters(&self, own: &RateLimiter) -> Arc<RateLimiters<String>> {
+    /// The rate limiter of `key` for the pipeline's limiter `own` (a policy `per key`), from
+    /// the keys' registry of `own`'s policy: the one made before while the policy is the same,
+    /// else a new one (a reload that changes the rate starts every key afresh, as it starts a
+    /// new shared limiter). A lookup moves no reference count of the registry.
+    fn key_limiter(&self, own: &RateLimiter, key: &str) -> Result<RateLimiter, RegistryFull> {
         let policy: RateLimitPolicy = own.policy();
-        if let Some(current) = self.limiters.load_full() {
+        let same = |c: &Option<Arc<RateLimiters<String>>>| {
+            c.as_ref().filter(|c| c.policy() == policy).cloned()
+        };
+        if let Some(current) = self.limiters.load().as_ref() {
             if current.policy() == policy {
-                return current;
+                return current.get_or_create(key);
             }
         }
-        let made = RateLimiters::builder(policy)
-            .clock(own.clock().clone())
-            .name(self.name)
-            .max_keys(self.max_keys)
-            .idle_ttl(self.key_idle)
-            .build()
-            .expect("the pipeline's rate limiter has a valid policy");
-        let made = Arc::new(made);
-        self.limiters.store(Some(Arc::clone(&made)));
-        made
+        // First use, or a reload changed the policy: one registry for the new policy even when
+        // calls race here (the first stored is kept and the others use it).
+        self.limiters.rcu(|current| {
+            same(current).or_else(|| {
+                let made = RateLimiters::builder(policy)
+                    .clock(own.clock().clone())
+                    .name(self.name)
+                    .max_keys(self.max_keys)
+                    .idle_ttl(self.key_idle)
+                    .build()
+                    .expect("the pipeline's rate limiter has a valid policy");
+                Some(Arc::new(made))
+            })
+        });
+        match same(&self.limiters.load_full()) {
+            Some(current) => current.get_or_create(key),
+            // A reload raced this call: its limiter, from a registry of its own.
+            None => self.key_limiter(own, key),
+        }
     }
 }
 
@@ -497,14 +510,10 @@ pub struct Key {
 
 impl Key {
     fn layers(&self) -> pipeline::KeyLayers<'_> {
-        let mut layers = pipeline::KeyLayers::new();
-        if let Some(b) = &self.breaker {
-            layers = layers.breaker(b);
+        pipeline::KeyLayers {
+            breaker: self.breaker.as_ref(),
+            rate: self.rate.as_ref(),
         }
-        if let Some(r) = &self.rate {
-            layers = layers.rate_limiter(r);
-        }
-        layers
     }
 }
 

@@ -75,13 +75,10 @@ where
     ResponseFuture {
         inner: Box::pin(async move {
             let mut first = Some(ready);
-            let mut layers = KeyLayers::new();
-            if let Some(b) = &key.breaker {
-                layers = layers.breaker(b);
-            }
-            if let Some(r) = &key.rate {
-                layers = layers.rate_limiter(r);
-            }
+            let layers = KeyLayers {
+                breaker: key.breaker.as_ref(),
+                rate: key.rate.as_ref(),
+            };
             pipeline
                 .call_keyed(layers, &classifier, move || {
                     let (svc, is_ready) = match first.take() {
