@@ -37,7 +37,7 @@ pub(super) fn default_breaker(
         let hit = (entry.shared.totals == totals && same_policy(&entry.policy, policy))
             // Nothing reloads this block's policy (no factory is handed out), so its epoch
             // stays 0 and `policy` is the one in force.
-            .then(|| create(Arc::clone(&entry.shared), None, totals, 0, policy, false));
+            .then(|| create(Arc::clone(&entry.shared), None, totals, 0, policy));
         // The slot is empty (nothing in between builds a breaker), so nothing is dropped.
         let _ = LAST.try_with(|last| last.set(Some(entry)));
         if let Some(breaker) = hit {
@@ -133,7 +133,7 @@ fn default_breaker_miss(
     let factory = BreakerBuilder::new(policy.clone())
         .totals(totals)
         .build_factory()?;
-    let breaker = create(Arc::clone(&factory.shared), None, totals, 0, policy, false);
+    let breaker = create(Arc::clone(&factory.shared), None, totals, 0, policy);
     let last = Box::new(Last {
         policy: policy.clone(),
         shared: factory.shared,
@@ -238,7 +238,6 @@ impl BreakerBuilder {
             factory.shared.totals,
             epoch,
             &policy,
-            true,
         ))
     }
 

@@ -40,9 +40,9 @@ impl BreakerFactory {
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
         match self.shared.on_create.get() {
-            None => create(Arc::clone(&self.shared), key, totals, epoch, &policy, false),
+            None => create(Arc::clone(&self.shared), key, totals, epoch, &policy),
             Some(f) => {
-                let breaker = create(Arc::clone(&self.shared), key, totals, epoch, &policy, true);
+                let breaker = create(Arc::clone(&self.shared), key, totals, epoch, &policy);
                 f(&breaker);
                 breaker
             }
@@ -106,7 +106,7 @@ impl BreakerFactory {
         let epoch = self.shared.hot.window_epoch();
         let policy = self.shared.policy.load();
         let shared = Arc::clone(&self.shared);
-        let breaker = create(shared, None, self.shared.totals, epoch, &policy, true);
+        let breaker = create(shared, None, self.shared.totals, epoch, &policy);
         if let Some(f) = self.shared.on_create.get() {
             f(&breaker);
         }

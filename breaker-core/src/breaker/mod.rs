@@ -337,14 +337,16 @@ impl CircuitBreaker {
         self.inner.snapshot()
     }
 
-    /// Bytes used by this breaker, heap included, not counting the shared policy: the handle,
-    /// the state block, the window, the totals stripes and the key. 64 for a breaker with the
-    /// consecutive-failure rule and totals off.
+    /// Bytes used by this breaker, heap included, not counting the shared policy or a fleet
+    /// hook: the handle, the state block, the block of optional parts (made for a window,
+    /// totals, a key or a fleet hook), the window, the totals stripes and the key. 72
+    /// on a 64-bit target for a breaker with the consecutive-failure rule, totals off, no key
+    /// and no fleet hook, named or not.
     pub fn memory_bytes(&self) -> usize {
         // The handle (one pointer) + the shared block: a reference count (triomphe's `Arc`
         // keeps no weak count) and `Inner`.
         let mut n = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Inner>();
-        if let Some(h) = &self.inner.heavy {
+        if let Some(h) = self.inner.heavy() {
             n += std::mem::size_of::<Heavy>();
             // A shared key: its two reference counts and its bytes.
             n += h

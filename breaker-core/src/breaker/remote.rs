@@ -32,6 +32,7 @@
 
 use super::event::Cause;
 use super::event::TransitionReason;
+use super::machine::Heavy;
 use super::rejected::{RejectReason, Rejected};
 use super::state::{State, Word};
 use super::CircuitBreaker;
@@ -131,22 +132,12 @@ pub(crate) struct FleetSlot {
 pub enum HookError {
     /// The breaker has a hook already (it is shared already).
     Installed,
-    /// The breaker was made without room for a hook: by a [`BreakerFactory`](super::BreakerFactory)
-    /// or [`CircuitBreaker::new`] with lifetime totals off (the default), no sliding window and
-    /// no key (the 64-byte breaker).
-    NoRoom,
 }
 
 impl std::fmt::Display for HookError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HookError::Installed => f.write_str("the breaker is shared already"),
-            HookError::NoRoom => f.write_str(
-                "the breaker has no room for sharing: it was made without lifetime totals, \
-                 a sliding window or a key, by a factory or `CircuitBreaker::new`; build it \
-                 named with `BreakerBuilder::build`, or turn totals on \
-                 (`BreakerBuilder::totals(true)`)",
-            ),
         }
     }
 }
@@ -364,16 +355,23 @@ impl CircuitBreaker {
     /// handle counts that decide a keyed registry's eviction do not count it.
     ///
     /// # Errors
-    /// [`HookError`]: a hook is installed already, or the breaker has no room for one.
+    /// [`HookError`]: a hook is installed already. Any breaker can take one: a breaker that
+    /// keeps nothing beyond its state (no window, totals or key) gets the block that holds the
+    /// hook when the hook is installed, not before.
     #[doc(hidden)]
     pub fn install_fleet_hook(
         &self,
         hook: Arc<dyn FleetHook>,
         early: u64,
     ) -> Result<(), HookError> {
-        let Some(heavy) = &self.inner.heavy else {
-            return Err(HookError::NoRoom);
-        };
+        let heavy = self.inner.heavy.get_or_init(|| {
+            Box::new(Heavy {
+                window: None,
+                totals: None,
+                key: None,
+                fleet: std::sync::OnceLock::new(),
+            })
+        });
         let slot = Box::new(FleetSlot {
             counts: FleetCounts {
                 early,
@@ -390,10 +388,9 @@ impl CircuitBreaker {
     /// As [`install_fleet_hook`](Self::install_fleet_hook).
     #[doc(hidden)]
     pub fn fleet_hook_room(&self) -> Result<(), HookError> {
-        match &self.inner.heavy {
-            None => Err(HookError::NoRoom),
-            Some(h) if h.fleet.get().is_some() => Err(HookError::Installed),
-            Some(_) => Ok(()),
+        match self.inner.fleet() {
+            Some(_) => Err(HookError::Installed),
+            None => Ok(()),
         }
     }
 

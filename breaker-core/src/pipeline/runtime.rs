@@ -359,6 +359,13 @@ impl Pipeline {
     /// among all keys (see [`call_keyed`](Self::call_keyed)).
     #[inline]
     pub(crate) fn own_layers(&self) -> KeyLayers<'_> {
+        if self.breaker_only {
+            // No rate layer to check (the common pipeline's call, decided once).
+            return KeyLayers {
+                breaker: self.breaker.as_ref(),
+                rate: None,
+            };
+        }
         KeyLayers {
             breaker: self.breaker.as_ref(),
             rate: self.rate.as_ref().inspect(|own| {

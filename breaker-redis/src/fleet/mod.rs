@@ -102,8 +102,8 @@ use crate::store::{ForceTarget, RegisterError, Store};
 use crate::StoreError;
 use breaker_core::breaker::decide::ProbeEnd;
 use breaker_core::breaker::{
-    BreakerPolicy, CircuitBreaker, FleetHook, FleetProbe, FleetProbeEnd, HookError, Permit,
-    RejectReason, Rejected, RemoteTransition, State, TransitionReason,
+    BreakerPolicy, CircuitBreaker, FleetHook, FleetProbe, FleetProbeEnd, Permit, RejectReason,
+    Rejected, RemoteTransition, State, TransitionReason,
 };
 use breaker_core::classify::Outcome;
 use breaker_core::clock::Clock;
@@ -503,8 +503,7 @@ impl Store {
     /// the one validator refuses its policy in the scope (a rate rule over a count window, more
     /// than [`MAX_SHARED_BUCKETS`](breaker_core::scope::MAX_SHARED_BUCKETS) buckets: every
     /// mistake at once, with its `Field`), [`RegisterError::NotShareable`] if it is shared
-    /// already (with another store) or was made without room for the hook (by a factory with
-    /// lifetime totals off, no sliding window and no key).
+    /// already (with another store).
     pub fn share(&self, breaker: &CircuitBreaker) -> Result<SharedCircuitBreaker, RegisterError> {
         self.share_in(breaker, Scope::Shared)
     }
@@ -526,14 +525,6 @@ impl Store {
                 breaker: breaker.name().to_owned(),
                 errors,
             })?;
-        // No room is told before registering; a breaker shared already is told after (the
-        // same id registered with this store reads as a duplicate registration).
-        if let Err(reason @ HookError::NoRoom) = breaker.fleet_hook_room() {
-            return Err(RegisterError::NotShareable {
-                breaker: breaker.name().to_owned(),
-                reason,
-            });
-        }
         let lease = params.lease_ms.saturating_mul(1_000_000);
         let cooldown = u64::try_from(policy.cooldown.as_nanos()).unwrap_or(u64::MAX);
         let core = Arc::new(Core {

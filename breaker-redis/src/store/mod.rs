@@ -102,8 +102,8 @@ pub enum RegisterError {
     /// The breaker's name (or key) is not a valid shared breaker id.
     #[error("cannot share this breaker: {0}")]
     Name(crate::names::NameError),
-    /// The breaker cannot take the fleet hook: it is shared already (with another store), or
-    /// it was made without room for one. The message shows the name escaped.
+    /// The breaker cannot take the fleet hook: it is shared already (with another store). The
+    /// message shows the name escaped.
     #[error("cannot share breaker `{}`: {reason}", .breaker.escape_debug())]
     NotShareable {
         /// The breaker's name.

@@ -59,16 +59,21 @@ impl Coordinator {
             stored.filter(|s| !decide::newer(e.view.word.generation, s.word.generation))
         {
             let theirs = &s.fingerprint;
-            let differs = !theirs.is_empty() && **theirs != *e.target.params.fingerprint;
-            if differs && !e.mismatch {
-                let m = crate::link::PolicyMismatch {
-                    id: e.target.id.clone(),
-                    ours: e.target.params.fingerprint.to_string(),
-                    theirs: theirs.clone(),
-                };
-                breaker.policy_mismatch(&m);
+            // A word with no fingerprint (none has made a transition yet) tells nothing of the
+            // policies: it neither reports a mismatch nor ends one, so a mismatch answered
+            // again after it is not reported twice.
+            if !theirs.is_empty() {
+                let differs = **theirs != *e.target.params.fingerprint;
+                if differs && !e.mismatch {
+                    let m = crate::link::PolicyMismatch {
+                        id: e.target.id.clone(),
+                        ours: e.target.params.fingerprint.to_string(),
+                        theirs: theirs.clone(),
+                    };
+                    breaker.policy_mismatch(&m);
+                }
+                e.mismatch = differs;
             }
-            e.mismatch = differs;
         }
         let local = breaker.local_now();
         let passed = stored.is_some_and(|s| s.deadline_ms <= server_now);

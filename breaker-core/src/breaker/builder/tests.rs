@@ -16,7 +16,7 @@ fn new_keeps_no_totals_and_is_one_block() {
     let _ = b.try_acquire().map(|p| p.success());
     assert_eq!(b.snapshot().totals, None);
     assert!(
-        b.inner.heavy.is_none(),
+        b.inner.heavy().is_none(),
         "no second heap block without totals"
     );
     // The handle (8), the reference count (8) and the state block (56: the word, its two
@@ -27,6 +27,16 @@ fn new_keeps_no_totals_and_is_one_block() {
         .build()
         .unwrap();
     assert_eq!(built.snapshot().totals, None, "the builder's default too");
+
+    // A named breaker (a pipeline's, an annotated function's) can be shared with a fleet
+    // store, but keeps no block for the hook until one is installed.
+    let named = CircuitBreaker::builder(BreakerPolicy::default())
+        .name("named")
+        .build()
+        .unwrap();
+    assert!(named.inner.heavy().is_none());
+    assert_eq!(named.memory_bytes(), 72);
+    assert_eq!(named.fleet_hook_room(), Ok(()));
 
     let counted = CircuitBreaker::builder(BreakerPolicy::default())
         .totals(true)

@@ -60,7 +60,7 @@ impl Inner {
         if tracing::level_enabled!(tracing::Level::DEBUG) {
             self.trace_rejection(reason, retry_after);
         }
-        let key = match &self.heavy {
+        let key = match self.heavy() {
             None => None,
             Some(h) => Self::heavy_rejection(h),
         };

@@ -46,7 +46,7 @@ impl Inner {
                 }
             }
         }
-        if let Some(slot) = self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
+        if let Some(slot) = self.heavy().and_then(|h| h.window.as_ref()) {
             // The healthy steady state, decided inline: a success (not slow: a ticket has a
             // start only under a slow-call rule) in a count window full of successes changes
             // nothing and cannot trip (`ring.rs`); one in a time window's current bucket after

@@ -41,10 +41,7 @@ impl Inner {
 
     #[inline(always)]
     pub(crate) fn fleet(&self) -> Option<&FleetSlot> {
-        self.heavy
-            .as_ref()
-            .and_then(|h| h.fleet.get())
-            .map(|b| &**b)
+        self.heavy().and_then(|h| h.fleet.get()).map(|b| &**b)
     }
 
     /// A closed call of a hooked breaker ended with `outcome` (slow: whether it was slow).

@@ -50,11 +50,13 @@ use super::store::WindowSlot;
 use super::totals::{Counter, Striped};
 use super::CircuitBreaker;
 use crate::sync::{AtomicU64, Ordering};
+use once_cell::race::OnceBox;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// What a breaker keeps only when it needs it (so a consecutive-rule breaker without totals
-/// keeps one heap block).
+/// keeps one heap block): made with the breaker for a window, totals or a key, or when a fleet
+/// hook is installed (`remote.rs`), never removed.
 pub(crate) struct Heavy {
     /// The sliding window (boxed, so a breaker without one keeps `Heavy` at 32 bytes).
     pub(crate) window: Option<Box<WindowSlot>>,
@@ -83,7 +85,9 @@ pub(crate) struct Inner {
     /// left.
     pub(crate) hint: AtomicU64,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) heavy: Option<Box<Heavy>>,
+    /// Set at creation or by a fleet hook's installation, once: one pointer, read with one
+    /// load (`OnceBox`), so a breaker without it decides as fast as one that can never have it.
+    pub(crate) heavy: OnceBox<Heavy>,
 }
 
 /// How [`Inner::stamp`] treats a stamp already written for the same generation.
@@ -101,16 +105,19 @@ impl Inner {
         self as *const Inner as usize
     }
 
+    /// What this breaker keeps beyond the word and its stamps, if anything.
+    #[inline(always)]
+    pub(crate) fn heavy(&self) -> Option<&Heavy> {
+        self.heavy.get()
+    }
+
     pub(crate) fn key(&self) -> &str {
-        self.heavy
-            .as_ref()
-            .and_then(|h| h.key.as_deref())
-            .unwrap_or("")
+        self.heavy().and_then(|h| h.key.as_deref()).unwrap_or("")
     }
 
     #[inline(always)]
     pub(crate) fn count(&self, c: Counter) {
-        if let Some(h) = &self.heavy {
+        if let Some(h) = self.heavy() {
             if let Some(t) = &h.totals {
                 t.add(c);
             }
@@ -218,24 +225,23 @@ pub(crate) fn create(
     totals: bool,
     epoch: u32,
     policy: &BreakerPolicy,
-    room: bool,
 ) -> CircuitBreaker {
     // Plain branches, not `bool::then` closures: a closure that owns the parts would bring
     // its own drop glue to every breaker's creation.
-    let heavy = if room || totals || key.is_some() || policy.uses_window() {
+    let heavy = if totals || key.is_some() || policy.uses_window() {
         let window = if policy.uses_window() {
             Some(Box::new(WindowSlot::new(policy.window, epoch)))
         } else {
             None
         };
-        Some(Box::new(Heavy {
+        OnceBox::with_value(Box::new(Heavy {
             window,
             totals: if totals { Some(Striped::new()) } else { None },
             key,
             fleet: std::sync::OnceLock::new(),
         }))
     } else {
-        None
+        OnceBox::new()
     };
     CircuitBreaker {
         inner: triomphe::Arc::new(Inner {

@@ -28,7 +28,7 @@ impl Inner {
                 .unwrap_or_else(|| self.shared.policy.load().cooldown_for(w.streak))
         });
         let (consecutive_failures, window) = if w.state == State::Closed {
-            let window = match self.heavy.as_ref().and_then(|h| h.window.as_ref()) {
+            let window = match self.heavy().and_then(|h| h.window.as_ref()) {
                 Some(slot) => slot.counts(&self.shared, w.generation),
                 None => WindowCounts::default(),
             };
@@ -47,8 +47,7 @@ impl Inner {
             probes_in_flight: if half_open { w.in_flight } else { 0 },
             probe_successes: if half_open { w.successes } else { 0 },
             totals: self
-                .heavy
-                .as_ref()
+                .heavy()
                 .and_then(|h| h.totals.as_ref())
                 .map(Striped::sum),
         }

@@ -183,7 +183,7 @@ fn a_probe_runs_only_as_the_hook_decides_and_returns_its_lease_once() {
 }
 
 #[test]
-fn a_breaker_without_room_is_refused_and_handle_counts_exclude_the_hook() {
+fn a_breaker_that_keeps_nothing_else_takes_a_hook_and_handle_counts_exclude_it() {
     let factory = CircuitBreaker::builder(BreakerPolicy {
         consecutive_failures: Some(3),
         ..BreakerPolicy::default()
@@ -192,8 +192,33 @@ fn a_breaker_without_room_is_refused_and_handle_counts_exclude_the_hook() {
     .totals(false)
     .build_factory()
     .unwrap();
+    // A breaker that keeps nothing beyond its state (no window, totals or key) gets the
+    // block that holds a hook when one is installed, and only then.
     let tight = factory.create();
-    assert_eq!(tight.fleet_hook_room(), Err(HookError::NoRoom));
+    assert!(tight.inner.heavy().is_none());
+    assert_eq!(tight.fleet_hook_room(), Ok(()));
+    let hook = Arc::new(Recorder::default());
+    tight
+        .install_fleet_hook(Arc::clone(&hook) as Arc<dyn FleetHook>, 0)
+        .unwrap();
+    assert!(tight.has_fleet_hook() && tight.inner.heavy().is_some());
+    assert_eq!(tight.fleet_hook_room(), Err(HookError::Installed));
+    assert_eq!(
+        tight.install_fleet_hook(Arc::clone(&hook) as Arc<dyn FleetHook>, 0),
+        Err(HookError::Installed)
+    );
+    // Its outcomes now reach the hook (the success's steady path no longer skips it).
+    tight.try_acquire().unwrap().success();
+    tight.try_acquire().unwrap().failure();
+    assert_eq!(hook.take(), ["activated"]);
+    assert_eq!(
+        tight.take_fleet_counts(),
+        FleetTaken {
+            successes: 1,
+            failures: 1,
+            slow: 0
+        }
+    );
     // The hook is taken to hold one handle (a fleet backend's does); this one holds none.
     let (b, _time, _hook) = hooked(0);
     assert_eq!((b.handle_count(), b.all_handles()), (0, 1));
