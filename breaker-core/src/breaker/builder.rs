@@ -227,8 +227,6 @@ impl BreakerBuilder {
         {
             return default_breaker(&self.policy, self.totals);
         }
-        // A named breaker always has room for a fleet hook (`Store::share`): it is one per
-        // policy, not per key, so the few bytes do not add up.
         let factory = self.build_factory()?;
         let epoch = factory.shared.hot.window_epoch();
         let policy = factory.shared.policy.load();

@@ -50,7 +50,7 @@ impl BreakerFactory {
     }
 
     /// Runs `f` with every breaker this factory (and its clones) creates from now on, before
-    /// it is handed out; such breakers always have room for a fleet hook. Set once: returns
+    /// it is handed out (any breaker can take a fleet hook). Set once: returns
     /// whether it was set. Hidden and unstable: a fleet backend shares keyed breakers with it
     /// (`#[circuit_breaker(scope = "shared", key = ..)]`).
     #[doc(hidden)]
@@ -97,20 +97,6 @@ impl BreakerFactory {
     /// The name of this factory's breakers.
     pub fn name(&self) -> &'static str {
         self.shared.name
-    }
-
-    /// A breaker like [`create`](Self::create)'s with room for a fleet hook whatever its
-    /// policy and totals (a config registry's named policy shares its one breaker with a
-    /// fleet backend on demand; it is one per policy, so the few bytes do not add up).
-    pub(crate) fn create_shareable(&self) -> CircuitBreaker {
-        let epoch = self.shared.hot.window_epoch();
-        let policy = self.shared.policy.load();
-        let shared = Arc::clone(&self.shared);
-        let breaker = create(shared, None, self.shared.totals, epoch, &policy);
-        if let Some(f) = self.shared.on_create.get() {
-            f(&breaker);
-        }
-        breaker
     }
 
     /// Whether this factory's breakers keep lifetime totals.

@@ -515,7 +515,7 @@ impl Inner {
         let factory = builder
             .build_factory()
             .expect("loaded policies are validated");
-        let breaker = factory.create_shareable();
+        let breaker = factory.create();
         crate::observe::track(&breaker);
         PolicyBreaker {
             factory,
