@@ -7,7 +7,7 @@ use crate::breaker::{BreakerBuilder, BreakerFactory, CircuitBreaker};
 use crate::classify::Classifier;
 #[cfg(feature = "config")]
 use crate::config::PolicyRegistry;
-use crate::pipeline::{self, PipelineBuilder};
+use crate::pipeline::{self, Layers, PipelineBuilder};
 use crate::policy::Policy;
 use crate::ratelimit::{RateLimitPolicy, RateLimiter, RateLimiters};
 use crate::registry::{Registry, RegistryFull};
@@ -553,21 +553,21 @@ where
 {
     match target {
         Target::Shared(p) => Call::Run {
-            fut: p.run(p.own_layers(), classifier, op),
+            fut: p.run(Layers::Own, classifier, op),
         },
         Target::Keyed(p, key) => Call::Run {
-            fut: p.run(p.keyed(key.layers()), classifier, op),
+            fut: p.run(Layers::Key(p.keyed(key.layers())), classifier, op),
         },
         Target::Refused(full) => Call::Refused {
             result: Some(Err(Error::Rejected(Rejection::Keys(*full)))),
         },
         #[cfg(feature = "config")]
         Target::Live(p) => Call::Run {
-            fut: p.run(p.own_layers(), classifier, op),
+            fut: p.run(Layers::Own, classifier, op),
         },
         #[cfg(feature = "config")]
         Target::LiveKeyed(p, key) => Call::Run {
-            fut: p.run(p.keyed(key.layers()), classifier, op),
+            fut: p.run(Layers::Key(p.keyed(key.layers())), classifier, op),
         },
     }
 }

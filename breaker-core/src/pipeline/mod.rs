@@ -158,6 +158,8 @@ pub(crate) use classify::sealed;
 pub use classify::{classifier, AllErrors, ErrorClassifier, FnClassifier, NoHint};
 
 #[cfg(feature = "tokio")]
+pub(crate) use runtime::Layers;
+#[cfg(feature = "tokio")]
 pub use runtime::{KeyLayers, Pipeline};
 
 #[cfg(feature = "tokio")]
