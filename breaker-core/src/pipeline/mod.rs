@@ -149,6 +149,10 @@ mod retry_run;
 #[macro_use]
 mod segment;
 #[cfg(feature = "tokio")]
+mod direct;
+#[cfg(feature = "tokio")]
+mod keyed;
+#[cfg(feature = "tokio")]
 mod runtime;
 
 #[cfg(feature = "tokio")]
@@ -158,9 +162,11 @@ pub(crate) use classify::sealed;
 pub use classify::{classifier, AllErrors, ErrorClassifier, FnClassifier, NoHint};
 
 #[cfg(feature = "tokio")]
-pub(crate) use runtime::Layers;
+pub use keyed::KeyLayers;
 #[cfg(feature = "tokio")]
-pub use runtime::{KeyLayers, Pipeline};
+pub(crate) use keyed::Layers;
+#[cfg(feature = "tokio")]
+pub use runtime::Pipeline;
 
 #[cfg(feature = "tokio")]
 use crate::retry::{GiveUpReason, RetryBudget};

@@ -2,6 +2,8 @@
 
 use super::attempt::{metrics_of, Attempt, Held};
 use super::ctx::Ctx;
+use super::direct::{BreakerOnly, OutOfLine, Run};
+use super::keyed::{KeyLayers, Layers};
 use super::retry_run::{dependency_outcome, error_outcome, hedge_verdict, RetryRun, Step};
 use super::*;
 use crate::adaptive::AdaptiveLimiter;
@@ -20,10 +22,7 @@ use crate::timeout::{Elapsed, TimeoutKind};
 use rand::rngs::SmallRng;
 use std::fmt;
 use std::future::Future;
-use std::mem::ManuallyDrop;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 /// A resilience pipeline: the configured layers in their order. See the
@@ -269,128 +268,6 @@ impl Pipeline {
         C: Classifier<T, E> + ?Sized,
     {
         self.run(Layers::Own, classifier, op)
-    }
-
-    /// Like [`call_with`](Self::call_with), with `breaker` in place of the pipeline's own
-    /// in the same position of the order: what
-    /// [`with_breaker(breaker).call_with(..)`](Self::with_breaker) does, without cloning
-    /// the pipeline. The way to run one pipeline with a breaker per key, the breaker taken
-    /// from a [`Registry`](crate::registry::Registry) per call. A pipeline without a
-    /// breaker layer ignores `breaker`. Calls and rejections are counted under the name
-    /// of the pipeline's own breaker.
-    ///
-    /// # Errors
-    /// As [`call`](Self::call).
-    ///
-    /// # Panics
-    /// As [`call`](Self::call).
-    pub fn call_with_breaker<'a, T: 'a, E: 'a, F, Fut, C>(
-        &'a self,
-        breaker: &'a CircuitBreaker,
-        classifier: &'a C,
-        op: F,
-    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
-    where
-        F: FnMut() -> Fut + 'a,
-        Fut: Future<Output = Result<T, E>> + 'a,
-        C: Classifier<T, E> + ?Sized,
-    {
-        self.run(
-            Layers::Key(self.keyed(KeyLayers::new().breaker(breaker))),
-            classifier,
-            op,
-        )
-    }
-
-    /// Like [`call_with`](Self::call_with), with a key's own layers in place of the
-    /// pipeline's, each in the same position of the order: its breaker (from a
-    /// [`Registry`](crate::registry::Registry)) and its rate limiter (from
-    /// [`RateLimiters`](crate::ratelimit::RateLimiters)). What `#[circuit_breaker(key = ..)]`
-    /// runs. The pipeline must have the rate layer to run a key's limiter (its place in the
-    /// order): build it with the key's policy (`.rate_limit(policy)`). A breaker the pipeline
-    /// has no layer for is ignored, as by [`call_with_breaker`](Self::call_with_breaker); a
-    /// layer the key does not give is the pipeline's own, except a rate limit `per key`, which
-    /// needs the key's. Calls and rejections are counted under the name of the pipeline's own
-    /// breaker.
-    ///
-    /// # Errors
-    /// As [`call`](Self::call).
-    ///
-    /// # Panics
-    /// As [`call`](Self::call); and if `key` gives a rate limiter to a pipeline with no rate
-    /// limit, or gives none to a pipeline whose rate limit is `per key`.
-    ///
-    /// ```
-    /// # use breaker_core as breaker;
-    /// use breaker::pipeline::{AllErrors, KeyLayers, Pipeline};
-    /// use breaker::ratelimit::{RateLimitPolicy, RateLimiters};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let per_tenant = RateLimitPolicy::per_second(1).burst(1);
-    /// let pipeline = Pipeline::builder().rate_limit(per_tenant).build()?;
-    /// let tenants: RateLimiters<String> =
-    ///     RateLimiters::builder(per_tenant).max_keys(10_000).build()?;
-    /// for (tenant, admitted) in [("a", true), ("a", false), ("b", true)] {
-    ///     let limiter = tenants.get_or_create(tenant)?;
-    ///     let key = KeyLayers::new().rate_limiter(&limiter);
-    ///     let result: Result<u32, breaker::Error<std::io::Error>> =
-    ///         pipeline.call_keyed(key, &AllErrors, || async { Ok(7) }).await;
-    ///     assert_eq!(result.is_ok(), admitted);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn call_keyed<'a, T: 'a, E: 'a, F, Fut, C>(
-        &'a self,
-        key: KeyLayers<'a>,
-        classifier: &'a C,
-        op: F,
-    ) -> impl Future<Output = Result<T, Error<E>>> + 'a
-    where
-        F: FnMut() -> Fut + 'a,
-        Fut: Future<Output = Result<T, E>> + 'a,
-        C: Classifier<T, E> + ?Sized,
-    {
-        self.run(Layers::Key(self.keyed(key)), classifier, op)
-    }
-
-    /// The pipeline's own breaker and rate limiter.
-    ///
-    /// # Panics
-    /// If the rate limit is `per key`: a call with no key's limiter would share one limit
-    /// among all keys (see [`call_keyed`](Self::call_keyed)).
-    #[inline]
-    pub(crate) fn own_layers(&self) -> KeyLayers<'_> {
-        KeyLayers {
-            breaker: self.breaker.as_ref(),
-            rate: self.rate.as_ref().inspect(|own| {
-                if own.policy().per_key {
-                    no_key_for_a_limit_per_key()
-                }
-            }),
-        }
-    }
-
-    /// A key's layers in place of the pipeline's, for the layers the pipeline has.
-    ///
-    /// # Panics
-    /// If `key` has a rate limiter and the pipeline no rate limit (there is no place in the
-    /// order to run it), or the pipeline's rate limit is `per key` and `key` has none.
-    #[inline]
-    pub(crate) fn keyed<'a>(&'a self, key: KeyLayers<'a>) -> KeyLayers<'a> {
-        let rate = match (&self.rate, key.rate) {
-            (Some(_), Some(limiter)) => Some(limiter),
-            (Some(own), None) if own.policy().per_key => no_key_for_a_limit_per_key(),
-            (Some(own), None) => Some(own),
-            (None, Some(_)) => panic!(
-                "a key's rate limiter was given to a pipeline with no rate limit, which has no \
-                 place in its order to run it; add one to the pipeline \
-                 (`PipelineBuilder::rate_limit`, the key's policy)"
-            ),
-            (None, None) => None,
-        };
-        KeyLayers {
-            breaker: self.breaker.as_ref().map(|own| key.breaker.unwrap_or(own)),
-            rate,
-        }
     }
 
     /// The one implementation of a call, with `layers` as its breaker and rate limiter.
@@ -653,147 +530,6 @@ impl fmt::Debug for Pipeline {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// The future of one call ([`Pipeline::run`]): the breaker-only path or the general one.
-    #[project = RunProj]
-    pub(crate) enum Run<B, G> {
-        BreakerOnly {
-            #[pin]
-            fut: B,
-        },
-        General {
-            #[pin]
-            fut: G,
-        },
-    }
-}
-
-impl<B: Future, G: Future<Output = B::Output>> Future for Run<B, G> {
-    type Output = B::Output;
-
-    #[inline(always)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<B::Output> {
-        match self.project() {
-            RunProj::BreakerOnly { fut } => fut.poll(cx),
-            RunProj::General { fut } => fut.poll(cx),
-        }
-    }
-}
-
-/// The general path's future, its poll and its drop out of line: the breaker-only path's poll
-/// and drop are small enough to be inlined into their caller, and would not be with the
-/// general path's beside them in [`Run`].
-pub(crate) struct OutOfLine<G> {
-    inner: ManuallyDrop<G>,
-}
-
-impl<G> OutOfLine<G> {
-    fn new(inner: G) -> Self {
-        OutOfLine {
-            inner: ManuallyDrop::new(inner),
-        }
-    }
-}
-
-// The one `unsafe` of the pipeline: a pinned field whose drop is out of line, which neither
-// `pin-project-lite` (no `Drop` of one's own) nor an `Option` (a move out of a pinned field)
-// gives safely. Checked by the pipeline tests under valgrind's memcheck in CI.
-#[allow(unsafe_code)]
-impl<G: Future> Future for OutOfLine<G> {
-    type Output = G::Output;
-
-    #[inline(never)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<G::Output> {
-        // SAFETY: `inner` is pinned when `self` is (structural pinning): it is never moved out,
-        // and `drop` drops it in place.
-        unsafe { self.map_unchecked_mut(|s| &mut *s.inner) }.poll(cx)
-    }
-}
-
-#[allow(unsafe_code)]
-impl<G> Drop for OutOfLine<G> {
-    #[inline(never)]
-    fn drop(&mut self) {
-        // SAFETY: `inner` is dropped once, here, in `drop`, and nothing uses it after (the
-        // struct is being dropped); it is dropped in place, as pinning requires.
-        unsafe { ManuallyDrop::drop(&mut self.inner) }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A call through a pipeline that is only a breaker (see [`Pipeline::run`]): what the
-    /// general path does for it (metrics, the rejection, the outcome classified once, a
-    /// cancellation or a panic recorded by the permit's guard), written out by hand.
-    ///
-    /// An `async fn` would keep the permit in its state before polling the operation; here it
-    /// stays a local while the operation's first poll runs, and moves into the state only when
-    /// that poll returns `Pending`. A panic in `op` or in that first poll drops the local, which
-    /// records a failure, as the guard in the state does later.
-    ///
-    /// Polled again after it returned `Ready` (which the `Future` contract leaves open), it
-    /// polls the operation's finished future again after a call that ran (an `async` block
-    /// panics; otherwise the missing permit does), and after a rejection asks the breaker
-    /// again: a guard
-    /// (`op` in an `Option`) cost 15 instructions a call, more than a tenth of the call.
-    pub(crate) struct BreakerOnly<'a, F, Fut, C: ?Sized> {
-        pipeline: &'a Pipeline,
-        breaker: &'a CircuitBreaker,
-        class: &'a C,
-        op: F,
-        // `None` until the call is admitted; then the operation's one future.
-        #[pin]
-        fut: Option<Fut>,
-        // The permit while the operation is pending; `None` before and after.
-        held: Option<Held<'a>>,
-    }
-}
-
-impl<'a, T, E, F, Fut, C> Future for BreakerOnly<'a, F, Fut, C>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    C: Classifier<T, E> + ?Sized,
-{
-    type Output = Result<T, Error<E>>;
-
-    #[inline(always)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let (result, mut held) = match this.fut.as_mut().as_pin_mut() {
-            None => {
-                let permit = match this.breaker.try_acquire() {
-                    Ok(permit) => permit,
-                    Err(r) => return Poll::Ready(Err(this.pipeline.rejected(r))),
-                };
-                let held = Held {
-                    permit,
-                    metrics: metrics_of(&this.pipeline.metrics),
-                };
-                // The operation is called only once admitted, as on the general path.
-                this.fut.set(Some((this.op)()));
-                let fut = this.fut.as_pin_mut().expect("just set");
-                match fut.poll(cx) {
-                    Poll::Ready(result) => (result, held),
-                    Poll::Pending => {
-                        *this.held = Some(held);
-                        return Poll::Pending;
-                    }
-                }
-            }
-            Some(fut) => {
-                let result = ready!(fut.poll(cx));
-                let held = this
-                    .held
-                    .take()
-                    .expect("`BreakerOnly` polled after completion");
-                (result, held)
-            }
-        };
-        held.record(this.class.outcome_of(result.as_ref()));
-        Poll::Ready(result.map_err(Error::Inner))
-    }
-}
-
 impl Pipeline {
     /// A rejection by the rate limit, adaptive limit or throttling layer, counted, as a call's
     /// error.
@@ -850,54 +586,5 @@ fn recorded_error<T, E, C: Classifier<T, E> + ?Sized>(e: &Error<E>, class: &C) -
         Error::Timeout(_) => Recorded::Timeout,
         Error::Rejected(_) => Recorded::Rejected,
         Error::GaveUp { last, .. } => recorded_error::<T, E, C>(last, class),
-    }
-}
-
-#[cold]
-#[track_caller]
-fn no_key_for_a_limit_per_key() -> ! {
-    panic!(
-        "this pipeline's rate limit is `per key`, but the call gave no key's rate limiter: \
-         call it with `call_keyed` and a limiter from `RateLimiters`, or with tower through a \
-         `KeyedPolicyLayer` (one limit shared by every key is a rate limit without `per key`)"
-    )
-}
-
-/// The layers of one call ([`Pipeline::run`]): the pipeline's own, or a key's in their places
-/// ([`Pipeline::keyed`], checked).
-pub(crate) enum Layers<'a> {
-    Own,
-    Key(KeyLayers<'a>),
-}
-
-/// A key's own layers for one call of [`Pipeline::call_keyed`]: the breaker and the rate
-/// limiter that take the place of the pipeline's, each in its position of the order. Build it
-/// with [`new`](Self::new) and the setters; a layer left unset is the pipeline's own.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KeyLayers<'a> {
-    pub(crate) breaker: Option<&'a CircuitBreaker>,
-    pub(crate) rate: Option<&'a RateLimiter>,
-}
-
-impl<'a> KeyLayers<'a> {
-    /// No layer of the key's own: the call runs with the pipeline's.
-    pub fn new() -> Self {
-        KeyLayers::default()
-    }
-
-    /// The key's breaker, in the breaker layer's position.
-    pub fn breaker(self, breaker: &'a CircuitBreaker) -> Self {
-        KeyLayers {
-            breaker: Some(breaker),
-            ..self
-        }
-    }
-
-    /// The key's rate limiter, in the rate layer's position.
-    pub fn rate_limiter(self, limiter: &'a RateLimiter) -> Self {
-        KeyLayers {
-            rate: Some(limiter),
-            ..self
-        }
     }
 }
