@@ -48,8 +48,11 @@ impl SharedCircuitBreaker {
     }
 }
 
-/// The handle of `core`'s breaker with `store`, unless it has been let go.
+/// The handle of `core`'s breaker with `store`, unless it has been let go or is not shared yet.
 pub(super) fn handle(core: Arc<Core>, store: &Store) -> Option<SharedCircuitBreaker> {
+    // Registered but not linked yet: `share` is between the two on another thread, and a
+    // handle (whose `id` reads the link) exists only once it is shared.
+    core.link.get()?;
     let breaker = core.breaker()?;
     Some(SharedCircuitBreaker {
         h: Arc::new(Handle {
