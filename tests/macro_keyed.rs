@@ -110,18 +110,16 @@ async fn two_instances_with_different_bases_have_independent_breakers() {
             Err(Error::Inner(HttpError::Status(503)))
         ));
     }
-    // `down`'s breaker is open: refused locally, naming the method (with its type) and key.
+    // `down`'s breaker is open: refused locally, naming the method (with its type). The key is
+    // the caller's own (a rejection is a plain value; the breaker's events name the key,
+    // `tests/macro_keyed_events.rs`).
     let Err(Error::Rejected(Rejection::Breaker(r))) = down.get_price("abc").await else {
         panic!("expected a rejection by `down`'s breaker")
     };
     assert_eq!(r.name(), "macro_keyed::Client::get_price");
-    assert_eq!(r.key(), Some(down.base.as_str()));
     let shown = r.to_string();
     assert!(
-        shown.starts_with(&format!(
-            "circuit breaker `macro_keyed::Client::get_price` for key `{}` is open",
-            down.base
-        )),
+        shown.starts_with("circuit breaker `macro_keyed::Client::get_price` is open"),
         "{shown}"
     );
     assert_eq!(hits.down.load(Ordering::SeqCst), 2);

@@ -243,10 +243,11 @@ impl CircuitBreaker {
     #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
         // The closed path inline (two loads). An open breaker's rejection by its hint is
-        // decided out of line with its answer in registers (`Inner::open_left`: no pointer to
-        // this result is kept across the coarse clock's call), and its `Rejected` is written
-        // here, field by field, so a caller that drops it unread writes none of them. Every
-        // other admission goes through the update loop, out of line.
+        // decided out of line, with its event and its count, and its answer in registers
+        // (`Inner::reject_by_hint`: no pointer to this result is kept across the coarse
+        // clock's call); its `Rejected` (a plain value) is written here, so a caller that
+        // drops it unread writes none of it. Every other admission goes through the update
+        // loop, out of line.
         let raw = self.inner.state.load(Ordering::Acquire);
         if Word::raw_is_closed(raw) {
             return Ok(Permit {
@@ -254,7 +255,7 @@ impl CircuitBreaker {
                 ticket: self.inner.closed_ticket(raw),
             });
         }
-        match self.inner.open_left(raw) {
+        match self.inner.reject_by_hint(raw) {
             Some(left) => Err(self.inner.reject_open(left)),
             None => self.try_acquire_slow().map(|ticket| Permit {
                 inner: &self.inner,

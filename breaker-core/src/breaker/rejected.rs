@@ -2,7 +2,6 @@
 
 use super::state::State;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a call was rejected.
@@ -32,44 +31,29 @@ impl RejectReason {
 /// This is never a failure of the dependency: it is not recorded by any breaker, it is never
 /// retried, and it is a distinct variant of the pipeline's error so callers can pick a
 /// fallback and metrics can tell it apart.
-#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// A plain value (`Copy`, 32 bytes, no drop): why, for how long, and the breaker's name, as
+/// Resilience4j's `CallNotPermittedException` names its breaker. It owns nothing, so a caller
+/// that drops one unread pays nothing for it, and the closed path of every caller of
+/// [`try_acquire`](super::CircuitBreaker::try_acquire) keeps its permit in registers (a
+/// rejection that owned a key had drop glue, and the caller kept the whole result in memory for
+/// its unwinding path). A keyed breaker's key is the caller's own (it chose the breaker by it);
+/// the breaker's `tracing` events name it.
+#[derive(Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.describe())]
 #[repr(C)] // `reason` last: its spare values are the niche of `Rejection` and `Error` (below)
 pub struct Rejected {
     /// The rest of the cooldown in nanoseconds, [`NO_RETRY_AFTER`] for none.
     retry_after: u64,
     name: &'static str,
-    key: Key,
     reason: RejectReason,
-}
-
-/// A rejection's key. Its drop hands the `Arc` by value to a function out of line, so that
-/// dropping a rejection never takes its address (`Arc`'s own drop passes a pointer to the
-/// field to its slow path): a caller that drops a rejection it did not read can then keep it
-/// in registers, and drop the fields it never wrote (`BREAKER_IR=open/new`, benches/breaker.rs).
-#[derive(Clone, PartialEq, Eq)]
-struct Key(Option<Arc<str>>);
-
-impl Drop for Key {
-    #[inline(always)]
-    fn drop(&mut self) {
-        if let Some(key) = self.0.take() {
-            release(key);
-        }
-    }
-}
-
-#[inline(never)]
-fn release(key: Arc<str>) {
-    drop(key);
 }
 
 // A rejection travels in every pipeline call's result type (`Result<T, Error<E>>`), which a
 // call moves a few times, so its size is paid on the success path too: 8 bytes of
 // `retry_after` where an `Option<Duration>` takes 16, and `reason` placed last, where the enums
-// that carry a rejection keep their tags in its unused values (`Rejection` is no larger than
-// `Rejected`, and `Error` is as large as its `GaveUp` variant, not larger).
-const _: () = assert!(std::mem::size_of::<Rejected>() == 48);
+// that carry a rejection keep their tags in its unused values.
+const _: () = assert!(std::mem::size_of::<Rejected>() == 32);
 
 /// `Rejected::retry_after` when there is none. Cooldowns are at most 365 days
 /// ([`MAX_COOLDOWN`](super::MAX_COOLDOWN)); a duration beyond `u64::MAX - 1` nanoseconds
@@ -91,12 +75,10 @@ impl Rejected {
         reason: RejectReason,
         retry_after: u64,
         name: &'static str,
-        key: Option<Arc<str>>,
     ) -> Rejected {
         Rejected {
             retry_after,
             name,
-            key: Key(key),
             reason,
         }
     }
@@ -126,22 +108,12 @@ impl Rejected {
         self.name
     }
 
-    /// The key of the breaker that refused, for a breaker of a keyed set
-    /// ([`BreakerFactory::create_keyed`](super::BreakerFactory::create_keyed), a tagged
-    /// [`Registry`](crate::registry::Registry)).
-    pub fn key(&self) -> Option<&str> {
-        self.key.0.as_deref()
-    }
-
     fn describe(&self) -> String {
-        let mut who = if self.name.is_empty() {
+        let who = if self.name.is_empty() {
             "circuit breaker".to_string()
         } else {
             format!("circuit breaker `{}`", self.name)
         };
-        if let Some(key) = &self.key.0 {
-            who.push_str(&format!(" for key `{key}`"));
-        }
         match (self.reason(), self.retry_after()) {
             (RejectReason::Open, Some(d)) => {
                 // To the millisecond, rounded up (never sooner than the truth): a message is
@@ -165,7 +137,6 @@ impl fmt::Debug for Rejected {
             .field("reason", &self.reason)
             .field("retry_after", &self.retry_after())
             .field("name", &self.name)
-            .field("key", &self.key.0)
             .finish()
     }
 }
@@ -175,18 +146,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_rejection_keeps_its_key_and_releases_it_once_when_dropped() {
-        let key: Arc<str> = Arc::from("tenant-7");
-        let r = Rejected::from_nanos(RejectReason::Open, 5, "db", Some(Arc::clone(&key)));
-        let copy = r.clone();
-        assert_eq!(Arc::strong_count(&key), 3);
-        assert_eq!((r.key(), copy.key()), (Some("tenant-7"), Some("tenant-7")));
+    fn a_rejection_is_a_plain_value() {
+        let r = Rejected::from_nanos(RejectReason::Open, 5_000_000, "db");
+        let copy = r;
         assert_eq!(r, copy);
-        drop(r);
-        assert_eq!(Arc::strong_count(&key), 2);
-        drop(copy);
-        assert_eq!(Arc::strong_count(&key), 1);
-        let none = Rejected::from_nanos(RejectReason::ForcedOpen, NO_RETRY_AFTER, "", None);
-        assert_eq!((none.key(), none.retry_after()), (None, None));
+        assert_eq!(
+            (r.name(), r.reason(), r.retry_after()),
+            ("db", RejectReason::Open, Some(Duration::from_millis(5)))
+        );
+        assert_eq!(
+            r.to_string(),
+            "circuit breaker `db` is open; a probe may be admitted in 5ms"
+        );
+        assert!(!std::mem::needs_drop::<Rejected>());
+        let none = Rejected::from_nanos(RejectReason::ForcedOpen, NO_RETRY_AFTER, "");
+        assert_eq!(
+            (none.retry_after(), none.to_string()),
+            (None, "circuit breaker was forced open".to_string())
+        );
     }
 }

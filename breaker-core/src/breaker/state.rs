@@ -202,9 +202,10 @@ pub(crate) fn span(from: u64, to: u64) -> i64 {
 /// state's rule runs on every rejection).
 #[inline(always)]
 pub(crate) fn ahead(from: u64, to: u64) -> Option<u64> {
-    let d = to.wrapping_sub(from) & MICROS_MASK;
-    // `d` in 1..=MAX_SPAN_MICROS; `d == 0` wraps to `u64::MAX`.
-    (d.wrapping_sub(1) < MAX_SPAN_MICROS).then_some(d)
+    // The span on the circle in the top 48 bits: positive as a signed number exactly when it
+    // is in `1..=MAX_SPAN_MICROS` (`2^47 - 1`).
+    let d = (to.wrapping_sub(from) << 16) as i64;
+    (d > 0).then_some(d as u64 >> 16)
 }
 
 /// `at + by` microseconds on the 48-bit circle (`by` capped at [`MAX_SPAN_MICROS`], so the

@@ -10,7 +10,6 @@ use crate::breaker::rules::{self, Admit, Decision, Limits, ProbeEnd};
 use crate::breaker::state::{later, micros, pack_stamp, unpack_stamp, State, Word};
 use crate::breaker::totals::Counter;
 use crate::sync::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 impl Inner {
@@ -22,7 +21,7 @@ impl Inner {
         if Word::raw_is_closed(raw) {
             return Ok(self.closed_ticket(raw));
         }
-        match self.open_by_hint(raw) {
+        match self.reject_by_hint(raw) {
             Some(left) => Err(self.reject_open(left)),
             None => self.acquire_slow(raw),
         }
@@ -45,37 +44,46 @@ impl Inner {
     }
 
     /// The rejection of an open breaker by its hint, `left` nanoseconds before the hint's
-    /// deadline: [`Inner::reject`] without its conversion.
+    /// deadline, once [`Inner::rejected`] has run: the value alone.
     #[inline(always)]
     pub(crate) fn reject_open(&self, left: u64) -> Rejected {
-        self.reject_nanos(RejectReason::Open, left)
+        Rejected::from_nanos(RejectReason::Open, left, self.shared.name)
     }
 
-    /// [`Inner::reject`] with the rest of the cooldown in nanoseconds (`Rejected`'s encoding):
-    /// the open state's path, which has it in no other form.
+    /// [`Inner::reject`] with the rest of the cooldown in nanoseconds (`Rejected`'s encoding).
     #[inline(always)]
     fn reject_nanos(&self, reason: RejectReason, retry_after: u64) -> Rejected {
-        // The optional parts, out of line: the `tracing` event, then the totals' count and the
-        // key (in this order, so that no key is held across the event's call, which may unwind).
+        self.rejected(reason, retry_after);
+        Rejected::from_nanos(reason, retry_after, self.shared.name)
+    }
+
+    /// Whether [`Inner::rejected`] has anything to do: something listens at debug level, or
+    /// the breaker keeps optional parts (totals among them).
+    #[inline(always)]
+    pub(crate) fn rejection_has_work(&self) -> bool {
+        tracing::level_enabled!(tracing::Level::DEBUG) || self.heavy().is_some()
+    }
+
+    /// What every rejection does besides its value, each part out of line: the `tracing`
+    /// event (when something listens at debug level) and the totals' count.
+    #[inline(always)]
+    pub(crate) fn rejected(&self, reason: RejectReason, retry_after: u64) {
         if tracing::level_enabled!(tracing::Level::DEBUG) {
             self.trace_rejection(reason, retry_after);
         }
-        let key = match self.heavy() {
-            None => None,
-            Some(h) => Self::heavy_rejection(h),
-        };
-        Rejected::from_nanos(reason, retry_after, self.shared.name, key)
+        if let Some(h) = self.heavy() {
+            Self::heavy_rejection(h);
+        }
     }
 
-    /// A rejection's part of [`Heavy`]: the totals' count, and the key it names. Out of line,
-    /// so that the default breaker's rejection (no `Heavy`) saves no register for it.
+    /// A rejection's part of [`Heavy`]: the totals' count. Out of line, so that the default
+    /// breaker's rejection (no `Heavy`) saves no register for it.
     #[cold]
     #[inline(never)]
-    fn heavy_rejection(h: &Heavy) -> Option<Arc<str>> {
+    fn heavy_rejection(h: &Heavy) {
         if let Some(totals) = &h.totals {
             totals.add(Counter::Rejected);
         }
-        h.key.clone()
     }
 
     /// The `tracing` event of a rejection, out of line: the rejection path keeps no frame for
@@ -83,7 +91,7 @@ impl Inner {
     #[cold]
     #[inline(never)]
     fn trace_rejection(&self, reason: RejectReason, retry_after: u64) {
-        let retry_after = Rejected::from_nanos(reason, retry_after, "", None).retry_after();
+        let retry_after = Rejected::from_nanos(reason, retry_after, "").retry_after();
         tracing::debug!(
             target: "breaker",
             breaker = self.shared.name,

@@ -23,7 +23,8 @@
 //! be years old to read as in the future (the 48-bit circle spans 4.5 years of units).
 
 use super::{Inner, Write};
-use crate::breaker::rules::{self, Admit};
+use crate::breaker::rejected::RejectReason;
+use crate::breaker::rules;
 use crate::breaker::state::{micros, span, unpack_stamp, Word};
 use crate::sync::Ordering;
 
@@ -38,33 +39,42 @@ fn hint_units(coarse_nanos: u64) -> u64 {
 
 impl Inner {
     /// The rejection of raw word `raw` by its hint: `Some(nanoseconds left)` when `raw` is open
-    /// and `rules::admit_open` rejects at the coarse clock's reading against the hint; `None`
-    /// (decide the precise way) otherwise: not open, no coarse clock, no hint of this
-    /// generation, or the hint passed.
+    /// and the open state's rule (`rules::open_left`, the rule of `rules::admit_open`) rejects
+    /// at the coarse clock's reading against the hint; `None` (decide the precise way)
+    /// otherwise: not open, no coarse clock, no hint of this generation, or the hint passed.
     #[inline(always)]
     pub(crate) fn open_by_hint(&self, raw: u64) -> Option<u64> {
         if !Word::raw_is_open(raw) {
             return None;
         }
-        let hint = self.hint.load(Ordering::Acquire);
-        let until = unpack_stamp(hint, Word::raw_generation(raw))?;
+        let until = unpack_stamp(self.hint.load(Ordering::Acquire), Word::raw_generation(raw))?;
         // A hint of this generation was left, so this clock has a coarse source
         // (`leave_hint`): read it without asking again.
         let coarse = self.shared.clock.coarse_now()?;
-        match rules::admit_open(Word::decode(raw), until, hint_units(coarse)) {
-            Admit::Reject {
-                retry_after: Some(left),
-                ..
-            } => Some(left << HINT_SHIFT),
-            _ => None,
-        }
+        rules::open_left(until, hint_units(coarse)).map(|left| left << HINT_SHIFT)
     }
 
-    /// [`Inner::open_by_hint`] out of line, for [`CircuitBreaker::try_acquire`](crate::breaker::CircuitBreaker::try_acquire):
-    /// its answer comes back in registers and the caller writes the rejection itself.
+    /// [`Inner::open_by_hint`] and what a rejection does besides its value (its `tracing`
+    /// event, its count in the totals: [`Inner::rejected`]), out of line, for
+    /// [`CircuitBreaker::try_acquire`](crate::breaker::CircuitBreaker::try_acquire): the answer
+    /// comes back in registers, and the caller writes the [`Rejected`](crate::breaker::Rejected)
+    /// itself, so a caller that drops it unread writes nothing and keeps no register for it.
     #[inline(never)]
-    pub(crate) fn open_left(&self, raw: u64) -> Option<u64> {
-        self.open_by_hint(raw)
+    pub(crate) fn reject_by_hint(&self, raw: u64) -> Option<u64> {
+        let left = self.open_by_hint(raw)?;
+        if self.rejection_has_work() {
+            // A tail call: nothing of this frame is kept across it.
+            return self.rejected_by_hint(left);
+        }
+        Some(left)
+    }
+
+    /// [`Inner::reject_by_hint`]'s rejection when it has work besides its value.
+    #[cold]
+    #[inline(never)]
+    fn rejected_by_hint(&self, left: u64) -> Option<u64> {
+        self.rejected(RejectReason::Open, left);
+        Some(left)
     }
 
     /// Leaves the hint of open generation `g`, whose deadline stamp in force is `until`

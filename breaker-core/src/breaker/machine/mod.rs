@@ -61,8 +61,7 @@ pub(crate) struct Heavy {
     /// The sliding window (boxed, so a breaker without one keeps `Heavy` at 32 bytes).
     pub(crate) window: Option<Box<WindowSlot>>,
     pub(crate) totals: Option<Striped>,
-    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events and
-    /// rejections (shared, so a rejection names it without allocating).
+    /// The key of a keyed breaker (`BreakerFactory::create_keyed`), for its events.
     pub(crate) key: Option<Arc<str>>,
     /// A fleet-wide backend's hook, set once (`remote.rs`); empty for a local breaker.
     pub(crate) fleet: std::sync::OnceLock<Box<FleetSlot>>,
