@@ -99,12 +99,19 @@ impl Rejected {
 
     /// How long until a probe may be admitted: the rest of the cooldown when open, `None` when
     /// half-open (a slot frees when a probe completes) or forced open.
+    ///
+    /// With the system clock, a rejection decided by the coarse clock (an open breaker whose
+    /// cooldown has well over a tick to go: see the [module docs](super)) reads early by up to
+    /// the coarse clock's resolution (a kernel tick, 4 ms with `HZ=250`) plus 0.1 % of the
+    /// cooldown, so a call made exactly `retry_after` later may be rejected once more, with the
+    /// exact rest; the breaker itself never admits its probe later than by the precise clock.
+    /// The tokio, manual and custom clocks give the exact rest.
     pub fn retry_after(&self) -> Option<Duration> {
         (self.retry_after != NO_RETRY_AFTER).then(|| Duration::from_nanos(self.retry_after))
     }
 
     /// The breaker's name (empty if it has none).
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &'static str {
         self.name
     }
 
