@@ -198,8 +198,8 @@ pub(crate) fn span(from: u64, to: u64) -> i64 {
 }
 
 /// `to - from` in microseconds on the 48-bit circle when `to` is after `from` (the span is
-/// positive), else `None`: `span(from, to) > 0` without the sign's arithmetic (the open
-/// state's rule runs on every rejection).
+/// positive), else `None`: `span(from, to) > 0` without `span`'s branch, one shift and one
+/// signed compare (the open state's rule runs on every rejection).
 #[inline(always)]
 pub(crate) fn ahead(from: u64, to: u64) -> Option<u64> {
     // The span on the circle in the top 48 bits: positive as a signed number exactly when it
