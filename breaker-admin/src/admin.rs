@@ -506,7 +506,8 @@ impl AdminBuilder {
     }
 
     /// Builds the admin and starts its sampler, a tokio task that stops when the admin and
-    /// every service made from it are dropped.
+    /// every service made from it are dropped. The first reading (the baseline every later
+    /// one is compared with) is taken here; the task's first is one interval later.
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -533,18 +534,18 @@ impl AdminBuilder {
             }
         });
         inner.show_names();
+        // The first reading is the baseline, taken here rather than on the task: a task that
+        // starts late (a busy runtime) would otherwise take it concurrently with the program's
+        // first `sample_now` and publish that call's events itself.
+        inner.sample();
         let weak = Arc::downgrade(&inner);
         let every = inner.sampler.every;
+        let first = tokio::time::Instant::now() + every;
         tokio::spawn(async move {
-            let mut interval = tokio::time::interval(every);
+            let mut interval = tokio::time::interval_at(first, every);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let quiet_ticks = (Duration::from_secs(15).as_nanos() / every.as_nanos()).max(1);
             let mut quiet = 0u128;
-            // The first reading is the baseline: nothing to report yet.
-            interval.tick().await;
-            if let Some(inner) = weak.upgrade() {
-                inner.sample();
-            }
             loop {
                 interval.tick().await;
                 let Some(inner) = weak.upgrade() else { break };

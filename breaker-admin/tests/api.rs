@@ -98,7 +98,11 @@ async fn states_and_counts_are_the_breakers_own_through_an_outage() {
         (hello.as_str(), &data["sample_every_ms"]),
         ("hello", &Value::from(3_600_000))
     );
-    admin.sample_now(); // the baseline
+    assert_eq!(
+        admin.sample_now(),
+        0,
+        "nothing changed since the baseline `build` took"
+    );
 
     let view = |path: &'static str| async move { get(addr, path).await };
     // Healthy: 6 calls, one failure.

@@ -41,6 +41,39 @@ async fn open_stream(mut stream: TcpStream, addr: SocketAddr) -> TcpStream {
     stream
 }
 
+/// The sampler's task never takes a reading before its first interval has passed, however late
+/// the runtime starts it: a reading it took then would publish, and count, the events of the
+/// program's own `sample_now` (a CI run of the test below saw `sample_now` return 0 so).
+#[tokio::test(start_paused = true)]
+async fn the_sampler_task_reads_nothing_before_its_first_interval() {
+    let b = breaker("early");
+    let admin = Admin::builder()
+        .annotated(false)
+        .breaker(&b)
+        .sample_every(HOUR)
+        .build();
+    b.force_open();
+    // The sampler's task runs now, on this one thread (the paused clock stays where it is).
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        admin.sample_now(),
+        1,
+        "the transition is this call's to publish"
+    );
+    tokio::time::sleep(HOUR / 2).await;
+    b.reset();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        admin.sample_now(),
+        1,
+        "half an interval: still no reading of the task's"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_that_stops_reading_loses_events_is_told_and_never_holds_up_publishing() {
     let b = breaker("toggled");
