@@ -95,3 +95,36 @@ async fn keyed_breakers_get_the_listeners_and_are_found_by_key() {
     assert!(annotated::keyed(name, "c").is_none());
     assert_eq!(*seen.lock().unwrap(), [(State::Closed, State::Open)]);
 }
+
+#[circuit_breaker(
+    name = "annotated_test_half_percent",
+    failure_rate = "0.5%",
+    window = 200,
+    min_calls = 200
+)]
+async fn half_percent(fail: bool) -> Result<u32, Down> {
+    if fail {
+        Err(Down)
+    } else {
+        Ok(2)
+    }
+}
+
+/// The attribute's `failure_rate` as a string keeps its `%`, so a rate below 1 % can be
+/// written (a bare `0.5` is refused at compile time as a ratio: `tests/ui/fail`): one failure
+/// in 200 calls trips it.
+#[tokio::test(start_paused = true)]
+async fn a_failure_rate_string_says_half_a_percent() {
+    for _ in 0..199 {
+        assert_eq!(half_percent(false).await.unwrap(), 2);
+    }
+    let breaker = annotated::breaker("annotated_test_half_percent").unwrap();
+    assert_eq!(breaker.policy().failure_rate_percent, Some(0.5));
+    assert_eq!(breaker.state(), State::Closed);
+    assert!(matches!(half_percent(true).await, Err(Error::Inner(Down))));
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "1 failure in 200 calls is 0.5 %"
+    );
+}

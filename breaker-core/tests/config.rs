@@ -94,6 +94,67 @@ fn br_39_failure_rate_above_100_is_rejected() {
     );
 }
 
+/// A bare number between 0 and 1 reads as a ratio (Polly's `FailureRatio = 0.5`): taken as a
+/// percent it would trip the breaker at a hundredth of the rate meant, so it is refused in every
+/// format and for both rates, and the string with its `%` still says half a percent.
+#[test]
+fn a_rate_written_as_a_ratio_is_refused_and_its_percent_string_is_not() {
+    let why = "`0.5` would be 0.5 %, not 50 %: a rate is a percent, not a ratio; write 50 for \
+               50 %, or \"0.5%\" for 0.5 %";
+    let cases = [
+        (
+            Format::Toml,
+            "[policies.a.breaker]\nfailure_rate = 0.5\n",
+            format!("2:16: policies.a.breaker.failure_rate: {why}"),
+        ),
+        (
+            Format::Yaml,
+            "policies:\n  a:\n    breaker:\n      failure_rate: 0.5\n",
+            format!("4:21: policies.a.breaker.failure_rate: {why}"),
+        ),
+        (
+            Format::Json,
+            r#"{"policies": {"a": {"breaker": {"failure_rate": 0.5}}}}"#,
+            format!("1:49: policies.a.breaker.failure_rate: {why}"),
+        ),
+        (
+            Format::Toml,
+            "[policies.a.breaker]\nslow_call_duration = \"1s\"\nslow_call_rate = 0.5\n",
+            format!("3:18: policies.a.breaker.slow_call_rate: {why}"),
+        ),
+    ];
+    for (format, text, want) in cases {
+        let err = config::load_str(text, format).expect_err(text);
+        assert_eq!(err.to_string(), want, "{format:?}: {text}");
+    }
+    // `0.07` is 7 %, said without the float's tail.
+    let err = toml_err("[policies.a.breaker]\nfailure_rate = 0.07\n");
+    assert!(
+        err.to_string()
+            .contains("not 7 %: a rate is a percent, not a ratio; write 7 for 7 %"),
+        "{err}"
+    );
+    // Half a percent, with its sign; and 1 (one percent) and above as bare numbers.
+    for (text, want) in [
+        ("failure_rate = \"0.5%\"", 0.5),
+        ("failure_rate = 1", 1.0),
+        ("failure_rate = 1.5", 1.5),
+    ] {
+        let ok =
+            config::load_str(&format!("[policies.a.breaker]\n{text}\n"), Format::Toml).unwrap();
+        assert_eq!(
+            ok.get("a")
+                .unwrap()
+                .breaker
+                .as_ref()
+                .unwrap()
+                .failure_rate_percent,
+            Some(want),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn br_39_half_open_probes_zero_is_rejected() {
     let err = toml_err("[policies.a.breaker]\nhalf_open_probes = 0\n");
@@ -752,4 +813,34 @@ fn explicit_null_is_an_error_at_the_key() {
     assert_eq!(err.errors()[0].key_path, "default");
     // Leaving the key out is how a default is taken.
     assert!(config::load_str("policies:\n  a: {}\n", Format::Yaml).is_ok());
+}
+
+/// A file that starts with a byte-order mark (as editors on Windows write it) loads in every
+/// format, and an error after it is where it was without the mark.
+#[test]
+fn a_leading_byte_order_mark_is_skipped_in_every_format() {
+    for (format, text) in [
+        (Format::Toml, "\u{feff}[policies.a]\ntimeout = \"1s\"\n"),
+        (Format::Yaml, "\u{feff}policies:\n  a:\n    timeout: 1s\n"),
+        (
+            Format::Json,
+            "\u{feff}{\"policies\": {\"a\": {\"timeout\": \"1s\"}}}",
+        ),
+    ] {
+        let p = config::load_str(text, format).unwrap_or_else(|e| panic!("{format:?}: {e}"));
+        assert_eq!(
+            p.get("a").unwrap().timeout,
+            Some(std::time::Duration::from_secs(1)),
+            "{format:?}"
+        );
+    }
+    let err = config::load_str(
+        "\u{feff}{\"policies\": {\"a\":\n {\"timeout\": \"1 sec\"}}}",
+        Format::Json,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with("2:14: policies.a.timeout: "),
+        "{err}"
+    );
 }

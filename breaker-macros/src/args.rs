@@ -45,6 +45,8 @@ pub(crate) enum Number {
     Int(LitInt),
     /// A float literal.
     Float(syn::LitFloat),
+    /// A string with its `%` (`"0.5%"`), as in config files.
+    Str(LitStr),
 }
 
 impl Number {
@@ -53,6 +55,7 @@ impl Number {
         match self {
             Number::Int(l) => l.span(),
             Number::Float(l) => l.span(),
+            Number::Str(l) => l.span(),
         }
     }
 }
@@ -281,6 +284,9 @@ impl Args {
                     Expr::Lit(ExprLit {
                         lit: Lit::Float(l), ..
                     }) => Some(Number::Float(l.clone())),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Str(l), ..
+                    }) => Some(Number::Str(l.clone())),
                     _ => shape(cx, option, v),
                 };
                 set_once(cx, &mut self.failure_rate, &key, number)
@@ -394,7 +400,7 @@ fn shape<T>(cx: &Ctxt, option: Key, value: &Expr) -> Option<T> {
         Key::Threshold | Key::MinCalls | Key::HalfOpenProbes | Key::Concurrency | Key::MaxKeys => {
             "an integer"
         }
-        Key::FailureRate => "a percentage (an integer or float literal)",
+        Key::FailureRate => "a percentage (a number such as `50`, or a string such as `\"0.5%\"`)",
         Key::Window => "a number of calls or a duration string",
         Key::Order => "a list of layer names",
         Key::Fallback | Key::Classify | Key::RetryIf | Key::Record | Key::Crate => "a path",

@@ -31,11 +31,10 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
         _ => None,
     };
     let failure_rate = match args.failure_rate.as_ref().map(|g| &g.value) {
-        Some(Number::Int(l)) => num(l).map(|n| n as f64),
-        Some(Number::Float(l)) => match l.base10_parse::<f64>() {
+        Some(n) => match percent(n) {
             Ok(f) => Some(f),
-            Err(e) => {
-                cx.error_spanned_by(l, format!("invalid number `{l}`: {e}"));
+            Err(why) => {
+                cx.error_at(n.span(), why);
                 ok = false;
                 None
             }
@@ -104,6 +103,30 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
     }
 }
 
+/// The value of `failure_rate = ..`: a number literal (at least 1: a bare `0.5` reads as a
+/// ratio and is refused, as in config files) or a string with its `%` (`"0.5%"`).
+fn percent(n: &Number) -> Result<f64, String> {
+    let bare = |f: f64| match breaker_core::__private::ratio_not_percent(f) {
+        Some(why) => Err(format!("failure_rate = {why}")),
+        None => Ok(f),
+    };
+    match n {
+        Number::Int(l) => l
+            .base10_parse::<u64>()
+            .map(|n| n as f64)
+            .map_err(|e| format!("invalid number `{l}`: {e}")),
+        Number::Float(l) => l
+            .base10_parse::<f64>()
+            .map_err(|e| format!("invalid number `{l}`: {e}"))
+            .and_then(bare),
+        Number::Str(l) => {
+            let src = l.value();
+            breaker_core::dsl::parse_percent(&src)
+                .map_err(|e| breaker_core::__private::literal_error("failure_rate", &src, &e))
+        }
+    }
+}
+
 /// Where an option error belongs: at the offending `order` item, else at the option's value;
 /// an error no option caused (a default, `option: None`) belongs to the attribute as a whole.
 fn option_span(args: &Args, e: &OptionError) -> Span {
@@ -140,10 +163,8 @@ fn inline_tokens(args: &Args) -> TokenStream {
     field(
         "failure_rate",
         args.failure_rate.as_ref().map(|g| {
-            let f = match &g.value {
-                Number::Int(l) => l.base10_parse::<u64>().unwrap_or_default() as f64,
-                Number::Float(l) => l.base10_parse::<f64>().unwrap_or_default(),
-            };
+            // Reached only when `inline_policy` read the value.
+            let f = percent(&g.value).unwrap_or_default();
             let lit = proc_macro2::Literal::f64_suffixed(f);
             quote!(#lit)
         }),

@@ -149,7 +149,17 @@ fn toml_value(
 // ---- JSON ----
 
 fn json(src: &Source) -> Result<Node, Syntax> {
-    let text = src.text.as_str();
+    // A leading byte-order mark (editors on Windows write one) is not JSON's, but the TOML and
+    // YAML readers skip it: read it as whitespace of its length, so every offset stays the
+    // file's own.
+    let spaced;
+    let text = match src.text.strip_prefix('\u{feff}') {
+        Some(rest) => {
+            spaced = format!("   {rest}");
+            spaced.as_str()
+        }
+        None => src.text.as_str(),
+    };
     // The parser recurses per level: refuse deep nesting before it runs.
     json_depth(text).map_err(|offset| Syntax {
         at: src.pos(offset),

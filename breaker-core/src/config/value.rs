@@ -240,7 +240,11 @@ impl<T: DslValue> JsonSchema for Dsl<T> {
     }
 }
 
-/// A percentage: a number (`50`, `12.5`) or a string with `%` (`"50%"`).
+/// A percentage: a number (`50`, `12.5`) or a string with `%` (`"50%"`, `"0.5%"`).
+///
+/// A bare number between 0 and 1 (`0.5`) is refused: it reads as a ratio (Polly's
+/// `FailureRatio`), and taken as a percent it would trip the breaker at a hundredth of the rate
+/// meant. Half a percent is written with its sign, `"0.5%"`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Percent(pub f64);
 
@@ -253,7 +257,10 @@ impl<'de> Deserialize<'de> for Percent {
                 f.write_str("a percentage: a number such as 50 or a string such as \"50%\"")
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Percent, E> {
-                Ok(Percent(v))
+                match crate::dsl::ratio_not_percent(v) {
+                    Some(why) => Err(E::custom(why)),
+                    None => Ok(Percent(v)),
+                }
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Percent, E> {
                 Ok(Percent(v as f64))
@@ -283,9 +290,9 @@ impl JsonSchema for Percent {
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
-            "description": "A percentage in (0, 100]: a number such as 50 or a string such as \"50%\".",
+            "description": "A percentage in (0, 100]: a number such as 50 (at least 1: a bare 0.5 reads as a ratio) or a string such as \"50%\" or \"0.5%\".",
             "anyOf": [
-                { "type": "number", "exclusiveMinimum": 0, "maximum": 100 },
+                { "type": "number", "minimum": 1, "maximum": 100 },
                 { "type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?%$" }
             ]
         })

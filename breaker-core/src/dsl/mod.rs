@@ -304,6 +304,21 @@ pub fn parse_percent(src: &str) -> Result<f64, DslError> {
     Ok(v)
 }
 
+/// Why a bare number `v` (a config file's number, an attribute's float literal) is refused as
+/// a percentage, if it is: a value between 0 and 1 reads as a ratio (Polly's `FailureRatio`);
+/// taken as a percent it would trip at a hundredth of the rate meant. A string keeps its `%`
+/// (`"0.5%"`), so half a percent can still be written.
+pub(crate) fn ratio_not_percent(v: f64) -> Option<String> {
+    (v > 0.0 && v < 1.0).then(|| {
+        // The percent meant, without the float's tail (`0.07 * 100` is `7.000000000000001`).
+        let meant = (v * 1e8).round() / 1e6;
+        format!(
+            "`{v}` would be {v} %, not {meant} %: a rate is a percent, not a ratio; write \
+             {meant} for {meant} %, or \"{v}%\" for {v} %"
+        )
+    })
+}
+
 /// Parses a layer order (`timeout > retry > breaker`, outermost first). Whether the named
 /// layers are configured is checked by [`Policy::validate`](crate::policy::Policy::validate).
 ///
