@@ -533,10 +533,10 @@ impl AdminBuilder {
                 started,
             }
         });
-        inner.show_names();
-        // The first reading is the baseline, taken here rather than on the task: a task that
-        // starts late (a busy runtime) would otherwise take it concurrently with the program's
-        // first `sample_now` and publish that call's events itself.
+        // The first reading is the baseline (it also sets the names whose transitions are
+        // queued), taken here rather than on the task: a task that starts late (a busy runtime)
+        // would otherwise take it concurrently with the program's first `sample_now` and
+        // publish that call's events itself.
         inner.sample();
         let weak = Arc::downgrade(&inner);
         let every = inner.sampler.every;

@@ -37,18 +37,18 @@ pub use crate::field::AttrOption;
 #[cfg(feature = "tokio")]
 pub use classify::*;
 pub use inline::{literal_error, InlinePolicy, OptionError};
-
-/// Why the attribute's bare `failure_rate` number is refused (a ratio, below 1), as a config
-/// file's is.
-pub fn ratio_not_percent(v: f64) -> Option<String> {
-    crate::dsl::ratio_not_percent(v)
-}
 pub use linkme;
 #[cfg(feature = "config")]
 pub use named::{check_named_policy, PolicyCheckError};
 #[cfg(feature = "tokio")]
 pub use runtime::*;
 pub use support::*;
+
+/// Why the attribute's bare `failure_rate` number is refused (a ratio, below 1), as a config
+/// file's is.
+pub fn ratio_not_percent(v: f64) -> Option<String> {
+    crate::dsl::ratio_not_percent(v)
+}
 
 /// The one of `candidates` that `word` most likely meant, for a "did you mean" (the config
 /// files' rule for keys: another form such as `retries` or `timeout_ms`, or a misspelling),
