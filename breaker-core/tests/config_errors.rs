@@ -193,8 +193,8 @@ fn a_file_that_is_not_well_formed_stops_at_its_first_syntax_error() {
 
 /// A lone carriage return ends a line in YAML (YAML 1.2 counts `\r`, `\n` and `\r\n` as line
 /// breaks) and in JSON (as its parser counts), so an error after one is at the line and column
-/// the parser gives, never at a column past the end of a line; TOML has no lone `\r` outside
-/// its syntax errors, and a `\r\n` is one break in every format.
+/// the parser gives, never at a column past the end of a line; in TOML a lone `\r` is a
+/// syntax error, at the carriage return itself; a `\r\n` is one break in every format.
 #[test]
 fn a_lone_carriage_return_is_a_line_break_where_the_format_says_so() {
     let one = |text: &str, format| errors(text, format, &[]);
@@ -219,6 +219,24 @@ fn a_lone_carriage_return_is_a_line_break_where_the_format_says_so() {
     assert!(
         e[0].starts_with("3:4: default.breaker.cooldwn: unknown field"),
         "{e:?}"
+    );
+    // TOML: the carriage return's own line and column (`toml` names the character after it),
+    // after a table header, a value and a comment.
+    let bad = "must be followed by newline, expected newline";
+    assert_eq!(
+        one("[policies.a]\rtimeout = \"2s\"\n", Format::Toml),
+        [format!("1:13: carriage return {bad}")]
+    );
+    assert_eq!(
+        one(
+            "[policies.a]\r\ntimeout = \"2s\"\r\nretry = \"3x\"\r",
+            Format::Toml
+        ),
+        [format!("3:13: carriage return {bad}")]
+    );
+    assert_eq!(
+        one("# für\rx\n", Format::Toml),
+        [format!("1:6: carriage return {bad}")]
     );
     // CRLF: one break, in every format.
     let toml = "[default.breaker]\r\ncooldwn = \"30s\"\r\n";

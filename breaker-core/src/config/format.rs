@@ -68,8 +68,16 @@ fn toml(src: &Source) -> Result<Node, Syntax> {
                 message = format!("duplicate key `{}`", key.trim());
             }
         }
+        let mut at = e.span().map_or(0, |s| s.start);
+        // A lone carriage return is an error in TOML, which `toml` places past it (where the
+        // newline was expected): point at the carriage return, the character at fault.
+        if message.starts_with("carriage return")
+            && text.get(..at).is_some_and(|t| t.ends_with('\r'))
+        {
+            at -= 1;
+        }
         Syntax {
-            at: src.pos(e.span().map_or(0, |s| s.start)),
+            at: src.pos(at),
             message,
         }
     })?;
