@@ -25,7 +25,11 @@ pub enum LimitAlgorithm {
     /// long-term average latency to the latest one. When calls slow down (the latest latency
     /// rises above `tolerance` × the long-term average), the limit shrinks by that ratio (at
     /// most by half per sample); when they stay fast it grows by `queue_size` per sample. The
-    /// change is smoothed, and the long-term average forgets fast when latency falls.
+    /// change is smoothed, and the long-term average forgets fast when latency falls. A
+    /// lasting new latency becomes the long-term average within about `long_window` samples,
+    /// and the limit then grows again. A sample is judged only while at least half the limit
+    /// is in use (as Netflix's: a limit the calls do not reach is not theirs to judge), so a
+    /// limit above twice the calls in flight holds still whatever their latency.
     Gradient2 {
         /// How far above the long-term average the latency may rise before the limit
         /// shrinks. Range `1.0..=10.0`; Netflix's default 1.5.

@@ -656,6 +656,11 @@ mod tests {
             (&names(BREAKER)[..], &names(RETRY)[..], &names(BULKHEAD)[..]);
         let cases: &[(&str, &[&str], Option<&str>)] = &[
             ("retries", section, Some("retry")),
+            ("rate_limit", section, Some("rate")),
+            ("rateLimiter", section, Some("rate")),
+            ("adaptive_limit", section, Some("adaptive")),
+            ("hedging", section, Some("hedge")),
+            ("retrying", section, Some("retry")),
             ("timeouts", section, Some("timeout")),
             ("bulkheads", section, Some("bulkhead")),
             ("deadlines", section, Some("deadline")),

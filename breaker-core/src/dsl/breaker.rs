@@ -159,7 +159,7 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
                     policy.cooldown = cooldown;
                     if p.peek_is("factor") {
                         let s = p.bump().expect("peeked").span.start;
-                        policy.cooldown_multiplier = p.number("a factor")?.0;
+                        policy.cooldown_multiplier = p.number("a factor", "1.0..=1000.0", "2")?.0;
                         p.record(Field::CooldownMultiplier, s..p.last_end());
                     }
                     if p.peek_is("max") {
@@ -169,7 +169,8 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
                     }
                     if p.peek_is("jitter") {
                         let s = p.bump().expect("peeked").span.start;
-                        policy.cooldown_jitter = p.number("a jitter fraction")?.0;
+                        policy.cooldown_jitter =
+                            p.number("a jitter fraction", "0.0..=1.0", "0.1")?.0;
                         p.record(Field::CooldownJitter, s..p.last_end());
                     }
                 }

@@ -101,6 +101,18 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
             .help("to stop every call, open the breaker instead"));
     }
     let per_start = count_span.end + 1;
+    if per.is_empty() {
+        let mut e = value_error(
+            src,
+            t.span.clone(),
+            format!("rate `{}` has no period", t.text),
+        )
+        .expected(["a period right after the `/`, such as `s`, `1m` or `100ms`".to_owned()]);
+        if let Some(next) = p.peek() {
+            e = e.help(format!("write `{}{}`, without a space", t.text, next.text));
+        }
+        return Err(e);
+    }
     // A bare unit is one of it: `s` is `1s`.
     let per_text = if per.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
         per.to_owned()
@@ -188,6 +200,17 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
             }
             return Err(p.unexpected("clause", &expected, &["burst", "wait", "per"]));
         }
+    }
+    if !seen[0] && rate > MAX_BURST {
+        return Err(value_error(
+            src,
+            count_span,
+            format!("without `burst`, the burst is the count `{rate}`"),
+        )
+        .expected([format!(
+            "a `burst` of at most {MAX_BURST}, such as `{} burst {MAX_BURST}`",
+            t.text
+        )]));
     }
     p.validated(policy, check_rate)
 }
@@ -379,14 +402,20 @@ pub(crate) fn parse_adaptive(src: &str) -> Result<AdaptiveLimitPolicy, DslError>
                 &["from", "tolerance", "smoothing", "window", "queue"]
             }
         };
-        let next = p.peek().map(|t| t.text).filter(|t| options.contains(t));
-        let Some(option) = next.filter(|o| !seen.contains(o)) else {
+        let next = p.peek().cloned().filter(|t| options.contains(&t.text));
+        let Some(option) = next.as_ref().map(|t| t.text).filter(|o| !seen.contains(o)) else {
             let mut expected: Vec<String> = options
                 .iter()
                 .filter(|o| !seen.contains(*o))
                 .map(|o| tick(o))
                 .collect();
             expected.push("end of input".to_owned());
+            if let Some(t) = next {
+                return Err(
+                    value_error(src, t.span, format!("`{}` is given twice", t.text))
+                        .expected(expected),
+                );
+            }
             if p.peek().is_some() {
                 return Err(p.unexpected("parameter", &expected, options));
             }
@@ -404,16 +433,16 @@ pub(crate) fn parse_adaptive(src: &str) -> Result<AdaptiveLimitPolicy, DslError>
                 policy.initial_limit = n;
             }
             ("backoff", LimitAlgorithm::Aimd { backoff_ratio, .. }) => {
-                *backoff_ratio = p.number("a backoff ratio")?.0;
+                *backoff_ratio = p.number("a backoff ratio", "0.5..1.0", "0.9")?.0;
             }
             ("slow", LimitAlgorithm::Aimd { slow_call, .. }) => {
                 *slow_call = p.duration("a slow-call duration")?.0;
             }
             ("tolerance", LimitAlgorithm::Gradient2 { tolerance, .. }) => {
-                *tolerance = p.number("a tolerance")?.0;
+                *tolerance = p.number("a tolerance", "1.0..=10.0", "1.5")?.0;
             }
             ("smoothing", LimitAlgorithm::Gradient2 { smoothing, .. }) => {
-                *smoothing = p.number("a smoothing factor")?.0;
+                *smoothing = p.number("a smoothing factor", "0.0 < s <= 1.0", "0.2")?.0;
             }
             ("window", LimitAlgorithm::Gradient2 { long_window, .. }) => {
                 *long_window = p.int("a number of samples")?.0;
@@ -454,7 +483,7 @@ pub(crate) fn parse_throttle(src: &str) -> Result<ThrottlePolicy, DslError> {
     let mut p = parser(src);
     p.record(Field::Throttle, 0..src.len());
     p.expect("k")?;
-    let (k, span) = p.number("the multiplier K")?;
+    let (k, span) = p.number("the multiplier K", "1.0..=10.0", "2")?;
     if !(1.0..=10.0).contains(&k) {
         return Err(
             value_error(src, span, format!("k {k} is out of range")).expected([
@@ -562,6 +591,33 @@ mod tests {
             text.starts_with("`burst` is given twice at 13..18"),
             "{text}"
         );
+        // A `/` with no period: the rate as written, not the `1` a bare unit gets.
+        assert_eq!(
+            err("100/".parse::<RateLimitPolicy>()),
+            (
+                "100/".to_owned(),
+                0..4,
+                "rate `100/` has no period at 0..4; expected a period right after the `/`, such \
+                 as `s`, `1m` or `100ms`"
+                    .to_owned()
+            )
+        );
+        assert!(err("100/ s".parse::<RateLimitPolicy>())
+            .2
+            .ends_with("; write `100/s`, without a space"));
+        // A rate above the largest burst needs its own: the default burst is the count.
+        assert_eq!(
+            err("2000000/s".parse::<RateLimitPolicy>()),
+            (
+                "2000000".to_owned(),
+                0..7,
+                "without `burst`, the burst is the count `2000000` at 0..7; expected a \
+                 `burst` of at most 1000000, such as `2000000/s burst 1000000`"
+                    .to_owned()
+            )
+        );
+        let p: RateLimitPolicy = "2000000/s burst 1000000".parse().unwrap();
+        assert_eq!((p.rate, p.burst), (2_000_000, 1_000_000));
         for spelling in ["perkey", "per-key", "per_key", "PER"] {
             let (_, _, text) = err(format!("10/s {spelling}").parse::<RateLimitPolicy>());
             assert!(
@@ -619,6 +675,27 @@ mod tests {
             0..22
         );
         assert_eq!(err("vegas 1..2".parse::<AdaptiveLimitPolicy>()).1, 0..5);
+        // A parameter given twice is said so, not called unknown.
+        assert_eq!(
+            err("aimd 5..200 from 20 from 30".parse::<AdaptiveLimitPolicy>()),
+            (
+                "from".to_owned(),
+                20..24,
+                "`from` is given twice at 20..24; expected one of `backoff`, `slow` or end of \
+                 input"
+                    .to_owned()
+            )
+        );
+        // What a number is expected to be names its range and a value in it.
+        assert_eq!(
+            err("aimd 5..200 backoff -0.5".parse::<AdaptiveLimitPolicy>()).2,
+            "unexpected `-0.5` at 20..24; expected a backoff ratio in 0.5..1.0, such as `0.9`"
+        );
+        assert_eq!(
+            err("gradient2 5..200 smoothing x".parse::<AdaptiveLimitPolicy>()).2,
+            "unexpected `x` at 27..28; expected a smoothing factor in 0.0 < s <= 1.0, such as \
+             `0.2`"
+        );
     }
 
     #[test]

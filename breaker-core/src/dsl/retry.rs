@@ -86,7 +86,7 @@ fn backoff(p: &mut Parser<'_>) -> Result<Backoff, DslError> {
                     keys.drain(..=at);
                     match key.text {
                         "step" => step = Some(p.duration("a step")?.0),
-                        "factor" => factor = p.number("a factor")?.0,
+                        "factor" => factor = p.number("a factor", "1.0..=100.0", "2")?.0,
                         _ => max = Some(p.duration("a maximum delay")?.0),
                     }
                 }

@@ -16,8 +16,9 @@
 //!   recent ones.
 //! - **The first acceptable result wins**: a success, or an error the classifier does not
 //!   count as a failure (a 404 is an answer). The other attempts are **dropped** at that
-//!   moment: cancelled at their next `.await`, their permits (breaker, bulkhead, rate limit,
-//!   adaptive limit) released, and a breaker records nothing for them.
+//!   moment: cancelled at their next `.await`, their permits (breaker, bulkhead, adaptive
+//!   limit) released, and a breaker records nothing for them; a rate-limit permit stays spent
+//!   (the request it stood for was sent).
 //! - **A failure does not end the call while another attempt may still answer**: a failed
 //!   attempt starts the next hedge at once (if any is left), rather than after the delay.
 //!   An attempt refused locally by a layer inside the hedge (an open breaker, a rate limit,

@@ -173,7 +173,17 @@ const KEY_TAILS: &[&str] = &[
     "size",
     "policy",
     "config",
+    "limit",
+    "limiter",
 ];
+
+/// Whether `gerund` is the `-ing` form of `word`: `hedging` of `hedge`, `retrying` of
+/// `retry`.
+fn is_gerund_of(gerund: &str, word: &str) -> bool {
+    gerund
+        .strip_suffix("ing")
+        .is_some_and(|stem| stem == word || word.strip_suffix('e') == Some(stem))
+}
 
 /// Whether `plural` is an English plural of `word`: `-s`, `-es`, `-y` to `-ies`.
 fn is_plural_of(plural: &str, word: &str) -> bool {
@@ -205,9 +215,9 @@ fn snake_case(key: &str) -> String {
 
 /// The key of `keys` an unknown `key` most likely meant (a config file's key, an attribute's
 /// option): the same key in snake case (`maxAttempts`), its plural or singular (`retries` for
-/// `retry`, `policy` for `policies`), the key with a unit or a word after a `_`
-/// ([`KEY_TAILS`]: `timeout_ms`), else a key within a small edit distance ([`suggest`]:
-/// `timout`). `None` for a word like none of them (`foo`).
+/// `retry`, `policy` for `policies`) or its `-ing` form (`hedging`), the key with a unit or a
+/// word after a `_` ([`KEY_TAILS`]: `timeout_ms`, `rate_limit`), else a key within a small
+/// edit distance ([`suggest`]: `timout`). `None` for a word like none of them (`foo`).
 pub(crate) fn suggest_key<'k>(key: &str, keys: &[&'k str]) -> Option<&'k str> {
     let word = snake_case(key);
     let trimmed = word
@@ -216,7 +226,9 @@ pub(crate) fn suggest_key<'k>(key: &str, keys: &[&'k str]) -> Option<&'k str> {
         .map(|(head, _)| head);
     let forms = std::iter::once(word.as_str()).chain(trimmed);
     for form in forms {
-        let same = |k: &&str| *k == form || is_plural_of(form, k) || is_plural_of(k, form);
+        let same = |k: &&str| {
+            *k == form || is_plural_of(form, k) || is_plural_of(k, form) || is_gerund_of(form, k)
+        };
         if let Some(k) = keys.iter().copied().find(same) {
             return Some(k);
         }

@@ -266,11 +266,18 @@ impl<'a> Parser<'a> {
         Ok((n, t.span))
     }
 
-    /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`. A number too
-    /// large for an `f64` (hundreds of digits) is out of range rather than infinite, which
-    /// would not print back as a number.
-    pub(crate) fn number(&mut self, what: &str) -> Result<(f64, Range<usize>), DslError> {
-        let expected = [format!("{what} such as `2` or `1.5`")];
+    /// `number = digit , { digit } , [ "." , digit , { digit } ] ;` as an `f64`: `what` names
+    /// it, `range` is its valid range and `example` a valid value, for the error's
+    /// `expected` (`a backoff ratio in 0.5..1.0, such as `0.9``). A number too large for an
+    /// `f64` (hundreds of digits) is out of range rather than infinite, which would not print
+    /// back as a number.
+    pub(crate) fn number(
+        &mut self,
+        what: &str,
+        range: &str,
+        example: &str,
+    ) -> Result<(f64, Range<usize>), DslError> {
+        let expected = [format!("{what} in {range}, such as `{example}`")];
         match self.peek().cloned() {
             Some(t) if is_number(t.text) => {
                 let v = self.finite(t.text, &t, what, &expected)?;

@@ -13,6 +13,11 @@ async fn search() -> Result<u32, MyError> {
     Ok(1)
 }
 
+#[circuit_breaker(rate_limit = "5/s", hedging = "after 5ms", concurrency_limit = 4)]
+async fn quote() -> Result<u32, MyError> {
+    Ok(1)
+}
+
 #[circuit_breaker(foo = 1)]
 async fn list() -> Result<u32, MyError> {
     Ok(1)
