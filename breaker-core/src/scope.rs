@@ -186,7 +186,7 @@ impl FromStr for StoreErrorMode {
         if let Some((arg_at, arg)) = call(t, "closed") {
             return crate::syntax::parse_duration(arg)
                 .map(|grace| StoreErrorMode::Closed { grace })
-                .map_err(|e| e.offset(at + arg_at));
+                .map_err(|e| e.offset(s, at + arg_at));
         }
         Err(DslError::new(
             s,

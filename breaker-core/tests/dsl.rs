@@ -1,11 +1,16 @@
 //! The policy DSL: exact errors for case BR-38, BR-18 from the DSL side, round trips and
 //! robustness.
 
+use breaker_core::adaptive::AdaptiveLimitPolicy;
 use breaker_core::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow, SlowCall};
 use breaker_core::dsl::{self, DslError, Order};
+use breaker_core::hedge::HedgePolicy;
 use breaker_core::layer::Layer;
 use breaker_core::policy::BulkheadPolicy;
+use breaker_core::ratelimit::RateLimitPolicy;
 use breaker_core::retry::{Backoff, Jitter, RetryPolicy};
+use breaker_core::scope::{Scope, StoreErrorMode};
+use breaker_core::throttle::ThrottlePolicy;
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -634,6 +639,12 @@ fn parse_all(s: &str) -> Vec<Result<String, DslError>> {
         s.parse::<Backoff>().map(|p| p.to_string()),
         s.parse::<Jitter>().map(|p| p.to_string()),
         s.parse::<NeutralProbe>().map(|p| p.to_string()),
+        s.parse::<RateLimitPolicy>().map(|p| p.to_string()),
+        s.parse::<HedgePolicy>().map(|p| p.to_string()),
+        s.parse::<AdaptiveLimitPolicy>().map(|p| p.to_string()),
+        s.parse::<ThrottlePolicy>().map(|p| p.to_string()),
+        s.parse::<Scope>().map(|p| p.to_string()),
+        s.parse::<StoreErrorMode>().map(|p| p.to_string()),
     ]
 }
 
@@ -651,8 +662,42 @@ fn check_error_spans(s: &str) {
                 "{e} in {s:?}"
             );
             assert!(!e.message.is_empty());
+            // The text shows the span in characters.
+            let start = s[..e.span.start].chars().count();
+            let chars = start..start + e.fragment.chars().count();
+            assert_eq!(e.chars(), chars, "{e} in {s:?}");
+            assert!(
+                e.to_string()
+                    .contains(&format!(" at {}..{}", chars.start, chars.end)),
+                "{e} in {s:?}"
+            );
         }
     }
+}
+
+/// An error's text counts characters, as a person does and as config files' columns do; its
+/// `span` stays the byte range to slice the input with.
+#[test]
+fn an_error_shows_where_its_fragment_is_in_characters() {
+    let e = dsl::parse_retry("3x éxp").unwrap_err();
+    assert_eq!(
+        (e.fragment.as_str(), e.span.clone(), e.chars()),
+        ("éxp", 3..7, 3..6)
+    );
+    assert!(
+        e.to_string().starts_with("unknown backoff `éxp` at 3..6;"),
+        "{e}"
+    );
+    let e = dsl::parse_duration("тридцать").unwrap_err();
+    assert_eq!((e.span.clone(), e.chars()), (0..16, 0..8));
+    assert!(e.to_string().contains("`тридцать` at 0..8;"), "{e}");
+    // A fragment read inside a larger string: moved by the characters before it.
+    let e = "closed(1é)".parse::<StoreErrorMode>().unwrap_err();
+    assert_eq!(
+        (e.fragment.as_str(), e.span.clone(), e.chars()),
+        ("1é", 7..10, 7..9)
+    );
+    assert!(e.to_string().contains(" at 7..9"), "{e}");
 }
 
 const VOCABULARY: &[&str] = &[

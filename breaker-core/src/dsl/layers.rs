@@ -68,10 +68,10 @@ fn int_in(src: &str, text: &str, span: Range<usize>, what: &str) -> Result<u32, 
 }
 
 /// A duration within a word (no spaces: `1s`, `1m30s`), at `start` of `src`.
-fn duration_in(text: &str, start: usize) -> Result<Duration, DslError> {
+fn duration_in(src: &str, text: &str, start: usize) -> Result<Duration, DslError> {
     parse_duration(text).map_err(|e| {
         // The inner error's span is relative to `text`; its fragment is already right.
-        let mut e = e.offset(start);
+        let mut e = e.offset(src, start);
         if e.fragment.is_empty() {
             e.fragment = text.to_owned();
         }
@@ -119,7 +119,7 @@ pub(crate) fn parse_rate(src: &str) -> Result<RateLimitPolicy, DslError> {
     } else {
         format!("1{per}")
     };
-    let per = duration_in(&per_text, per_start).map_err(|e| {
+    let per = duration_in(src, &per_text, per_start).map_err(|e| {
         if per_text.len() == per.len() {
             e
         } else {
@@ -292,8 +292,8 @@ pub(crate) fn parse_hedge(src: &str) -> Result<HedgePolicy, DslError> {
                         .expected(["a range of delays such as `10ms..200ms`".to_owned()]),
                 );
             };
-            let min = duration_in(lo, r.span.start)?;
-            let max = duration_in(hi, r.span.start + lo.len() + 2)?;
+            let min = duration_in(src, lo, r.span.start)?;
+            let max = duration_in(src, hi, r.span.start + lo.len() + 2)?;
             if min.is_zero() {
                 return Err(value_error(src, r.span.clone(), "a shortest delay of 0s")
                     .expected(["a non-zero shortest delay such as `10ms..200ms`".to_owned()]));

@@ -5,13 +5,18 @@ use std::ops::Range;
 
 /// A DSL string that does not follow the grammar, or that parses to an invalid policy.
 ///
-/// Every error names the offending fragment and its byte range in the input, so a caller can
+/// Every error names the offending fragment and its range in the input, so a caller can
 /// point at it: config loading reports them next to the file position, and the
 /// `#[circuit_breaker]` attribute's compile error, which sits under the whole string literal
 /// (stable `proc_macro` cannot point inside one), quotes the literal and gives the range.
+/// [`span`](Self::span) is the byte range (to slice the input with); what the text shows is
+/// the character range ([`chars`](Self::chars)), as a person counts and as config files'
+/// columns count: the two differ only in text that is not ASCII (`"3x éxp"`: bytes `3..7`,
+/// characters `3..6`).
 ///
-/// `Display` writes `{message} at {start}..{end}`, then `; expected {expected}` when the
-/// parser knows what would have been accepted, then `; {help}` when there is a suggestion:
+/// `Display` writes `{message} at {start}..{end}` (characters), then `; expected {expected}`
+/// when the parser knows what would have been accepted, then `; {help}` when there is a
+/// suggestion:
 ///
 /// ```
 /// # use breaker_core as breaker;
@@ -31,7 +36,8 @@ use std::ops::Range;
 pub struct DslError {
     /// The offending text, exactly as it appears in the input (`""` at the end of the input).
     pub fragment: String,
-    /// Byte range of `fragment` in the input; always on `char` boundaries.
+    /// Byte range of `fragment` in the input; always on `char` boundaries. The error's text
+    /// shows the character range, [`chars`](Self::chars).
     pub span: Range<usize>,
     /// What would have been accepted at `span`, each entry a complete phrase (tokens are in
     /// backticks: `` `jitter` ``, descriptions are not: `a duration such as `30s``). Empty for
@@ -41,6 +47,27 @@ pub struct DslError {
     pub message: String,
     /// A suggestion such as ``did you mean `jitter`?``, if there is one.
     pub help: Option<String>,
+    /// Character range of `fragment` in the input, start and end (a DSL string is far
+    /// shorter than 4 Gi characters; kept small, as the error is returned by value).
+    chars: [u32; 2],
+}
+
+/// `r` as `[start, end]`, each saturated at `u32::MAX`.
+fn narrow(r: &Range<usize>) -> [u32; 2] {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    [n(r.start), n(r.end)]
+}
+
+/// The character range of byte range `span` of `src` (`span` itself where it is not on
+/// `src`'s character boundaries, which no error's span is).
+pub(crate) fn char_range(src: &str, span: &Range<usize>) -> Range<usize> {
+    match (src.get(..span.start), src.get(span.clone())) {
+        (Some(before), Some(inside)) => {
+            let start = before.chars().count();
+            start..start + inside.chars().count()
+        }
+        _ => span.clone(),
+    }
 }
 
 impl DslError {
@@ -57,6 +84,7 @@ impl DslError {
         });
         DslError {
             fragment: src.get(span.clone()).unwrap_or_default().to_owned(),
+            chars: narrow(&char_range(src, &span)),
             span,
             expected: Vec::new(),
             message,
@@ -82,11 +110,20 @@ impl DslError {
         self
     }
 
-    /// Moves the span by `offset` bytes: for a DSL fragment read inside a larger string (the
-    /// argument of `quorum(k)` in a scope).
-    pub(crate) fn offset(mut self, offset: usize) -> Self {
+    /// Moves the span to where the parsed text starts in `outer`, at byte `offset`: for a DSL
+    /// fragment read inside a larger string (the argument of `closed(..)` in a scope).
+    pub(crate) fn offset(mut self, outer: &str, offset: usize) -> Self {
+        let before = char_range(outer, &(0..offset)).end;
+        let chars = self.chars();
         self.span = self.span.start + offset..self.span.end + offset;
+        self.chars = narrow(&(chars.start + before..chars.end + before));
         self
+    }
+
+    /// Character range of [`fragment`](Self::fragment) in the input: the range the error's
+    /// text shows, [`span`](Self::span) counted in characters rather than bytes.
+    pub fn chars(&self) -> Range<usize> {
+        self.chars[0] as usize..self.chars[1] as usize
     }
 
     /// The message without the position: `{message}; expected {expected}; {help}`, for a
@@ -124,7 +161,8 @@ impl DslError {
 
 impl fmt::Display for DslError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = format!("{} at {}..{}", self.message, self.span.start, self.span.end);
+        let [start, end] = self.chars;
+        let mut out = format!("{} at {start}..{end}", self.message);
         self.write_tail(&mut out);
         f.write_str(&out)
     }
