@@ -22,6 +22,14 @@ use std::time::Duration;
 /// The largest `k` of `quorum(k)`.
 pub const MAX_QUORUM: u32 = 1000;
 
+/// The shortest flush interval of a shared store (`[store] flush_interval`, `breaker-redis`'s
+/// `StoreConfig::flush_interval`): 1 ms.
+pub const MIN_FLUSH_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The longest flush interval of a shared store: 1 h (a fleet rule counts a replica's calls
+/// only once they are flushed).
+pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// The most buckets of a shared breaker's time window (the store keeps a breaker's window in
 /// a few hundred bytes: 20 buckets and its leases stay under 1 KiB).
 pub const MAX_SHARED_BUCKETS: u32 = 20;
@@ -188,6 +196,14 @@ impl FromStr for StoreErrorMode {
                 .map(|grace| StoreErrorMode::Closed { grace })
                 .map_err(|e| e.offset(s, at + arg_at));
         }
+        if t == "closed" {
+            return Err(DslError::new(
+                s,
+                at..at + t.len(),
+                "store-error mode `closed` needs its grace",
+            )
+            .expected(["`closed(grace)` such as `closed(30s)`"]));
+        }
         Err(DslError::new(
             s,
             at..at + t.len(),
@@ -200,6 +216,15 @@ impl FromStr for StoreErrorMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn closed_without_its_grace_says_so() {
+        assert_eq!(
+            " closed".parse::<StoreErrorMode>().unwrap_err().to_string(),
+            "store-error mode `closed` needs its grace at 1..7; expected `closed(grace)` such as \
+             `closed(30s)`"
+        );
+    }
 
     #[test]
     fn scopes_parse_and_print_back() {

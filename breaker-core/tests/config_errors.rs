@@ -357,6 +357,37 @@ on_error = "shut"
     );
 }
 
+/// A flush interval the store does not take is refused where it is written, as `0s` is;
+/// `StoreConfig::flush_interval` clamped it without a word.
+#[test]
+fn a_flush_interval_out_of_range_is_refused() {
+    for (written, got) in [
+        ("0s", "0s"),
+        ("500us", "500us"),
+        ("2h", "2h"),
+        ("61m", "1h 1m"),
+    ] {
+        let text = format!(
+            "[store]\nurl = \"redis://127.0.0.1:6379/\"\nnamespace = \"shop\"\n\
+             flush_interval = \"{written}\"\n"
+        );
+        assert_eq!(
+            errors(&text, Format::Toml, &[]),
+            [format!(
+                "4:18: store.flush_interval: must be in 1ms..=1h, got {got}"
+            )],
+            "{written}"
+        );
+    }
+    for ok in ["1ms", "1h", "250ms"] {
+        let text = format!(
+            "[store]\nurl = \"redis://127.0.0.1:6379/\"\nnamespace = \"shop\"\n\
+             flush_interval = \"{ok}\"\n"
+        );
+        assert!(Loader::text(&text, Format::Toml).load().is_ok(), "{ok}");
+    }
+}
+
 #[test]
 fn a_store_table_with_env_overrides_loads_with_the_scopes() {
     use breaker_core::scope::{Scope, StoreErrorMode};

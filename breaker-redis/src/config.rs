@@ -153,9 +153,13 @@ impl StoreConfig {
         self
     }
 
-    /// How often active breakers' counts are flushed. Range 1 ms ..= 1 h (clamped).
+    /// How often active breakers' counts are flushed. Range
+    /// [`MIN_FLUSH_INTERVAL`](breaker_core::scope::MIN_FLUSH_INTERVAL) (1 ms) ..=
+    /// [`MAX_FLUSH_INTERVAL`](breaker_core::scope::MAX_FLUSH_INTERVAL) (1 h), clamped here; a
+    /// config file's `[store] flush_interval` outside it is an error when it loads.
     pub fn flush_interval(mut self, d: Duration) -> Self {
-        self.flush_interval = d.clamp(Duration::from_millis(1), Duration::from_secs(3600));
+        use breaker_core::scope::{MAX_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL};
+        self.flush_interval = d.clamp(MIN_FLUSH_INTERVAL, MAX_FLUSH_INTERVAL);
         self
     }
 

@@ -75,7 +75,7 @@ pub struct StoreTable {
         skip_serializing_if = "Option::is_none"
     )]
     pub replica: Option<String>,
-    /// How often active breakers' counts are flushed, non-zero (`"1s"`, the default).
+    /// How often active breakers' counts are flushed, from 1 ms to 1 h (`"1s"`, the default).
     #[serde(
         default,
         deserialize_with = "present",

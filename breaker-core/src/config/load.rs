@@ -66,7 +66,9 @@ pub struct StoreSettings {
     pub namespace: String,
     /// This replica's id; `None`: the host name and process id.
     pub replica: Option<String>,
-    /// The flush interval; `None`: the store's default (1 s).
+    /// The flush interval, in
+    /// [`MIN_FLUSH_INTERVAL`](crate::scope::MIN_FLUSH_INTERVAL)`..=`[`MAX_FLUSH_INTERVAL`](crate::scope::MAX_FLUSH_INTERVAL);
+    /// `None`: the store's default (1 s).
     pub flush_interval: Option<std::time::Duration>,
     /// What shared breakers do while the store is unreachable.
     pub on_error: crate::scope::StoreErrorMode,

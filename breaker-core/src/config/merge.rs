@@ -617,12 +617,19 @@ fn store_settings(
         ok = false;
     }
     if let Some(d) = &t.flush_interval {
-        if d.0.is_zero() {
+        use crate::scope::{MAX_FLUSH_INTERVAL, MIN_FLUSH_INTERVAL};
+        if !(MIN_FLUSH_INTERVAL..=MAX_FLUSH_INTERVAL).contains(&d.0) {
             let path = at("flush_interval");
+            let f = crate::dsl::format_duration;
             errors.push(src.error_at(
                 tree.origin_of(&path),
                 &path,
-                "must be non-zero, got 0s".into(),
+                format!(
+                    "must be in {}..={}, got {}",
+                    f(MIN_FLUSH_INTERVAL),
+                    f(MAX_FLUSH_INTERVAL),
+                    f(d.0)
+                ),
             ));
             ok = false;
         }

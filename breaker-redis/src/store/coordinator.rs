@@ -144,7 +144,7 @@ impl Coordinator {
 
     pub(super) fn drain_registrations(&mut self) {
         while let Ok(r) = self.reg_rx.try_recv() {
-            self.fresh.push(r.idx);
+            self.unread.insert(r.idx);
             self.by_id.insert(r.target.id.clone(), r.idx);
             self.entries.insert(
                 r.idx,
@@ -164,6 +164,7 @@ impl Coordinator {
 
     pub(super) fn unregister(&mut self, idx: u32) {
         self.watched.remove(&idx);
+        self.unread.remove(&idx);
         if let Some(e) = self.entries.remove(&idx) {
             // Only this registration's: a newer one of the same id may have replaced it.
             if self.by_id.get(&e.target.id) == Some(&idx) {
@@ -530,11 +531,44 @@ impl Coordinator {
 
     /// Answers the `sync` callers once no urgent operation is in flight.
     pub(super) fn answer_syncs(&mut self) {
-        if self.urgent_in_flight == 0 {
-            for tx in self.syncs.drain(..) {
-                let _ = tx.send(());
+        // A first read in flight is waited for too: it may be the one a caller's registration
+        // asked for, sent again after a failure.
+        if self.urgent_in_flight == 0 && !self.reading_unread {
+            // An error no caller waited for is not a later caller's.
+            let failed = self.sync_error.take();
+            for (tx, unread) in std::mem::take(&mut self.syncs) {
+                let still = unread.iter().any(|i| self.unread.contains(i));
+                let r = match (&failed, still) {
+                    (Some(e), _) => Err(e.clone()),
+                    (None, true) => Err(self
+                        .unread_error
+                        .clone()
+                        .unwrap_or(StoreError::Degraded { op: "read" })),
+                    (None, false) => Ok(()),
+                };
+                let _ = tx.send(r);
             }
         }
+    }
+
+    /// Sends a read of the breakers whose fleet state is not known yet ([`Coordinator`]'s
+    /// `unread`), unless one is in flight: `urgent` for the read a registration or a `sync`
+    /// asks for. Without a connection the store allows, nothing is sent, and that is the
+    /// waiting `sync` callers' error.
+    pub(super) fn read_unread(&mut self, urgent: bool) {
+        self.unread.retain(|i| self.entries.contains_key(i));
+        if self.reading_unread || self.unread.is_empty() {
+            return;
+        }
+        let Some(conn) = self.ready() else {
+            self.unread_error
+                .get_or_insert(StoreError::Degraded { op: "read" });
+            return;
+        };
+        let mut idxs: Vec<u32> = self.unread.iter().copied().collect();
+        idxs.sort_unstable();
+        self.reading_unread = true;
+        self.launch_read(conn, idxs, false, urgent);
     }
 
     pub(super) fn rtt(&self, d: Duration) {

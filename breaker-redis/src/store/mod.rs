@@ -139,7 +139,7 @@ impl ForceTarget {
 
 enum Command {
     FlushNow(oneshot::Sender<Result<usize, StoreError>>),
-    Sync(oneshot::Sender<()>),
+    Sync(oneshot::Sender<Result<(), StoreError>>),
     Force {
         id: BreakerId,
         policy: Option<Arc<BreakerPolicy>>,
@@ -296,7 +296,10 @@ impl Store {
             next_flush: now + config.flush_interval,
             early_used: false,
             early_pending: false,
-            fresh: Vec::new(),
+            unread: HashSet::new(),
+            reading_unread: false,
+            sync_error: None,
+            unread_error: None,
             unsent_trips: Vec::new(),
             reconcile_again: false,
             sweep: Vec::new(),
@@ -399,16 +402,22 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Waits until every urgent operation (local trips, probe leases and their ends, and what
-    /// their answers lead to) queued before this call has been answered. It never waits for a
-    /// flush.
+    /// Waits until every urgent operation (the first read of the fleet's state of a breaker
+    /// shared before, local trips, probe leases and their ends, and what their answers lead
+    /// to) queued before this call has been answered. It never waits for a flush.
     ///
     /// # Errors
-    /// [`StoreError::Closed`] if the coordinator has stopped.
+    /// The first of those operations' errors: for instance [`StoreError::Timeout`] for a first
+    /// read the store did not answer in time, or [`StoreError::Degraded`] when the store's
+    /// breaker is open or no connection is made yet, so that read could not be sent. The
+    /// breakers decide locally meanwhile (as [`OnStoreError`] says), and their first read is
+    /// sent again until the store answers (at the latest with each flush): `Ok` means every
+    /// breaker shared before the call knows the fleet's state. [`StoreError::Closed`] if the
+    /// coordinator has stopped.
     pub async fn sync(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Sync(tx))?;
-        rx.await.map_err(|_| StoreError::Closed)
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Fleet-wide manual control of the registered breaker `id`: every replica sees it (push,
@@ -761,6 +770,9 @@ enum CasKind {
     Reconcile,
 }
 
+/// A `sync` caller: its answer, and the breakers not read when it asked.
+type SyncWaiter = (oneshot::Sender<Result<(), StoreError>>, Vec<u32>);
+
 struct Coordinator {
     cfg: StoreConfig,
     ns: String,
@@ -786,8 +798,12 @@ struct Coordinator {
     early_used: bool,
     /// An early flush asked for while a flush was in flight: sent when it is answered.
     early_pending: bool,
-    /// Registered since the last look: their words are read at once.
-    fresh: Vec<u32>,
+    /// Registered breakers whose fleet state has not been read yet: read at once, and until
+    /// the store answers for them (a read that failed is sent again, and every flush reads
+    /// them), so a replica that joined during a fault learns of an open fleet when it ends.
+    unread: HashSet<u32>,
+    /// Whether a read of `unread` is in flight.
+    reading_unread: bool,
     /// Local trips the store never received (the operation failed while the store was not
     /// degraded): sent again at the next flush.
     unsent_trips: Vec<(u32, TransitionReason)>,
@@ -813,5 +829,10 @@ struct Coordinator {
     /// Urgent operations (and the ones their answers led to) in flight.
     urgent_in_flight: usize,
     /// `sync` callers waiting until none is.
-    syncs: Vec<oneshot::Sender<()>>,
+    syncs: Vec<SyncWaiter>,
+    /// The first error of an urgent operation other than a first read since the waiting
+    /// `sync` callers asked.
+    sync_error: Option<StoreError>,
+    /// Why the last first read failed or could not be sent (`None` after one answered).
+    unread_error: Option<StoreError>,
 }

@@ -206,7 +206,6 @@ impl Coordinator {
         self.sweep_unused();
         let mut idxs =
             std::mem::take(&mut *self.shared.active.lock().unwrap_or_else(|e| e.into_inner()));
-        let fresh: HashSet<u32> = self.fresh.drain(..).collect();
         let degraded = self.status != StoreStatus::Healthy;
         let Some(conn) = self.ready() else {
             self.drop_counts(&idxs);
@@ -239,7 +238,7 @@ impl Coordinator {
         if std::mem::take(&mut self.reconcile_again) {
             self.reconcile_all();
         }
-        idxs.extend(fresh.iter().copied());
+        idxs.extend(self.unread.iter().copied());
         idxs.extend(self.watched.iter().copied());
         idxs.extend(
             self.entries
@@ -275,7 +274,7 @@ impl Coordinator {
             } else {
                 // Counts of a closed period that has ended are the store's to drop.
                 dropped |= !d.is_empty();
-                if !closed || fresh.contains(&idx) {
+                if !closed || self.unread.contains(&idx) {
                     reads.push(idx);
                 }
             }
@@ -409,14 +408,8 @@ impl Coordinator {
             self.early_pending = true;
         } else if flush_soon && !self.early_used {
             self.early_flush();
-        } else if !self.fresh.is_empty() {
-            let fresh: Vec<u32> = std::mem::take(&mut self.fresh)
-                .into_iter()
-                .filter(|i| self.entries.contains_key(i))
-                .collect();
-            if let (Some(conn), false) = (self.ready(), fresh.is_empty()) {
-                self.launch_read(conn, fresh, false, true);
-            }
+        } else {
+            self.read_unread(true);
         }
         for (idx, reason) in trips {
             self.trip(idx, reason);
@@ -506,6 +499,13 @@ impl Coordinator {
         if epoch_changed && !reconciling {
             self.reconcile_all();
         }
+        let first_read = matches!(
+            d.what,
+            What::Read {
+                after_fault: false,
+                ..
+            }
+        );
         match d.what {
             What::Flush {
                 adds,
@@ -524,6 +524,12 @@ impl Coordinator {
                 recv,
             ),
             What::Read { idxs, after_fault } => {
+                if !after_fault {
+                    self.reading_unread = false;
+                    if error.is_none() {
+                        self.unread_error = None;
+                    }
+                }
                 let items = replies.iter().flat_map(|r| {
                     r.items
                         .iter()
@@ -531,6 +537,7 @@ impl Coordinator {
                 });
                 let pairs: Vec<_> = idxs.into_iter().zip(items).collect();
                 for (idx, (now, code, stored)) in pairs {
+                    self.unread.remove(&idx);
                     if tells(code) {
                         self.absorb(idx, stored.as_ref(), now, recv, after_fault);
                     }
@@ -550,7 +557,21 @@ impl Coordinator {
                 // The reconciliation after a fault did not answer: read everything again.
                 self.reconcile_again = true;
             }
+            if first_read {
+                self.unread_error = Some(e.clone());
+            } else if d.urgent {
+                self.sync_error.get_or_insert_with(|| e.clone());
+            }
             self.record_failure(e);
+            // A first read the store did not answer is sent again at once while the store's
+            // breaker allows (its failures open it, which bounds the retries), then with each
+            // flush and the reconciliation when the fault ends.
+            if e.is_health_failure() {
+                self.read_unread(false);
+            }
+        } else if first_read {
+            // Breakers registered while it was in flight.
+            self.read_unread(d.urgent);
         }
     }
 
@@ -608,15 +629,19 @@ impl Coordinator {
                         }
                         _ => {}
                     }
+                    self.unread.remove(&idx);
                     if tells(it.code) {
                         self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
                     }
                     if let (Code::Applied, Extra::Totals { .. }) = (it.code, &it.extra) {
                         rates.push((idx, it.clone()));
                     }
-                } else if tells(it.code) {
+                } else {
                     let idx = reads[ri + k - na];
-                    self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
+                    self.unread.remove(&idx);
+                    if tells(it.code) {
+                        self.absorb(idx, it.stored.as_ref(), now, recv, after_fault);
+                    }
                 }
             }
             ai += na;
@@ -928,7 +953,8 @@ impl Coordinator {
             }
             Command::Sync(tx) => {
                 self.urgent();
-                self.syncs.push(tx);
+                let unread = self.unread.iter().copied().collect();
+                self.syncs.push((tx, unread));
             }
             Command::Force {
                 id,

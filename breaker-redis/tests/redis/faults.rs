@@ -377,7 +377,9 @@ async fn a_partitioned_replica_degrades_then_converges() {
     eventually("reset reaches b", || rb.state() == State::Closed).await;
     proxy.drop_replies();
     rb.record(1, true);
-    b.sync().await.unwrap();
+    // `sync` waits for the trip, and says it was not answered.
+    let e = b.sync().await.unwrap_err();
+    assert!(matches!(e, StoreError::Timeout { .. }), "{e:?}");
     eventually("a sees b's trip", || ra.state() == State::Open).await;
     assert_eq!(
         rb.shared.fleet_view().state,
@@ -639,6 +641,71 @@ async fn a_replica_started_while_the_store_is_down_connects_later() {
     .expect("connected")
     .unwrap();
     flush_until_ok(&st, &r).await;
+}
+
+/// A replica that shares a breaker while the store hangs: its first read of the fleet's
+/// state times out. `sync` says so (it answered `Ok`, and the breaker admitted calls into an
+/// open fleet until a flush of its own read it; a breaker left idle never learned), the
+/// breaker decides locally meanwhile, and the read is sent again until the store answers:
+/// by `sync`, and by the next flush for a breaker no one calls.
+#[tokio::test]
+async fn a_first_read_the_store_did_not_answer_is_an_error_and_is_sent_again() {
+    let s = server!();
+    let ns = unique_ns("unread");
+    let a = fast_replica(&s.url(), &ns, "a").await;
+    let ra = dep(&a);
+    ra.record(1, true);
+    a.sync().await.unwrap();
+    assert_eq!(stored(&s, &ns).0, State::Open, "the fleet is open");
+    let b = fast_replica(&s.url(), &ns, "b").await;
+    // An idle joiner: flushes every 100 ms, and no call of its own.
+    let c = Store::connect(
+        fast(config(&s.url(), &ns, "c", Clock::system()))
+            .flush_interval(Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    s.pause();
+    let rb = dep(&b);
+    let rc = dep(&c);
+    let e = b.sync().await.unwrap_err();
+    assert!(matches!(e, StoreError::Timeout { op: "read", .. }), "{e:?}");
+    assert_eq!(
+        rb.state(),
+        State::Closed,
+        "local meanwhile: the fleet's state is unknown"
+    );
+    s.resume();
+    let start = Instant::now();
+    while let Err(e) = b.sync().await {
+        assert!(
+            matches!(e, StoreError::Timeout { .. } | StoreError::Degraded { .. }),
+            "{e:?}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(5), "never read");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        rb.state(),
+        State::Open,
+        "sync's Ok: the fleet's state is read"
+    );
+    assert_eq!(
+        rb.breaker.try_acquire().unwrap_err().reason(),
+        RejectReason::Open
+    );
+    eventually("the idle joiner reads the open fleet", || {
+        rc.state() == State::Open
+    })
+    .await;
+    // A replica started while the store hangs: no connection yet, so its first read is not
+    // sent, and `sync` says so at once.
+    s.pause();
+    let d = Store::start(fast(config(&s.url(), &ns, "d", Clock::system())));
+    let _rd = dep(&d);
+    let e = d.sync().await.unwrap_err();
+    assert!(matches!(e, StoreError::Degraded { op: "read" }), "{e:?}");
+    s.resume();
 }
 
 /// Issue 26, fault 1: the store killed and restarted empty while the fleet was open; the
