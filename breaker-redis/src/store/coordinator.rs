@@ -529,7 +529,9 @@ impl Coordinator {
         self.launch_read(conn, idxs, true, false);
     }
 
-    /// Answers the `sync` callers once no urgent operation is in flight.
+    /// Answers the `sync` callers once no urgent operation and no first read is in flight:
+    /// the first urgent error since they asked, else an error if a breaker they waited for is
+    /// still unread, else `Ok`.
     pub(super) fn answer_syncs(&mut self) {
         // A first read in flight is waited for too: it may be the one a caller's registration
         // asked for, sent again after a failure.
@@ -561,8 +563,8 @@ impl Coordinator {
             return;
         }
         let Some(conn) = self.ready() else {
-            self.unread_error
-                .get_or_insert(StoreError::Degraded { op: "read" });
+            // The reason now: an earlier read's timeout is not why this one was not sent.
+            self.unread_error = Some(StoreError::Degraded { op: "read" });
             return;
         };
         let mut idxs: Vec<u32> = self.unread.iter().copied().collect();
@@ -615,6 +617,10 @@ async fn timed<T>(
     fut: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     match tokio::time::timeout(timeout, fut).await {
+        // The client's own timeout (the same bound) says no duration.
+        Ok(Err(StoreError::Timeout { op, after })) if after.is_zero() => {
+            Err(StoreError::Timeout { op, after: timeout })
+        }
         Ok(r) => r,
         Err(_) => Err(StoreError::Timeout { op, after: timeout }),
     }

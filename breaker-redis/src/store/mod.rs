@@ -407,13 +407,15 @@ impl Store {
     /// to) queued before this call has been answered. It never waits for a flush.
     ///
     /// # Errors
-    /// The first of those operations' errors: for instance [`StoreError::Timeout`] for a first
-    /// read the store did not answer in time, or [`StoreError::Degraded`] when the store's
-    /// breaker is open or no connection is made yet, so that read could not be sent. The
-    /// breakers decide locally meanwhile (as [`OnStoreError`] says), and their first read is
-    /// sent again until the store answers (at the latest with each flush): `Ok` means every
-    /// breaker shared before the call knows the fleet's state. [`StoreError::Closed`] if the
-    /// coordinator has stopped.
+    /// The first of those operations' errors, or why a first read is not answered yet:
+    /// [`StoreError::Timeout`] for one the store did not answer in time, or
+    /// [`StoreError::Degraded`] when the store's breaker is open or no connection is made yet,
+    /// so it could not be sent. The breakers decide locally meanwhile (as [`OnStoreError`]
+    /// says), and their first read is sent again until the store answers: at once after a
+    /// failure while the store's breaker allows, then by every `sync` and flush once its
+    /// breaker allows again (its cooldown: 1 s doubling to 30 s by default, see
+    /// [`StoreConfig::store_breaker`]). `Ok` means every breaker shared before the call knows
+    /// the fleet's state. [`StoreError::Closed`] if the coordinator has stopped.
     pub async fn sync(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.send(Command::Sync(tx))?;

@@ -668,8 +668,21 @@ async fn a_first_read_the_store_did_not_answer_is_an_error_and_is_sent_again() {
     s.pause();
     let rb = dep(&b);
     let rc = dep(&c);
+    // The read timed out, was sent again and timed out again, which opened the store's breaker
+    // (`fast`: 2 failures): `sync` says why the read is not being sent now.
+    let t = Instant::now();
     let e = b.sync().await.unwrap_err();
-    assert!(matches!(e, StoreError::Timeout { op: "read", .. }), "{e:?}");
+    assert!(matches!(e, StoreError::Degraded { op: "read" }), "{e:?}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(200),
+        "two timeouts: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        b.stats().errors,
+        2,
+        "two reads, none while the store's breaker is open"
+    );
     assert_eq!(
         rb.state(),
         State::Closed,
