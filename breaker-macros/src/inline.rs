@@ -14,10 +14,10 @@ use syn::{Ident, LitInt, LitStr};
 /// Returns the tokens of the same `InlinePolicy`, for the expansion.
 pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
     let mut ok = true;
-    let mut num = |lit: &LitInt| match lit.base10_parse::<u64>() {
+    let mut num = |lit: &LitInt| match int(lit) {
         Ok(n) => Some(n),
-        Err(e) => {
-            cx.error_spanned_by(lit, format!("invalid number `{lit}`: {e}"));
+        Err(why) => {
+            cx.error_spanned_by(lit, why);
             ok = false;
             None
         }
@@ -103,6 +103,12 @@ pub(crate) fn inline_policy(cx: &Ctxt, args: &Args) -> Option<InlineTokens> {
     }
 }
 
+/// An integer literal's value, or why it is not one.
+fn int(lit: &LitInt) -> Result<u64, String> {
+    lit.base10_parse::<u64>()
+        .map_err(|e| format!("invalid number `{lit}`: {e}"))
+}
+
 /// The value of `failure_rate = ..`: a number literal (at least 1: a bare `0.5` reads as a
 /// ratio and is refused, as in config files) or a string with its `%` (`"0.5%"`).
 fn percent(n: &Number) -> Result<f64, String> {
@@ -111,10 +117,7 @@ fn percent(n: &Number) -> Result<f64, String> {
         None => Ok(f),
     };
     match n {
-        Number::Int(l) => l
-            .base10_parse::<u64>()
-            .map(|n| n as f64)
-            .map_err(|e| format!("invalid number `{l}`: {e}")),
+        Number::Int(l) => int(l).map(|n| n as f64),
         Number::Float(l) => l
             .base10_parse::<f64>()
             .map_err(|e| format!("invalid number `{l}`: {e}"))

@@ -5,7 +5,7 @@ use super::parser;
 use crate::breaker::{BreakerPolicy, NeutralProbe, SlidingWindow, SlowCall};
 use crate::policy::defaults::{self, default_min_calls};
 use crate::policy::Field;
-use crate::syntax::{char_range, fmt_duration, tick, DslError, Parser};
+use crate::syntax::{fmt_duration, shown_span, tick, DslError, Parser};
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
@@ -94,13 +94,10 @@ impl Seen {
     ) -> Result<(), DslError> {
         if let Some((_, first)) = self.0.iter().find(|(c, _)| *c == clause) {
             return Err(
-                DslError::new(src, span, format!("duplicate `{clause}` clause")).help({
-                    let first = char_range(src, first);
-                    format!(
-                        "`{clause}` is already set at {}..{}",
-                        first.start, first.end
-                    )
-                }),
+                DslError::new(src, span, format!("duplicate `{clause}` clause")).help(format!(
+                    "`{clause}` is already set at {}",
+                    shown_span(src, first)
+                )),
             );
         }
         self.0.push((clause, span));
@@ -220,13 +217,10 @@ fn breaker(p: &mut Parser<'_>) -> Result<BreakerPolicy, DslError> {
                         spec.span.clone(),
                         "conflicting window: the failure-rate and slow-call rules share one window",
                     )
-                    .help({
-                        let first = char_range(p.src, &first.span);
-                        format!(
-                            "the window is already set at {}..{}; write it once",
-                            first.start, first.end
-                        )
-                    }));
+                    .help(format!(
+                        "the window is already set at {}; write it once",
+                        shown_span(p.src, &first.span)
+                    )));
                 }
                 Some(_) => {}
                 None => shared_window = Some(spec),

@@ -5,7 +5,7 @@ use crate::bulkhead::policy::BULKHEAD_MAX_WAIT;
 use crate::bulkhead::{check_bulkhead, BulkheadPolicy};
 use crate::field::Field;
 use crate::layer::{check_order, Layer, OrderError};
-use crate::syntax::{char_range, fmt_duration, tick, DslError, Parser};
+use crate::syntax::{fmt_duration, shown_span, tick, DslError, Parser};
 use std::fmt;
 use std::str::FromStr;
 
@@ -51,9 +51,8 @@ pub(crate) fn parse_order(src: &str) -> Result<Vec<Layer>, DslError> {
                     "an order naming only itself can only repeat a layer or misplace `hedge`"
                 ),
             };
-            let other = char_range(src, &spans[other]);
             return Err(DslError::new(src, spans[at].clone(), problem.to_string())
-                .help(format!("{what} at {}..{}", other.start, other.end)));
+                .help(format!("{what} at {}", shown_span(src, &spans[other]))));
         }
         if p.peek_is(">") {
             p.bump();

@@ -4,7 +4,7 @@ use super::parser;
 use crate::policy::defaults::{self, BACKOFF_BASE, BACKOFF_FACTOR};
 use crate::policy::{check_retry, Field};
 use crate::retry::{Backoff, Jitter, RetryPolicy};
-use crate::syntax::{char_range, fmt_duration, tick, DslError, Parser};
+use crate::syntax::{fmt_duration, shown_span, tick, DslError, Parser};
 use std::fmt;
 use std::str::FromStr;
 
@@ -190,13 +190,11 @@ fn retry(p: &mut Parser<'_>) -> Result<RetryPolicy, DslError> {
                     format!("duplicate jitter `{}`", again.text),
                 )
                 .expected([end()])
-                .help({
-                    let first = char_range(p.src, &t.span);
-                    format!(
-                        "jitter is already set by `{}` at {}..{}",
-                        t.text, first.start, first.end
-                    )
-                }));
+                .help(format!(
+                    "jitter is already set by `{}` at {}",
+                    t.text,
+                    shown_span(p.src, &t.span)
+                )));
             }
             expected.clear();
         } else {

@@ -58,6 +58,12 @@ fn narrow(r: &Range<usize>) -> [u32; 2] {
     [n(r.start), n(r.end)]
 }
 
+/// Byte range `span` of `src` as an error's text shows it: its character range, `start..end`.
+pub(crate) fn shown_span(src: &str, span: &Range<usize>) -> String {
+    let r = char_range(src, span);
+    format!("{}..{}", r.start, r.end)
+}
+
 /// The character range of byte range `span` of `src` (`span` itself where it is not on
 /// `src`'s character boundaries, which no error's span is).
 pub(crate) fn char_range(src: &str, span: &Range<usize>) -> Range<usize> {

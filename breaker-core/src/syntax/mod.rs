@@ -12,5 +12,5 @@ mod error;
 mod parse;
 
 pub use error::DslError;
-pub(crate) use error::{char_range, suggest, suggest_key, tick};
+pub(crate) use error::{shown_span, suggest, suggest_key, tick};
 pub(crate) use parse::{compact, fmt_duration, parse_duration, Parser, Token};
